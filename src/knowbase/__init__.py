@@ -1,0 +1,1 @@
+"""knowbase: local-first knowledge-base engine."""

@@ -1,0 +1,84 @@
+"""Catalog engine: SQLite (default) or PostgreSQL, with explicit write transactions.
+
+pysqlite opens a transaction only at the first write, so check-then-write steps would race
+across processes. Following SQLAlchemy's pysqlite recipe we put the driver in autocommit and emit
+``BEGIN IMMEDIATE`` ourselves in :meth:`Catalog.write_tx` (``BEGIN`` for reads).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from knowbase.catalog.schema import metadata
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @sa.event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=5000")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _on_begin(conn):  # type: ignore[no-untyped-def]
+            mode = conn.info.pop("begin_mode", "DEFERRED")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+class Catalog:
+    """Owns the catalog engine. ``write_tx`` for writes, ``read`` for consistent reads."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _make_engine(url)
+        self.is_sqlite = url.startswith("sqlite")
+
+    def create_schema(self) -> None:
+        """Bring the schema to head with Alembic (idempotent)."""
+        from knowbase.catalog.migrate import upgrade_to_head
+
+        upgrade_to_head(self.engine)
+
+    @contextmanager
+    def write_tx(self) -> Iterator[Connection]:
+        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so check-then-write is atomic."""
+        with self.engine.connect() as conn:
+            if self.is_sqlite:
+                conn.info["begin_mode"] = "IMMEDIATE"
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction (one snapshot)."""
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+__all__ = ["Catalog", "metadata", "now_ms"]

@@ -1,0 +1,164 @@
+"""Catalog tables (SQLAlchemy Core). Portable SQL only: the same schema runs on PostgreSQL.
+
+Timestamps are integer milliseconds since the epoch. JSON columns hold text (portable).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+BASE_STATUSES = ("completed", "failed")
+BASE_ERRORS = ("missing_embedding_model", "missing_vector_store")
+ITEM_TYPES = ("file", "url", "note", "directory", "sitemap")
+CONTAINER_TYPES = ("directory", "sitemap")
+ITEM_STATUSES = (
+    "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting",
+)
+ACTIVE_STATUSES = ("preparing", "processing", "reading", "embedding")
+TERMINAL_ITEM_STATUSES = ("completed", "failed")
+JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+TERMINAL_JOB_STATUSES = ("completed", "failed", "cancelled")
+
+
+def is_container(item_type: str) -> bool:
+    """Directories and sitemaps hold children; every other type is a leaf."""
+    return item_type in CONTAINER_TYPES
+
+
+def _in(col: str, values: tuple[str, ...]) -> str:
+    return f"{col} IN ({', '.join(repr(v) for v in values)})"
+
+
+knowledge_base = sa.Table(
+    "knowledge_base",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("name_key", sa.String(255), nullable=False, unique=True),  # trimmed, casefolded
+    sa.Column("dimensions", sa.Integer, nullable=True),
+    sa.Column("embedding_model_id", sa.String(255), nullable=True),
+    sa.Column("status", sa.String(16), nullable=False, server_default="completed"),
+    sa.Column("error", sa.String(64), nullable=True),
+    sa.Column("rerank_model_id", sa.String(255), nullable=True),
+    sa.Column("file_processor_id", sa.String(32), nullable=True),
+    sa.Column("chunk_size", sa.Integer, nullable=False, server_default="1024"),
+    sa.Column("chunk_overlap", sa.Integer, nullable=False, server_default="200"),
+    sa.Column("chunk_strategy", sa.String(16), nullable=False, server_default="structured"),
+    sa.Column("chunk_separator", sa.String(64), nullable=False, server_default="\\n\\n"),
+    sa.Column("threshold", sa.Float, nullable=True),
+    sa.Column("document_count", sa.Integer, nullable=True),
+    sa.Column("allow_local_urls", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.CheckConstraint(_in("status", BASE_STATUSES), name="knowledge_base_status_check"),
+    sa.CheckConstraint(
+        "(status = 'completed' AND error IS NULL AND ("
+        "(embedding_model_id IS NOT NULL AND dimensions IS NOT NULL AND dimensions > 0) OR "
+        "(embedding_model_id IS NULL AND dimensions IS NULL))) OR "
+        "(status = 'failed' AND error IS NOT NULL AND TRIM(error) <> '')",
+        name="knowledge_base_status_error_check",
+    ),
+    sa.CheckConstraint("length(trim(name)) >= 1", name="knowledge_base_name_check"),
+    sa.CheckConstraint("chunk_size > 0", name="knowledge_base_chunk_size_check"),
+    sa.CheckConstraint(
+        "chunk_overlap >= 0 AND chunk_overlap < chunk_size", name="knowledge_base_overlap_check"
+    ),
+    sa.CheckConstraint(
+        "chunk_strategy IN ('structured', 'delimiter')", name="knowledge_base_strategy_check"
+    ),
+    sa.CheckConstraint(
+        "threshold IS NULL OR (threshold >= 0 AND threshold <= 1)",
+        name="knowledge_base_threshold_check",
+    ),
+    sa.CheckConstraint(
+        "document_count IS NULL OR document_count > 0", name="knowledge_base_doc_count_check"
+    ),
+    sa.CheckConstraint(
+        "file_processor_id IS NULL OR file_processor_id IN ('tesseract')",
+        name="knowledge_base_processor_check",
+    ),
+)
+
+knowledge_item = sa.Table(
+    "knowledge_item",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column(
+        "base_id", sa.String(36), sa.ForeignKey("knowledge_base.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("group_id", sa.String(36), nullable=True),
+    sa.Column("type", sa.String(16), nullable=False),
+    sa.Column("data", sa.Text, nullable=False),  # JSON, shape per type (§1.2)
+    sa.Column("origin", sa.Text, nullable=True),  # absolute path or URL, for re-acquisition
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("error_code", sa.String(64), nullable=True),
+    sa.Column("error_message", sa.Text, nullable=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("base_id", "id", name="knowledge_item_base_id_id_key"),
+    sa.ForeignKeyConstraint(
+        ["base_id", "group_id"], ["knowledge_item.base_id", "knowledge_item.id"],
+        ondelete="CASCADE", name="knowledge_item_group_fk",
+    ),
+    sa.CheckConstraint(_in("type", ITEM_TYPES), name="knowledge_item_type_check"),
+    sa.CheckConstraint(_in("status", ITEM_STATUSES), name="knowledge_item_status_check"),
+    sa.CheckConstraint(
+        "(type IN ('directory', 'sitemap') AND status NOT IN ('reading', 'embedding')) OR "
+        "(type NOT IN ('directory', 'sitemap') AND status <> 'preparing')",
+        name="knowledge_item_type_status_check",
+    ),
+    sa.CheckConstraint(
+        "(status = 'failed' AND error_code IS NOT NULL AND TRIM(error_code) <> '' "
+        "AND error_message IS NOT NULL AND TRIM(error_message) <> '') OR "
+        "(status <> 'failed' AND error_code IS NULL AND error_message IS NULL)",
+        name="knowledge_item_error_check",
+    ),
+    sa.Index("knowledge_item_base_type_created_idx", "base_id", "type", "created_at"),
+    sa.Index("knowledge_item_base_group_created_idx", "base_id", "group_id", "created_at"),
+    sa.Index("knowledge_item_status_idx", "status"),
+)
+
+job = sa.Table(
+    "job",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("queue", sa.String(64), nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),  # JSON object
+    sa.Column("status", sa.String(16), nullable=False, server_default="pending"),
+    sa.Column("idempotency_key", sa.String(512), nullable=True),
+    # Non-null only while the job is non-terminal: a unique index on it dedupes active jobs.
+    sa.Column("active_key", sa.String(512), nullable=True, unique=True),
+    sa.Column("parent_id", sa.String(36), nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("max_attempts", sa.Integer, nullable=False, server_default="3"),
+    sa.Column("run_at", sa.BigInteger, nullable=False),
+    sa.Column("locked_by", sa.String(255), nullable=True),
+    sa.Column("lease_until", sa.BigInteger, nullable=True),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("progress_stage", sa.String(64), nullable=True),
+    sa.Column("progress_percent", sa.Float, nullable=True),
+    sa.Column("progress_details", sa.Text, nullable=True),  # JSON
+    sa.Column("error_code", sa.String(64), nullable=True),
+    sa.Column("error_message", sa.Text, nullable=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("finished_at", sa.BigInteger, nullable=True),
+    sa.CheckConstraint(_in("status", JOB_STATUSES), name="job_status_check"),
+    sa.Index("job_claim_idx", "queue", "status", "run_at"),
+    sa.Index("job_status_idx", "status"),
+    sa.Index("job_parent_idx", "parent_id"),
+)
+
+worker = sa.Table(
+    "worker",
+    metadata,
+    sa.Column("id", sa.String(255), primary_key=True),  # host:pid:start-time
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.BigInteger, nullable=False),
+    sa.Column("heartbeat_at", sa.BigInteger, nullable=False),
+)

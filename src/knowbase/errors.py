@@ -1,0 +1,225 @@
+"""The one error tree of knowbase.
+
+Every error a caller can branch on carries a stable snake_case ``code`` (never renamed once
+released), an HTTP ``status`` for the HTTP surface, a message a person can act on, and an
+optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
+
+    KnowbaseError                      code=internal_error, 500
+    ├── InvalidInput                   422  bad input from the caller; nothing was written
+    │   ├── UnsafePath                     path escapes the material root / reserved name
+    │   ├── EmptyContent                   empty or whitespace-only note/url text
+    │   ├── NoSearchableTokens             query has no letters or digits
+    │   ├── UnsupportedFileType            extension the readers do not handle
+    │   ├── InvalidUrl                     not http(s), or refused by the SSRF guard
+    │   └── InvalidPattern                 grep regex invalid or too slow
+    ├── NotFound                       404  base / item / concept does not exist or is not visible
+    ├── Conflict                       409  a guard refused the operation in the current state
+    │   ├── BaseFailed                     the base is failed: restore it first
+    │   └── FileExists                     the target file already exists in raw/
+    ├── Unavailable                    503  a component cannot be reached right now
+    │   ├── VectorStoreUnavailable         the base's index cannot be opened
+    │   ├── ProviderUnavailable            embedding / rerank endpoint down or failing
+    │   └── MissingExtra                   an optional dependency is not installed
+    ├── ProviderError                  502  a provider answered something unusable
+    │   └── EmbeddingMismatch              wrong vector count / width / empty vector
+    └── ItemFailed                     an item could not be processed; ends its job, fails the item
+        ├── NoTextExtracted                reader produced no text (scanned PDF?)
+        ├── UnreadableFile                 corrupt / truncated / wrong signature / too big
+        ├── EncryptedFile                  password protected
+        ├── OriginMissing                  the original source is gone
+        └── IndexingInterrupted            the job was cancelled or abandoned
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class KnowbaseError(Exception):
+    """Root of every error knowbase raises on purpose."""
+
+    code: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+    hint: ClassVar[str | None] = None
+
+    def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint  # type: ignore[misc]
+        self.details: dict[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape used by the CLI ``--json``, HTTP and MCP surfaces."""
+        body: dict[str, Any] = {"code": self.code, "message": self.message, "details": self.details}
+        if self.hint:
+            body["hint"] = self.hint
+        return body
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- 422 -------------------------------------------------------------------------------------
+class InvalidInput(KnowbaseError):
+    """The caller sent something we cannot accept. Nothing was written."""
+
+    code = "invalid_input"
+    status = 422
+
+
+class UnsafePath(InvalidInput):
+    """A relative path escapes the material root, is empty, absolute, has NUL or is reserved."""
+
+    code = "unsafe_path"
+
+
+class EmptyContent(InvalidInput):
+    """A note or fetched page has no non-whitespace text."""
+
+    code = "empty_content"
+
+
+class NoSearchableTokens(InvalidInput):
+    """The query has no letters, digits or underscores to search for."""
+
+    code = "no_searchable_tokens"
+
+
+class UnsupportedFileType(InvalidInput):
+    """The file's extension is not one the readers handle."""
+
+    code = "unsupported_file_type"
+
+
+class InvalidUrl(InvalidInput):
+    """Not an http(s) URL, or it points at a private address while local hosts are refused."""
+
+    code = "invalid_url"
+
+
+class InvalidPattern(InvalidInput):
+    """A grep pattern that does not compile or takes too long."""
+
+    code = "invalid_pattern"
+
+
+# --- 404 -------------------------------------------------------------------------------------
+class NotFound(KnowbaseError):
+    """The base, item or concept does not exist (or is not visible)."""
+
+    code = "not_found"
+    status = 404
+
+
+# --- 409 -------------------------------------------------------------------------------------
+class Conflict(KnowbaseError):
+    """A guard refused the operation in the current state."""
+
+    code = "conflict"
+    status = 409
+
+
+class BaseFailed(Conflict):
+    """The base is ``failed``; only delete, restore, tree and settings are allowed."""
+
+    code = "base_failed"
+    hint = "restore the base (kb base restore) before running this operation"
+
+
+class FileExists(Conflict):
+    """A copy or write would overwrite a file in the base's raw/ tree."""
+
+    code = "file_exists"
+
+
+# --- 503 -------------------------------------------------------------------------------------
+class Unavailable(KnowbaseError):
+    """A component cannot be reached right now; retrying later may work."""
+
+    code = "unavailable"
+    status = 503
+
+
+class VectorStoreUnavailable(Unavailable):
+    """The base's index cannot be opened (missing, corrupt, or another base's)."""
+
+    code = "vector_store_unavailable"
+
+
+class ProviderUnavailable(Unavailable):
+    """The embedding or rerank endpoint is unreachable or answered with a server error."""
+
+    code = "provider_unavailable"
+
+
+class MissingExtra(Unavailable):
+    """An optional dependency is not installed."""
+
+    code = "missing_extra"
+
+
+# --- 502 -------------------------------------------------------------------------------------
+class ProviderError(KnowbaseError):
+    """A provider answered, but with something unusable."""
+
+    code = "provider_error"
+    status = 502
+
+
+class EmbeddingMismatch(ProviderError):
+    """Vector count, emptiness or width does not match what was asked."""
+
+    code = "embedding_mismatch"
+
+
+# --- item failures ---------------------------------------------------------------------------
+class ItemFailed(KnowbaseError):
+    """The item cannot be processed; its job ends and the item becomes ``failed`` with ``code``."""
+
+    code = "item_failed"
+    status = 422
+
+
+class NoTextExtracted(ItemFailed):
+    """The reader produced no text, e.g. a scanned PDF."""
+
+    code = "no_text_extracted"
+    hint = "enable OCR for this base (file processor 'tesseract') and reindex"
+
+
+class UnreadableFile(ItemFailed):
+    """The file is corrupt, truncated, too big, or not what its extension says."""
+
+    code = "unreadable_file"
+
+
+class EncryptedFile(ItemFailed):
+    """The file is password protected."""
+
+    code = "encrypted_file"
+    hint = "remove the password and add the file again"
+
+
+class OriginMissing(ItemFailed):
+    """The item's original file, folder or URL is gone."""
+
+    code = "origin_missing"
+
+
+class IndexingInterrupted(ItemFailed):
+    """The item's job was cancelled or abandoned by a crash or restart."""
+
+    code = "indexing_interrupted"
+    hint = "run kb retry to index it again"
+
+
+def all_error_classes() -> list[type[KnowbaseError]]:
+    """Every error class, root first (used by the meta-test that codes are unique)."""
+    seen: list[type[KnowbaseError]] = []
+    stack: list[type[KnowbaseError]] = [KnowbaseError]
+    while stack:
+        cls = stack.pop(0)
+        seen.append(cls)
+        stack.extend(cls.__subclasses__())
+    return seen

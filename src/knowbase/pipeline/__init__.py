@@ -1,0 +1,1 @@
+"""Pure stages: sources → readers → processing → indexing → store. Never writes item status."""

@@ -1,0 +1,90 @@
+"""The ``IndexStore`` protocol: what the pipeline and query layers need from a per-base index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from knowbase.pipeline.documents import Chunk
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MaterialInput:
+    """Everything ``rebuild_material`` needs: the text, its chunks, and the Concept ID."""
+
+    material_id: str  # = knowledge_item.id
+    relative_path: str  # = Concept ID
+    content_text: str
+    chunks: Sequence[Chunk]
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search unit found by a lane. ``score`` is lane-specific (bm25, −length, cosine)."""
+
+    unit_id: str
+    material_id: str
+    relative_path: str
+    unit_index: int
+    char_start: int
+    char_end: int
+    text: str
+    score: float
+    title: str | None = None
+    locator: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UnitRecord:
+    """A stored search unit of one material, in unit_index order."""
+
+    unit_id: str
+    unit_index: int
+    char_start: int
+    char_end: int
+    text: str
+    locator: dict[str, Any] = field(default_factory=dict)
+
+
+class IndexStore(Protocol):
+    """A per-base derived index. Writers hold the base lock; readers are lock-free."""
+
+    base_id: str
+    dims: int | None  # None → BM25-only base
+
+    def rebuild_material(
+        self, material: MaterialInput, embeddings: Mapping[str, np.ndarray | Sequence[float]]
+    ) -> None:
+        """Replace the material's units atomically; vector bases need every body's embedding."""
+
+    def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]: ...
+
+    def delete_materials(self, material_ids: Iterable[str]) -> None: ...
+
+    def reclaim(self) -> None: ...
+
+    def keyword_search(self, query: str, limit: int) -> list[SearchHit]: ...
+
+    def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]: ...
+
+    def material_path(self, material_id: str) -> str | None: ...
+
+    def material_by_path(self, relative_path: str) -> str | None:
+        """The material id whose Concept ID is exactly ``relative_path``."""
+
+    def content_text(self, material_id: str) -> str | None: ...
+
+    def list_units(self, material_id: str) -> list[UnitRecord]: ...
+
+    def material_ids(self) -> set[str]: ...
+
+    def changes_version(self) -> int:
+        """``meta.vectors_version``: bumped by every transaction that changes units."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,103 @@
+"""Settings: flag, then ``KNOWBASE_*`` env, then ``$KNOWBASE_HOME/config.toml``, then defaults.
+
+Only ``interfaces/`` calls :func:`load_settings`; everything else receives a ``Settings`` value.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProviderProfile:
+    """A named remote endpoint (``[providers.ollama]`` in config.toml)."""
+
+    name: str
+    base_url: str
+    api_key_env: str | None = None
+    kind: str = "openai"  # wire protocol: "openai" embeddings, "jina"/"cohere" rerank
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a ``Knowledge`` needs to know about its home and providers."""
+
+    home: Path
+    database_url: str | None = None  # None → sqlite file catalog.sqlite under home
+    providers: dict[str, ProviderProfile] = field(default_factory=dict)
+    allow_local_urls: bool = False  # SSRF guard off (tests against loopback)
+    max_file_bytes: int = 200 * 1024 * 1024
+    workers: int = 5  # per-queue concurrency
+    global_workers: int = 50
+
+    @property
+    def catalog_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'catalog.sqlite'}"
+
+    @property
+    def bases_dir(self) -> Path:
+        return self.home / "bases"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.home / "locks"
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+
+def default_home() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("knowbase"))
+
+
+def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from flags (``home``/``overrides``), env, config.toml and defaults."""
+    env = os.environ
+    home_path = Path(home or env.get("KNOWBASE_HOME") or default_home()).expanduser().resolve()
+    config: dict[str, Any] = {}
+    config_file = home_path / "config.toml"
+    if config_file.is_file():
+        config = tomllib.loads(config_file.read_text(encoding="utf-8"))
+    profiles = {
+        name: ProviderProfile(
+            name=name,
+            base_url=str(spec["base_url"]),
+            api_key_env=spec.get("api_key_env"),
+            kind=spec.get("kind", "openai"),
+        )
+        for name, spec in (config.get("providers") or {}).items()
+    }
+    if "openai" not in profiles:
+        profiles["openai"] = ProviderProfile(
+            "openai", env.get("KNOWBASE_OPENAI_BASE_URL", "https://api.openai.com/v1"), "OPENAI_API_KEY"
+        )
+
+    def pick(key: str, env_name: str, default: Any, cast: Any = str) -> Any:
+        if overrides.get(key) is not None:
+            return overrides[key]
+        if env_name in env:
+            return cast(env[env_name])
+        if key in config:
+            return cast(config[key])
+        return default
+
+    def truthy(v: Any) -> bool:
+        return str(v).lower() in {"1", "true", "yes", "on"}
+
+    return Settings(
+        home=home_path,
+        database_url=pick("database_url", "KNOWBASE_DATABASE_URL", None),
+        providers=profiles,
+        allow_local_urls=pick("allow_local_urls", "KNOWBASE_ALLOW_LOCAL_URLS", False, truthy),
+        max_file_bytes=pick("max_file_bytes", "KNOWBASE_MAX_FILE_BYTES", 200 * 1024 * 1024, int),
+        workers=pick("workers", "KNOWBASE_WORKERS", 5, int),
+    )
