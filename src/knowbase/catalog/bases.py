@@ -1,0 +1,115 @@
+"""Base repository: plain functions over a connection (the caller owns the transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from knowbase.catalog.db import now_ms
+from knowbase.catalog.models import Base
+from knowbase.catalog.schema import knowledge_base as kb_t
+from knowbase.errors import Conflict, InvalidInput, NotFound
+from knowbase.ids import new_base_id
+
+UPDATABLE = {
+    "name", "rerank_model_id", "file_processor_id", "chunk_size", "chunk_overlap",
+    "chunk_strategy", "chunk_separator", "threshold", "document_count", "allow_local_urls",
+}
+
+
+def name_key(name: str) -> str:
+    return name.strip().casefold()
+
+
+def validate_settings(values: dict[str, Any]) -> None:
+    """The zod rules of §1.1 on top of the table CHECKs, as clear InvalidInput errors."""
+    size = values.get("chunk_size")
+    overlap = values.get("chunk_overlap")
+    if size is not None and size < 1:
+        raise InvalidInput("chunk_size must be a positive number of tokens", field="chunk_size")
+    if overlap is not None and overlap < 0:
+        raise InvalidInput("chunk_overlap must be 0 or more", field="chunk_overlap")
+    if size is not None and overlap is not None and overlap >= size:
+        raise InvalidInput("chunk_overlap must be smaller than chunk_size", field="chunk_overlap")
+    strategy = values.get("chunk_strategy")
+    if strategy is not None and strategy not in ("structured", "delimiter"):
+        raise InvalidInput("chunk_strategy must be 'structured' or 'delimiter'")
+    if strategy == "delimiter" and not values.get("chunk_separator"):
+        raise InvalidInput("a separator is required with the delimiter strategy")
+    threshold = values.get("threshold")
+    if threshold is not None and not 0 <= threshold <= 1:
+        raise InvalidInput("threshold must be between 0 and 1", field="threshold")
+    count = values.get("document_count")
+    if count is not None and count < 1:
+        raise InvalidInput("document_count must be positive", field="document_count")
+    processor = values.get("file_processor_id")
+    if processor is not None and processor not in ("tesseract",):
+        raise InvalidInput("file_processor_id must be 'tesseract' or empty")
+    if "name" in values and not str(values["name"] or "").strip():
+        raise InvalidInput("a base needs a non-empty name", field="name")
+
+
+def insert(conn: Connection, *, name: str, **values: Any) -> Base:
+    name = name.strip()
+    validate_settings({"name": name, **values})
+    if find_by_name(conn, name) is not None:
+        raise Conflict(f"a base named {name!r} already exists", name=name)
+    ts = now_ms()
+    row = {"id": new_base_id(), "name": name, "name_key": name_key(name), "status": "completed",
+           "created_at": ts, "updated_at": ts}
+    row.update({k: v for k, v in values.items() if v is not None})
+    conn.execute(kb_t.insert().values(**row))
+    return get(conn, row["id"])
+
+
+def get(conn: Connection, base_id: str) -> Base:
+    row = conn.execute(sa.select(kb_t).where(kb_t.c.id == base_id)).first()
+    if row is None:
+        raise NotFound(f"no knowledge base {base_id!r}", base_id=base_id)
+    return Base.from_row(row)
+
+
+def find(conn: Connection, base_id: str) -> Base | None:
+    row = conn.execute(sa.select(kb_t).where(kb_t.c.id == base_id)).first()
+    return Base.from_row(row) if row else None
+
+
+def find_by_name(conn: Connection, name: str) -> Base | None:
+    row = conn.execute(sa.select(kb_t).where(kb_t.c.name_key == name_key(name))).first()
+    return Base.from_row(row) if row else None
+
+
+def resolve(conn: Connection, name_or_id: str) -> Base:
+    """Every surface takes a name or an id."""
+    base = find(conn, name_or_id) or find_by_name(conn, name_or_id)
+    if base is None:
+        raise NotFound(f"no knowledge base named or with id {name_or_id!r}", base=name_or_id)
+    return base
+
+
+def list_all(conn: Connection) -> list[Base]:
+    rows = conn.execute(sa.select(kb_t).order_by(kb_t.c.created_at, kb_t.c.id))
+    return [Base.from_row(r) for r in rows]
+
+
+def update(conn: Connection, base_id: str, **values: Any) -> Base:
+    unknown = set(values) - UPDATABLE - {"embedding_model_id", "dimensions", "status", "error"}
+    if unknown:
+        raise InvalidInput(f"unknown base settings: {sorted(unknown)}")
+    current = get(conn, base_id)
+    merged = {**current.to_dict(), **values}
+    validate_settings(merged)
+    if "name" in values:
+        values["name"] = values["name"].strip()
+        other = find_by_name(conn, values["name"])
+        if other is not None and other.id != base_id:
+            raise Conflict(f"a base named {values['name']!r} already exists")
+        values["name_key"] = name_key(values["name"])
+    conn.execute(kb_t.update().where(kb_t.c.id == base_id).values(**values, updated_at=now_ms()))
+    return get(conn, base_id)
+
+
+def delete(conn: Connection, base_id: str) -> None:
+    conn.execute(kb_t.delete().where(kb_t.c.id == base_id))

@@ -1,0 +1,306 @@
+"""Item repository and the status rules of §1.3 (functions over the caller's connection).
+
+Rules enforced here, for every writer:
+- nothing leaves ``deleting`` (a write that tries is ignored);
+- writing ``failed`` over a subtree skips ``deleting`` rows;
+- after a child's status changes its containers are reconciled (the roll-up).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from knowbase.catalog.db import now_ms
+from knowbase.catalog.models import Item
+from knowbase.catalog.schema import ACTIVE_STATUSES, is_container
+from knowbase.catalog.schema import knowledge_item as it
+from knowbase.errors import NotFound
+from knowbase.ids import new_time_id
+
+log = logging.getLogger(__name__)
+
+CHILD_FAILED = ("child_failed", "One or more child items failed")
+_CHUNK = 500
+
+
+def _chunks(values: Sequence[str], size: int = _CHUNK) -> Iterable[Sequence[str]]:
+    for i in range(0, len(values), size):
+        yield values[i : i + size]
+
+
+def insert_active(
+    conn: Connection,
+    *,
+    base_id: str,
+    type: str,
+    data: dict[str, Any],
+    origin: str | None = None,
+    group_id: str | None = None,
+    reconcile: bool = True,
+) -> Item:
+    """Create a row in its first active state and reconcile its containers in the same tx."""
+    ts = now_ms()
+    row = {
+        "id": new_time_id(), "base_id": base_id, "group_id": group_id, "type": type,
+        "data": json.dumps(data, ensure_ascii=False), "origin": origin,
+        "status": "preparing" if is_container(type) else "processing",
+        "created_at": ts, "updated_at": ts,
+    }
+    conn.execute(it.insert().values(**row))
+    if reconcile and group_id:
+        reconcile_containers(conn, group_id)
+    return get(conn, row["id"])
+
+
+def get(conn: Connection, item_id: str) -> Item:
+    item = find(conn, item_id)
+    if item is None:
+        raise NotFound(f"no knowledge item {item_id!r}", item_id=item_id)
+    return item
+
+
+def find(conn: Connection, item_id: str) -> Item | None:
+    row = conn.execute(sa.select(it).where(it.c.id == item_id)).first()
+    return Item.from_row(row) if row else None
+
+
+def find_many(conn: Connection, item_ids: Iterable[str]) -> dict[str, Item]:
+    ids = list(dict.fromkeys(item_ids))
+    out: dict[str, Item] = {}
+    for part in _chunks(ids):
+        for row in conn.execute(sa.select(it).where(it.c.id.in_(part))):
+            out[row.id] = Item.from_row(row)
+    return out
+
+
+def list_items(
+    conn: Connection,
+    base_id: str,
+    *,
+    statuses: Iterable[str] | None = None,
+    include_deleting: bool = False,
+    roots_only: bool = False,
+) -> list[Item]:
+    q = sa.select(it).where(it.c.base_id == base_id)
+    if statuses is not None:
+        q = q.where(it.c.status.in_(list(statuses)))
+    elif not include_deleting:
+        q = q.where(it.c.status != "deleting")
+    if roots_only:
+        q = q.where(it.c.group_id.is_(None))
+    return [Item.from_row(r) for r in conn.execute(q.order_by(it.c.created_at, it.c.id))]
+
+
+def children(conn: Connection, item_id: str) -> list[Item]:
+    q = sa.select(it).where(it.c.group_id == item_id).order_by(it.c.created_at, it.c.id)
+    return [Item.from_row(r) for r in conn.execute(q)]
+
+
+def subtree_ids(conn: Connection, root_ids: Iterable[str]) -> list[str]:
+    """Roots and every descendant (recursive CTE; portable to PostgreSQL)."""
+    roots = list(dict.fromkeys(root_ids))
+    found: list[str] = []
+    for part in _chunks(roots):
+        tree = sa.select(it.c.id).where(it.c.id.in_(part)).cte("tree", recursive=True)
+        tree = tree.union_all(sa.select(it.c.id).where(it.c.group_id == tree.c.id))
+        found.extend(r[0] for r in conn.execute(sa.select(tree.c.id)))
+    return list(dict.fromkeys(found))
+
+
+def subtree(conn: Connection, root_ids: Iterable[str]) -> list[Item]:
+    ids = subtree_ids(conn, root_ids)
+    found = find_many(conn, ids)
+    return [found[i] for i in ids if i in found]
+
+
+def set_status(
+    conn: Connection,
+    item_id: str,
+    status: str,
+    *,
+    error_code: str | None = None,
+    error_message: str | None = None,
+) -> bool:
+    """Write a status (never out of ``deleting``) and roll the change up. Returns whether written."""
+    item = find(conn, item_id)
+    if item is None:
+        return False
+    if item.status == "deleting" and status != "deleting":
+        log.warning("refusing to move deleting item %s to %s", item_id, status)
+        return False
+    if status == "failed":
+        error_code = error_code or "item_failed"
+        error_message = error_message or error_code
+    else:
+        error_code = error_message = None
+    conn.execute(
+        it.update().where(it.c.id == item_id).values(
+            status=status, error_code=error_code, error_message=error_message, updated_at=now_ms()
+        )
+    )
+    if item.group_id:
+        reconcile_containers(conn, item.group_id)
+    return True
+
+
+def fail_items(conn: Connection, item_ids: Iterable[str], code: str, message: str) -> list[str]:
+    """Set ``failed`` on the given rows, skipping ``deleting`` ones; reconcile their parents."""
+    ids = list(dict.fromkeys(item_ids))
+    changed: list[str] = []
+    parents: set[str] = set()
+    for part in _chunks(ids):
+        rows = conn.execute(
+            sa.select(it.c.id, it.c.group_id).where(it.c.id.in_(part), it.c.status != "deleting")
+        ).all()
+        if not rows:
+            continue
+        conn.execute(
+            it.update().where(it.c.id.in_([r.id for r in rows])).values(
+                status="failed", error_code=code, error_message=message, updated_at=now_ms()
+            )
+        )
+        changed.extend(r.id for r in rows)
+        parents.update(r.group_id for r in rows if r.group_id)
+    for parent in parents - set(changed):
+        reconcile_containers(conn, parent)
+    return changed
+
+
+def set_statuses_raw(conn: Connection, item_ids: Iterable[str], status: str) -> None:
+    """Set a non-failed status on many rows (no roll-up, skips deleting) — for reindex resets."""
+    ids = list(item_ids)
+    for part in _chunks(ids):
+        conn.execute(
+            it.update().where(it.c.id.in_(part), it.c.status != "deleting").values(
+                status=status, error_code=None, error_message=None, updated_at=now_ms()
+            )
+        )
+
+
+def mark_deleting(conn: Connection, root_ids: Iterable[str]) -> list[str]:
+    """Set every row of the subtrees to ``deleting`` (membership resolved in this tx)."""
+    ids = subtree_ids(conn, root_ids)
+    for part in _chunks(ids):
+        conn.execute(
+            it.update().where(it.c.id.in_(part)).values(
+                status="deleting", error_code=None, error_message=None, updated_at=now_ms()
+            )
+        )
+    return ids
+
+
+def update_data(conn: Connection, item_id: str, **fields: Any) -> Item:
+    """Merge ``fields`` into the item's data (a None value removes the key)."""
+    item = get(conn, item_id)
+    data = dict(item.data)
+    for key, value in fields.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    conn.execute(
+        it.update().where(it.c.id == item_id).values(
+            data=json.dumps(data, ensure_ascii=False), updated_at=now_ms()
+        )
+    )
+    return get(conn, item_id)
+
+
+def delete_rows(conn: Connection, item_ids: Iterable[str]) -> None:
+    """Delete rows (descendants cascade) and reconcile the surviving parents."""
+    ids = list(dict.fromkeys(item_ids))
+    parents: set[str] = set()
+    for part in _chunks(ids):
+        parents.update(
+            r[0] for r in conn.execute(
+                sa.select(it.c.group_id).where(it.c.id.in_(part), it.c.group_id.is_not(None))
+            )
+        )
+    # Deepest first, so the composite FK cascade never meets a half-deleted parent.
+    for part in _chunks(ids[::-1]):
+        conn.execute(it.delete().where(it.c.id.in_(part)))
+    for parent in parents - set(ids):
+        reconcile_containers(conn, parent)
+
+
+def reconcile_containers(conn: Connection, container_id: str | None) -> None:
+    """The roll-up of §1.3: walk up from ``container_id`` deriving each container's status."""
+    seen: set[str] = set()
+    while container_id and container_id not in seen:
+        seen.add(container_id)
+        row = conn.execute(
+            sa.select(it.c.status, it.c.group_id).where(it.c.id == container_id)
+        ).first()
+        if row is None or row.status == "deleting":
+            return
+        if row.status != "preparing":
+            kids = [
+                r[0] for r in conn.execute(
+                    sa.select(it.c.status).where(
+                        it.c.group_id == container_id, it.c.status != "deleting"
+                    )
+                )
+            ]
+            if any(s not in ("completed", "failed") for s in kids):
+                values: dict[str, Any] = {"status": "processing", "error_code": None,
+                                          "error_message": None}
+            elif "failed" in kids:
+                values = {"status": "failed", "error_code": CHILD_FAILED[0],
+                          "error_message": CHILD_FAILED[1]}
+            else:
+                values = {"status": "completed", "error_code": None, "error_message": None}
+            conn.execute(
+                it.update().where(it.c.id == container_id, it.c.status != "deleting")
+                .values(**values, updated_at=now_ms())
+            )
+        container_id = row.group_id
+
+
+def reserved_relative_paths(
+    conn: Connection, base_id: str, *, processes: bool, exclude_item_id: str | None = None,
+    processable: frozenset[str] = frozenset(),
+) -> set[str]:
+    """Paths taken by non-deleting rows, plus prospective ``<stem>.md`` of unprocessed files."""
+    reserved: set[str] = set()
+    for item in list_items(conn, base_id):
+        if item.id == exclude_item_id:
+            continue
+        rel = item.data.get("relative_path")
+        if rel:
+            reserved.add(rel)
+        indexed = item.data.get("indexed_relative_path")
+        if indexed:
+            reserved.add(indexed)
+        elif processes and item.type == "file" and rel:
+            if posixpath.splitext(rel)[1].lower() in processable:
+                reserved.add(posixpath.splitext(rel)[0] + ".md")
+    return reserved
+
+
+def active_items(conn: Connection) -> list[Item]:
+    rows = conn.execute(sa.select(it).where(it.c.status.in_(ACTIVE_STATUSES)))
+    return [Item.from_row(r) for r in rows]
+
+
+def deleting_roots(conn: Connection) -> list[Item]:
+    """``deleting`` rows whose parent is null, missing, or not deleting (§5 boot recovery)."""
+    parent = it.alias("parent")
+    q = (
+        sa.select(it)
+        .select_from(it.outerjoin(parent, parent.c.id == it.c.group_id))
+        .where(it.c.status == "deleting")
+        .where(sa.or_(it.c.group_id.is_(None), parent.c.id.is_(None), parent.c.status != "deleting"))
+    )
+    return [Item.from_row(r) for r in conn.execute(q)]
+
+
+def count_by_status(conn: Connection, base_id: str) -> dict[str, int]:
+    q = sa.select(it.c.status, sa.func.count()).where(it.c.base_id == base_id).group_by(it.c.status)
+    return {r[0]: r[1] for r in conn.execute(q)}

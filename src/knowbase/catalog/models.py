@@ -1,0 +1,110 @@
+"""Row dataclasses of the catalog: what repositories return and workflows pass around."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from knowbase.catalog.schema import is_container
+
+
+@dataclass(frozen=True)
+class Base:
+    """A knowledge base (§1.1). ``embedding_model_id`` None → BM25-only."""
+
+    id: str
+    name: str
+    status: str
+    error: str | None
+    embedding_model_id: str | None
+    dimensions: int | None
+    rerank_model_id: str | None
+    file_processor_id: str | None
+    chunk_size: int
+    chunk_overlap: int
+    chunk_strategy: str
+    chunk_separator: str
+    threshold: float | None
+    document_count: int | None
+    allow_local_urls: bool
+    created_at: int
+    updated_at: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> Base:
+        m = row._mapping
+        return cls(**{k: m[k] for k in cls.__dataclass_fields__})
+
+    @property
+    def uses_embeddings(self) -> bool:
+        return self.embedding_model_id is not None and self.status == "completed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Item:
+    """A knowledge item (§1.2). ``data`` holds the per-type fields; ``origin`` the re-acquire source."""
+
+    id: str
+    base_id: str
+    group_id: str | None
+    type: str
+    data: dict[str, Any]
+    origin: str | None
+    status: str
+    error_code: str | None
+    error_message: str | None
+    created_at: int
+    updated_at: int
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_row(cls, row: Any) -> Item:
+        m = row._mapping
+        return cls(
+            id=m["id"], base_id=m["base_id"], group_id=m["group_id"], type=m["type"],
+            data=json.loads(m["data"]), origin=m["origin"], status=m["status"],
+            error_code=m["error_code"], error_message=m["error_message"],
+            created_at=m["created_at"], updated_at=m["updated_at"],
+        )
+
+    @property
+    def is_container(self) -> bool:
+        return is_container(self.type)
+
+    @property
+    def source(self) -> str:
+        return str(self.data.get("source", ""))
+
+    @property
+    def relative_path(self) -> str | None:
+        return self.data.get("relative_path")
+
+    @property
+    def concept_id(self) -> str | None:
+        """The material path inside raw/ (the processed .md for a processed file)."""
+        if self.is_container:
+            return None
+        return self.data.get("indexed_relative_path") or self.data.get("relative_path")
+
+    @property
+    def title(self) -> str:
+        """A display title: file name, page title, note's first line."""
+        if self.type == "note":
+            first = next((ln.strip() for ln in self.source.splitlines() if ln.strip()), "")
+            return first[:80] or "Untitled note"
+        if self.type in ("url", "sitemap"):
+            return str(self.data.get("title") or self.data.get("url") or self.source)
+        if self.type == "file":
+            return posixpath.basename(self.source.replace("\\", "/")) or self.source
+        return self.source
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "extra"}
+        out["concept_id"] = self.concept_id if self.status == "completed" else None
+        out["title"] = self.title
+        return out
