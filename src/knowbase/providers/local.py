@@ -113,6 +113,12 @@ class LocalMiniLM:
                 from sentence_transformers import SentenceTransformer
             except ImportError as exc:
                 raise _missing("sentence-transformers and torch") from exc
+            try:  # the "Loading weights" bar would land in a CLI's stderr on every start
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            except ImportError:
+                pass
             threads = self._threads or _env_threads()
             if threads:
                 torch.set_num_threads(threads)
