@@ -1,0 +1,794 @@
+"""The default per-base index: one SQLite file (apsw + sqlite-vec + FTS5), §3.
+
+Connections (DESIGN "SQLite connections"): one writer connection, used by callers that hold the
+base lock, and one reader connection per thread; every connection runs WAL,
+``busy_timeout=5000``, ``foreign_keys=ON``, ``synchronous=NORMAL`` and loads sqlite-vec.
+
+The keyword index is a contentless FTS5 table keyed by ``search_text.fts_rowid`` holding the
+CJK-bigram keyword text (:mod:`.fts_query`). Inserts are done here (the keyword text is computed
+in Python); deletes ride on triggers, so a cascade never leaves an FTS row behind. Always join
+``st.fts_rowid = fts.rowid``: VACUUM may renumber implicit rowids, never ``fts_rowid``.
+
+apsw's exceptions are mapped to :mod:`knowbase.errors` at this edge only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from knowbase.errors import (
+    Conflict,
+    EmbeddingMismatch,
+    InvalidInput,
+    KnowbaseError,
+    Unavailable,
+    VectorStoreUnavailable,
+)
+from knowbase.pipeline.store import hashing
+from knowbase.pipeline.store.base import SCHEMA_VERSION, MaterialInput, SearchHit, UnitRecord
+from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
+from knowbase.pipeline.store.vector_matrix import CACHE, VectorMatrix
+
+log = logging.getLogger(__name__)
+
+BATCH = 500  # coverage checks and IN lists, as §3
+RECLAIM_MIN_RATIO = 0.2
+RECLAIM_MIN_BYTES = 8 << 20
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  schema_version INTEGER NOT NULL,
+  base_id TEXT NOT NULL,
+  vectors_version INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS content (
+  content_hash TEXT PRIMARY KEY,
+  text TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS material (
+  material_id TEXT PRIMARY KEY,
+  relative_path TEXT NOT NULL UNIQUE CHECK (
+    relative_path <> '' AND relative_path NOT LIKE '/%'
+    AND relative_path <> '.kb' AND relative_path NOT LIKE '.kb/%'),
+  current_content_hash TEXT REFERENCES content(content_hash),
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS material_content_idx ON material(current_content_hash);
+CREATE TABLE IF NOT EXISTS search_unit (
+  unit_id TEXT PRIMARY KEY,
+  material_id TEXT NOT NULL REFERENCES material(material_id) ON DELETE CASCADE,
+  content_hash TEXT NOT NULL REFERENCES content(content_hash) ON DELETE CASCADE,
+  unit_type TEXT NOT NULL CHECK (unit_type = 'chunk'),
+  unit_index INTEGER NOT NULL CHECK (unit_index >= 0),
+  title TEXT,
+  char_start INTEGER NOT NULL CHECK (char_start >= 0),
+  char_end INTEGER NOT NULL CHECK (char_end >= char_start),
+  locator_json TEXT,
+  created_at TEXT NOT NULL,
+  UNIQUE (material_id, unit_type, unit_index)
+);
+CREATE INDEX IF NOT EXISTS search_unit_content_idx ON search_unit(content_hash);
+CREATE TABLE IF NOT EXISTS search_text (
+  search_text_id TEXT PRIMARY KEY,
+  target_type TEXT NOT NULL CHECK (target_type = 'search_unit'),
+  target_id TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind = 'body'),
+  text TEXT NOT NULL,
+  embedding_text_hash TEXT NOT NULL,
+  fts_rowid INTEGER UNIQUE,
+  created_at TEXT NOT NULL,
+  UNIQUE (target_type, target_id, kind)
+);
+CREATE INDEX IF NOT EXISTS search_text_hash_idx ON search_text(embedding_text_hash);
+CREATE INDEX IF NOT EXISTS search_text_kind_idx ON search_text(kind);
+CREATE TABLE IF NOT EXISTS embedding (
+  embedding_text_hash TEXT PRIMARY KEY,
+  vector_blob BLOB NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS search_text_fts USING fts5(
+  text, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2');
+CREATE TRIGGER IF NOT EXISTS search_text_fts_delete AFTER DELETE ON search_text
+  WHEN old.fts_rowid IS NOT NULL
+BEGIN DELETE FROM search_text_fts WHERE rowid = old.fts_rowid; END;
+CREATE TRIGGER IF NOT EXISTS search_text_immutable BEFORE UPDATE OF text, fts_rowid ON search_text
+BEGIN SELECT RAISE(ABORT, 'search_text rows are replaced, never updated'); END;
+CREATE TRIGGER IF NOT EXISTS search_unit_text_delete AFTER DELETE ON search_unit
+BEGIN DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id = old.unit_id; END;
+"""
+
+_TABLES_CHILD_FIRST = ("search_text_fts", "embedding", "search_text", "search_unit", "material")
+_TABLES_CHILD_FIRST += ("content", "meta")
+
+_HIT_COLUMNS = """su.unit_id, su.material_id, m.relative_path, su.unit_index, su.char_start,
+  su.char_end, st.text, su.title, su.locator_json"""
+_HIT_JOINS = """JOIN search_unit su ON su.unit_id = st.target_id AND st.target_type = 'search_unit'
+  JOIN material m ON m.material_id = su.material_id"""
+
+_GC_SQL = (
+    """DELETE FROM embedding WHERE NOT EXISTS (SELECT 1 FROM search_text st
+         WHERE st.embedding_text_hash = embedding.embedding_text_hash)""",
+    """DELETE FROM content WHERE
+         NOT EXISTS (SELECT 1 FROM material m WHERE m.current_content_hash = content.content_hash)
+         AND NOT EXISTS (SELECT 1 FROM search_unit su
+                         WHERE su.content_hash = content.content_hash)""",
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _map_error(exc: apsw.Error, op: str, path: Path) -> KnowbaseError:
+    """One place that turns apsw's exceptions into ours."""
+    details = {"op": op, "path": str(path), "sqlite_error": type(exc).__name__}
+    if isinstance(exc, apsw.BusyError | apsw.LockedError):
+        return Unavailable(f"index is busy ({op}); retry shortly", **details)
+    if isinstance(exc, apsw.CorruptError | apsw.NotADBError | apsw.CantOpenError | apsw.IOError):
+        return VectorStoreUnavailable(
+            f"index file cannot be used ({op}): {exc}",
+            hint="restore the base (kb base restore) to rebuild its index",
+            **details,
+        )
+    if isinstance(exc, apsw.ConstraintError):
+        return InvalidInput(f"index constraint failed ({op}): {exc}", **details)
+    return KnowbaseError(f"index error ({op}): {exc}", **details)
+
+
+def _connect(path: Path, *, create: bool) -> apsw.Connection:
+    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    conn = apsw.Connection(str(path), flags=flags)
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    return conn
+
+
+@contextlib.contextmanager
+def _write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``; anything raised rolls back.
+
+    Not apsw's ``with conn``: that is a SAVEPOINT, which takes the write lock only at the first
+    write, so a check-then-write could race another process.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _hit(row: Sequence[Any], score: float) -> SearchHit:
+    uid, mid, path, idx, start, end, text, title, loc = row
+    locator = json.loads(loc) if loc else {}
+    return SearchHit(uid, mid, path, idx, start, end, text, score, title, locator)
+
+
+def _batches(items: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class SqliteIndexStore:
+    """The IndexStore protocol on one SQLite file. Open with :meth:`open`."""
+
+    def __init__(
+        self, path: Path, conn: apsw.Connection, *, base_id: str, dims: int | None, key: str
+    ) -> None:
+        self.path = path
+        self.base_id = base_id
+        self.dims = dims
+        self.was_reset = False
+        self._writer = conn
+        self._cache_key = key
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, path: Path, *, base_id: str, dims: int | None, create: bool = True
+    ) -> SqliteIndexStore:
+        """Mount the base's index, creating it when ``create``.
+
+        Raises VectorStoreUnavailable when the file is missing (``create=False``), corrupt, or
+        belongs to another base. A file of another schema version is dropped and recreated;
+        ``was_reset`` then tells the caller the base must be reindexed.
+        """
+        path = Path(path)
+        if dims is not None and dims <= 0:
+            raise InvalidInput("dims must be positive", dims=dims)
+        if not create and not path.is_file():
+            raise VectorStoreUnavailable(
+                "the base's index file is missing", path=str(path), base_id=base_id
+            )
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        conn = None
+        try:
+            conn = _connect(path, create=create)
+            was_reset, created_at = cls._prepare(conn, base_id)
+        except apsw.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise _map_error(exc, "open", path) from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        store = cls(path, conn, base_id=base_id, dims=dims, key=f"{path.resolve()}|{created_at}")
+        store.was_reset = was_reset
+        if was_reset:
+            log.warning("index %s had another schema version; recreated, reindex needed", path)
+        return store
+
+    @staticmethod
+    def _prepare(conn: apsw.Connection, base_id: str) -> tuple[bool, str]:
+        was_reset = False
+        with _write_tx(conn):
+            names = {
+                r[0]
+                for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                if not r[0].startswith("sqlite_")
+            }
+            if "meta" in names:
+                cur = conn.execute("SELECT * FROM meta WHERE id = 1")
+                row = cur.fetchone()
+                if row is not None:
+                    meta = dict(zip([d[0] for d in cur.getdescription()], row, strict=True))
+                    if meta.get("base_id") != base_id:
+                        raise VectorStoreUnavailable(
+                            "this index belongs to another base; refusing to mount it",
+                            base_id=base_id,
+                            index_base_id=meta.get("base_id"),
+                        )
+                    if meta.get("schema_version") != SCHEMA_VERSION:
+                        SqliteIndexStore._drop_all(conn)
+                        was_reset = True
+            elif names:
+                raise VectorStoreUnavailable("not a knowbase index file", base_id=base_id)
+            conn.execute(_SCHEMA)
+            now = _now()
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (id, schema_version, base_id, vectors_version,"
+                " created_at, updated_at) VALUES (1, ?, ?, 0, ?, ?)",
+                (SCHEMA_VERSION, base_id, now, now),
+            )
+            created_at = conn.execute("SELECT created_at FROM meta WHERE id = 1").fetchone()[0]
+        return was_reset, created_at
+
+    @staticmethod
+    def _drop_all(conn: apsw.Connection) -> None:
+        # FK checks wait for COMMIT, by which time every table is gone.
+        conn.execute("PRAGMA defer_foreign_keys=ON")
+        for name in _TABLES_CHILD_FIRST:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        for kind in ("trigger", "view", "table"):
+            rows = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type=? AND name NOT LIKE 'sqlite_%'", (kind,)
+            ).fetchall()
+            for (name,) in rows:
+                # FTS shadow tables vanish with their virtual table; skip those already gone.
+                conn.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
+
+    def close(self) -> None:
+        """Close the writer and every reader connection. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+            self._writer.close()
+
+    def __enter__(self) -> SqliteIndexStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _edge(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except apsw.Error as exc:
+            raise _map_error(exc, op, self.path) from exc
+
+    def _reader(self) -> apsw.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            with self._lock:
+                if self._closed:
+                    raise VectorStoreUnavailable("the index store is closed", path=str(self.path))
+                conn = _connect(self.path, create=False)
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def _bump(self, conn: apsw.Connection) -> None:
+        conn.execute(
+            "UPDATE meta SET vectors_version = vectors_version + 1, updated_at = ? WHERE id = 1",
+            (_now(),),
+        )
+
+    @staticmethod
+    def _gc(conn: apsw.Connection) -> None:
+        for sql in _GC_SQL:
+            conn.execute(sql)
+
+    # --- writes (caller holds the base lock) --------------------------------------------
+    def rebuild_material(
+        self, material: MaterialInput, embeddings: Mapping[str, np.ndarray | Sequence[float]]
+    ) -> None:
+        """Replace one material's units in one ``BEGIN IMMEDIATE`` transaction (§3 steps 0–8).
+
+        ``embeddings`` maps ``embedding_text_hash`` (sha256 of the body) to a vector. A vector
+        base needs every body covered (by this mapping or by vectors already stored), otherwise
+        EmbeddingMismatch is raised and the previous state of the material stays intact.
+        """
+        text = material.content_text
+        if embeddings and self.dims is None:
+            raise InvalidInput(
+                "embeddings supplied to a BM25-only index", material_id=material.material_id
+            )
+        content_hash = hashing.text_hash(text)
+        units = []
+        for chunk in material.chunks:
+            if not 0 <= chunk.char_start <= chunk.char_end <= len(text):
+                raise InvalidInput(
+                    "chunk slice lies outside the material text",
+                    material_id=material.material_id,
+                    unit_index=chunk.unit_index,
+                    char_start=chunk.char_start,
+                    char_end=chunk.char_end,
+                    text_length=len(text),
+                )
+            body = text[chunk.char_start : chunk.char_end]
+            if body != chunk.text:
+                raise InvalidInput(
+                    "chunk text is not the slice of the material text it claims",
+                    material_id=material.material_id,
+                    unit_index=chunk.unit_index,
+                )
+            uid = hashing.unit_id(
+                material.material_id,
+                content_hash,
+                "chunk",
+                chunk.unit_index,
+                chunk.char_start,
+                chunk.char_end,
+            )
+            units.append((uid, chunk, body, hashing.text_hash(body)))
+        needed = sorted({h for *_, h in units})
+        blobs = self._encode(embeddings, needed) if self.dims is not None else {}
+        now = _now()
+        conn = self._writer
+        with self._edge("rebuild_material"), _write_tx(conn):
+            row = conn.execute(
+                "SELECT current_content_hash FROM material WHERE material_id = ?",
+                (material.material_id,),
+            ).fetchone()
+            prior = row[0] if row else None
+            conn.execute(
+                "INSERT OR IGNORE INTO content (content_hash, text, created_at) VALUES (?, ?, ?)",
+                (content_hash, text, now),
+            )
+            other = conn.execute(
+                "SELECT material_id FROM material WHERE relative_path = ? AND material_id <> ?",
+                (material.relative_path, material.material_id),
+            ).fetchone()
+            if other:
+                raise Conflict(
+                    "another material already has this relative path",
+                    relative_path=material.relative_path,
+                    material_id=other[0],
+                )
+            conn.execute(
+                "INSERT INTO material (material_id, relative_path, current_content_hash,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(material_id)"
+                " DO UPDATE SET relative_path = excluded.relative_path,"
+                " updated_at = excluded.updated_at",
+                (material.material_id, material.relative_path, content_hash, now, now),
+            )
+            conn.execute(
+                "DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id IN"
+                " (SELECT unit_id FROM search_unit WHERE material_id = ?)",
+                (material.material_id,),
+            )
+            conn.execute("DELETE FROM search_unit WHERE material_id = ?", (material.material_id,))
+            deleted = conn.changes()
+            self._insert_units(conn, material, content_hash, units, now)
+            conn.executemany(
+                "INSERT OR IGNORE INTO embedding (embedding_text_hash, vector_blob, created_at)"
+                " VALUES (?, ?, ?)",
+                [(h, b, now) for h, b in blobs.items()],
+            )
+            if self.dims is not None:
+                self._check_coverage(conn, needed, material.material_id)
+            conn.execute(
+                "UPDATE material SET current_content_hash = ?, updated_at = ?"
+                " WHERE material_id = ?",
+                (content_hash, now, material.material_id),
+            )
+            if deleted or prior != content_hash:
+                self._gc(conn)
+            self._bump(conn)
+
+    def _encode(
+        self, embeddings: Mapping[str, np.ndarray | Sequence[float]], needed: Sequence[str]
+    ) -> dict[str, bytes]:
+        """Little-endian float32 blobs of the supplied vectors this material uses."""
+        out = {}
+        for h in needed:
+            vec = embeddings.get(h)
+            if vec is None:
+                continue
+            arr = np.asarray(vec, dtype="<f4").ravel()
+            if arr.shape[0] != self.dims or not np.isfinite(arr).all():
+                raise EmbeddingMismatch(
+                    "embedding has the wrong width or is not finite",
+                    dims=self.dims,
+                    got=int(arr.shape[0]),
+                    embedding_text_hash=h,
+                )
+            out[h] = arr.tobytes()
+        return out
+
+    @staticmethod
+    def _insert_units(
+        conn: apsw.Connection,
+        material: MaterialInput,
+        content_hash: str,
+        units: list[tuple[str, Any, str, str]],
+        now: str,
+    ) -> None:
+        next_rowid = conn.execute("SELECT COALESCE(MAX(fts_rowid), 0) FROM search_text").fetchone()
+        rowid = int(next_rowid[0])
+        for uid, chunk, body, body_hash in units:
+            rowid += 1
+            loc = json.dumps(chunk.locator, ensure_ascii=False) if chunk.locator else None
+            conn.execute(
+                "INSERT INTO search_unit (unit_id, material_id, content_hash, unit_type,"
+                " unit_index, title, char_start, char_end, locator_json, created_at)"
+                " VALUES (?, ?, ?, 'chunk', ?, ?, ?, ?, ?, ?)",
+                (
+                    uid,
+                    material.material_id,
+                    content_hash,
+                    chunk.unit_index,
+                    material.title,
+                    chunk.char_start,
+                    chunk.char_end,
+                    loc,
+                    now,
+                ),
+            )
+            conn.execute(
+                "INSERT INTO search_text (search_text_id, target_type, target_id, kind, text,"
+                " embedding_text_hash, fts_rowid, created_at)"
+                " VALUES (?, 'search_unit', ?, 'body', ?, ?, ?, ?)",
+                (hashing.search_text_id(uid), uid, body, body_hash, rowid, now),
+            )
+            conn.execute(
+                "INSERT INTO search_text_fts (rowid, text) VALUES (?, ?)",
+                (rowid, keyword_text(body)),
+            )
+
+    @staticmethod
+    def _check_coverage(conn: apsw.Connection, needed: Sequence[str], material_id: str) -> None:
+        for batch in _batches(needed):
+            found = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT embedding_text_hash FROM embedding"
+                    f" WHERE embedding_text_hash IN ({_marks(len(batch))})",
+                    tuple(batch),
+                )
+            }
+            missing = [h for h in batch if h not in found]
+            if missing:
+                raise EmbeddingMismatch(
+                    f"{len(missing)} chunk(s) have no embedding; nothing was changed",
+                    material_id=material_id,
+                    missing=missing[:10],
+                )
+
+    def delete_materials(self, material_ids: Iterable[str]) -> None:
+        """Delete materials, one short transaction each, then one GC."""
+        conn = self._writer
+        last_yield = time.monotonic()
+        with self._edge("delete_materials"):
+            for mid in material_ids:
+                with _write_tx(conn):
+                    conn.execute(
+                        "DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id"
+                        " IN (SELECT unit_id FROM search_unit WHERE material_id = ?)",
+                        (mid,),
+                    )
+                    conn.execute("DELETE FROM material WHERE material_id = ?", (mid,))
+                    if conn.changes():
+                        self._bump(conn)
+                if time.monotonic() - last_yield > 0.05:
+                    time.sleep(0)  # let readers and heartbeats in on long deletes
+                    last_yield = time.monotonic()
+            with _write_tx(conn):
+                self._gc(conn)
+
+    def reclaim(
+        self, *, min_ratio: float = RECLAIM_MIN_RATIO, min_bytes: int = RECLAIM_MIN_BYTES
+    ) -> None:
+        """Best-effort space reclaim after a subtree delete (§3 "Reclaim"); never raises.
+
+        Checkpoint; only when the free list is ≥ ``min_ratio`` of the pages **and** ≥
+        ``min_bytes``, FTS ``optimize``, checkpoint, VACUUM, checkpoint.
+        """
+        conn = self._writer
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
+            if not pages or free / pages < min_ratio or free * size < min_bytes:
+                return
+            conn.execute("INSERT INTO search_text_fts(search_text_fts) VALUES ('optimize')")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            log.info("reclaimed %d free pages in %s", free, self.path)
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            log.error("reclaim of %s found a corrupt index: %s", self.path, exc)
+        except Exception as exc:  # best effort by contract
+            log.warning("reclaim of %s failed: %s", self.path, exc)
+
+    # --- reads -----------------------------------------------------------------------------
+    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        with self._edge("read"):
+            row = self._reader().execute(sql, args).fetchone()
+        return row[0] if row else None
+
+    def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]:
+        """The subset of ``hashes`` that already has a stored vector (batches of 500)."""
+        wanted = sorted(set(hashes))
+        found: set[str] = set()
+        with self._edge("existing_embedding_hashes"):
+            conn = self._reader()
+            for batch in _batches(wanted):
+                found.update(
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT embedding_text_hash FROM embedding"
+                        f" WHERE embedding_text_hash IN ({_marks(len(batch))})",
+                        tuple(batch),
+                    )
+                )
+        return found
+
+    def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
+        """The BM25 lane (score = −bm25) or its LIKE fallback (score = −length); see fts_query."""
+        kq = build_keyword_query(query)
+        if limit <= 0 or kq.mode == "none":
+            return []
+        with self._edge("keyword_search"):
+            conn = self._reader()
+            if kq.mode == "like":
+                where = " AND ".join("st.text LIKE ? ESCAPE '\\'" for _ in kq.like_terms)
+                rows = conn.execute(
+                    f"SELECT {_HIT_COLUMNS}, length(st.text) FROM search_text st {_HIT_JOINS}"
+                    f" WHERE st.kind = 'body' AND {where}"
+                    " ORDER BY length(st.text), su.unit_id LIMIT ?",
+                    (*kq.like_terms, limit),
+                ).fetchall()
+                return [_hit(r[:-1], -float(r[-1])) for r in rows]
+            rows = self._match(conn, kq.match or "", kq.filters, limit)
+            if not rows and kq.filters:
+                rows = self._match(conn, kq.match or "", (), limit)
+        return [_hit(r[:-1], -float(r[-1])) for r in rows]
+
+    @staticmethod
+    def _match(conn: apsw.Connection, match: str, filters: Sequence[str], limit: int) -> list[Any]:
+        extra = "".join(" AND st.text LIKE ? ESCAPE '\\'" for _ in filters)
+        return conn.execute(
+            f"SELECT {_HIT_COLUMNS}, bm25(search_text_fts) AS r FROM search_text_fts"
+            f" JOIN search_text st ON st.fts_rowid = search_text_fts.rowid {_HIT_JOINS}"
+            f" WHERE search_text_fts MATCH ?{extra} ORDER BY r, su.unit_id LIMIT ?",
+            (match, *filters, limit),
+        ).fetchall()
+
+    def _query_vector(self, vector: np.ndarray | Sequence[float]) -> np.ndarray:
+        q = np.asarray(vector, dtype="<f4").ravel()
+        if q.shape[0] != self.dims:
+            raise EmbeddingMismatch(
+                "query vector width does not match the base", dims=self.dims, got=q.shape[0]
+            )
+        return q
+
+    def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
+        """Exact cosine top-``limit`` from the in-memory matrix (score = cosine similarity)."""
+        if self.dims is None or limit <= 0:
+            return []
+        q = self._query_vector(vector)
+        pairs = self.vector_matrix().top_k(q, limit)
+        return self._hits_for(pairs)
+
+    def vector_search_sql(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
+        """The same lane as an exact ``vec_distance_cosine`` scan in SQL (tests, bench)."""
+        if self.dims is None or limit <= 0:
+            return []
+        q = self._query_vector(vector)
+        with self._edge("vector_search_sql"):
+            rows = (
+                self._reader()
+                .execute(
+                    f"SELECT {_HIT_COLUMNS}, vec_distance_cosine(e.vector_blob, ?) AS dist"
+                    f" FROM search_text st {_HIT_JOINS}"
+                    " JOIN embedding e ON e.embedding_text_hash = st.embedding_text_hash"
+                    " WHERE st.kind = 'body' AND dist IS NOT NULL"
+                    " ORDER BY dist, su.unit_id LIMIT ?",
+                    (q.tobytes(), limit),
+                )
+                .fetchall()
+            )
+        return [_hit(r[:-1], 1.0 - float(r[-1])) for r in rows]
+
+    def vector_matrix(self) -> VectorMatrix:
+        """This base's matrix at the current ``vectors_version``, loading or patching it."""
+        if self.dims is None:
+            raise InvalidInput("a BM25-only index has no vector lane", path=str(self.path))
+        key = self._cache_key
+        cached = CACHE.get(key)
+        if cached is not None and cached.version == self.changes_version():
+            return cached
+        with CACHE.build_lock(key), self._edge("vector_matrix"):
+            cached = CACHE.get(key)
+            conn = self._reader()
+            # One read transaction: the version label and the rows come from the same snapshot.
+            conn.execute("BEGIN")
+            try:
+                version = conn.execute("SELECT vectors_version FROM meta").fetchone()[0]
+                if cached is not None and cached.version == version:
+                    return cached
+                matrix = self._load(conn, cached, version)
+            finally:
+                conn.execute("COMMIT")
+            CACHE.put(key, matrix)
+            return matrix
+
+    def _load(
+        self, conn: apsw.Connection, cached: VectorMatrix | None, version: int
+    ) -> VectorMatrix:
+        select = (
+            "SELECT su.unit_id, e.vector_blob FROM search_unit su"
+            " JOIN search_text st ON st.target_type = 'search_unit'"
+            " AND st.target_id = su.unit_id AND st.kind = 'body'"
+            " JOIN embedding e ON e.embedding_text_hash = st.embedding_text_hash"
+        )
+        assert self.dims is not None
+        if cached is not None and cached.dims == self.dims:
+            current = {r[0] for r in conn.execute("SELECT unit_id FROM search_unit")}
+            added = sorted(current - cached.known)
+            removed = cached.known - current
+            if len(added) + len(removed) <= max(len(cached.known) // 2, 1):
+                rows: list[tuple[str, bytes]] = []
+                for batch in _batches(added):
+                    rows.extend(
+                        conn.execute(
+                            f"{select} WHERE su.unit_id IN ({_marks(len(batch))})", tuple(batch)
+                        )
+                    )
+                return cached.patched(rows, removed, version=version)
+        return VectorMatrix.from_rows(conn.execute(select), dims=self.dims, version=version)
+
+    def _hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
+        ids = [uid for uid, _ in pairs]
+        found: dict[str, Sequence[Any]] = {}
+        with self._edge("vector_search"):
+            conn = self._reader()
+            for batch in _batches(ids):
+                for r in conn.execute(
+                    f"SELECT {_HIT_COLUMNS} FROM search_text st {_HIT_JOINS}"
+                    f" WHERE st.kind = 'body' AND su.unit_id IN ({_marks(len(batch))})",
+                    tuple(batch),
+                ):
+                    found[r[0]] = r
+        # A unit deleted since the matrix was read is simply skipped.
+        return [_hit(found[uid], score) for uid, score in pairs if uid in found]
+
+    def material_path(self, material_id: str) -> str | None:
+        return self._one("SELECT relative_path FROM material WHERE material_id = ?", (material_id,))
+
+    def material_by_path(self, relative_path: str) -> str | None:
+        """The material id whose Concept ID is exactly ``relative_path``."""
+        return self._one(
+            "SELECT material_id FROM material WHERE relative_path = ?", (relative_path,)
+        )
+
+    def content_text(self, material_id: str) -> str | None:
+        return self._one(
+            "SELECT c.text FROM material m JOIN content c"
+            " ON c.content_hash = m.current_content_hash WHERE m.material_id = ?",
+            (material_id,),
+        )
+
+    def list_units(self, material_id: str) -> list[UnitRecord]:
+        """The material's units in unit_index order, with their bodies."""
+        with self._edge("list_units"):
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT su.unit_id, su.unit_index, su.char_start, su.char_end, st.text,"
+                    " su.locator_json FROM search_unit su JOIN search_text st"
+                    " ON st.target_type = 'search_unit' AND st.target_id = su.unit_id"
+                    " AND st.kind = 'body' WHERE su.material_id = ? ORDER BY su.unit_index",
+                    (material_id,),
+                )
+                .fetchall()
+            )
+        return [
+            UnitRecord(uid, idx, s, e, text, json.loads(loc) if loc else {})
+            for uid, idx, s, e, text, loc in rows
+        ]
+
+    def material_ids(self) -> set[str]:
+        with self._edge("material_ids"):
+            return {r[0] for r in self._reader().execute("SELECT material_id FROM material")}
+
+    def unit_material_ids(self) -> set[str]:
+        """Material ids that own at least one unit (orphan checks against the catalog)."""
+        with self._edge("unit_material_ids"):
+            rows = self._reader().execute("SELECT DISTINCT material_id FROM search_unit")
+            return {r[0] for r in rows}
+
+    def changes_version(self) -> int:
+        """``meta.vectors_version``: bumped by every transaction that changes units."""
+        return int(self._one("SELECT vectors_version FROM meta WHERE id = 1"))
+
+    def integrity_check(self) -> str:
+        """``"ok"``, or what SQLite's and FTS5's integrity checks (and the FTS row sync) found."""
+        problems: list[str] = []
+        with self._edge("integrity_check"):
+            conn = self._reader()
+            rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+            if rows != ["ok"]:
+                problems.extend(rows)
+            try:
+                conn.execute(
+                    "INSERT INTO search_text_fts(search_text_fts, rank)"
+                    " VALUES ('integrity-check', 0)"
+                )
+            except apsw.Error as exc:
+                problems.append(f"fts: {exc}")
+            fts = {r[0] for r in conn.execute("SELECT rowid FROM search_text_fts")}
+            st = {r[0] for r in conn.execute("SELECT fts_rowid FROM search_text")}
+            if fts != st:
+                problems.append(f"fts rows out of sync: {len(fts ^ st)} differ")
+        return "\n".join(problems) or "ok"
