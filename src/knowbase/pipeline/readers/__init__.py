@@ -1,1 +1,167 @@
-"""See DESIGN.md, architecture table."""
+"""File → Markdown documents with locators, one reader per format (§4.2).
+
+    >>> docs = read_file(Path("report.pdf"))          # doctest: +SKIP
+    >>> docs[0].locator
+    {'page': 1}
+
+Dispatch is by extension **after** a signature sniff (:mod:`.sniff`): a file whose bytes
+contradict its name fails ``unreadable_file``. Locators per format:
+
+=====================  ==========================================  =========================
+extension              reader                                      locator
+=====================  ==========================================  =========================
+.md .markdown .mdx     heading sections (:mod:`.markdown`)         ``{"heading": [...]}``
+.txt                   whole file, charset detected                ``{}``
+.csv                   one Markdown table                          ``{}``
+.html .htm             Markdown sections                           ``{"heading": [...]}``
+.pdf                   pypdf, per page with text                   ``{"page": n}``
+.docx (.doc)           mammoth → Markdown sections                 ``{"heading": [...]}``
+.pptx (.ppt)           per slide                                   ``{"slide": n}``
+.xlsx .xls .xlsb .ods  calamine, per sheet                         ``{"sheet": name}``
+.epub                  per chapter                                 ``{"chapter": title|n}``
+.png .jpg .tif…        no text without OCR → ``no_text_extracted``
+=====================  ==========================================  =========================
+
+A Markdown file written by a processor (first line :data:`PROCESSED_MARKER`) reads back with
+``{"page": n}`` locators. Untrusted files should go through :func:`read_file_isolated`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path, PurePath
+
+from knowbase.errors import NoTextExtracted, UnreadableFile, UnsupportedFileType
+from knowbase.pipeline.documents import Document
+from knowbase.pipeline.readers.isolation import read_file_isolated
+from knowbase.pipeline.readers.markdown import (
+    PROCESSED_MARKER,
+    read_markdown_text,
+    read_processed_markdown,
+)
+from knowbase.pipeline.readers.pdf import pdf_page_texts, pdf_pages_without_text
+from knowbase.pipeline.readers.sniff import check_signature
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "PROCESSABLE_EXTENSIONS",
+    "PROCESSED_MARKER",
+    "SUPPORTED_EXTENSIONS",
+    "is_supported",
+    "pdf_page_texts",
+    "pdf_pages_without_text",
+    "read_file",
+    "read_file_isolated",
+    "read_markdown_text",
+    "read_processed_markdown",
+]
+
+IMAGE_EXTENSIONS: frozenset[str] = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff"})
+PROCESSABLE_EXTENSIONS: frozenset[str] = frozenset({".pdf"}) | IMAGE_EXTENSIONS
+"""Extensions a file processor (OCR) handles; with one set they reserve a ``<stem>.md`` slot."""
+
+_TEXT_EXTENSIONS = frozenset({".txt", ".md", ".markdown", ".mdx", ".csv", ".html", ".htm"})
+
+SUPPORTED_EXTENSIONS: frozenset[str] = (
+    _TEXT_EXTENSIONS
+    | PROCESSABLE_EXTENSIONS
+    | frozenset({".xlsx", ".xls", ".xlsb", ".ods", ".docx", ".doc", ".pptx", ".ppt", ".epub"})
+)
+"""Lower-case extensions with a dot that :func:`read_file` accepts."""
+
+
+def is_supported(name: str | PurePath) -> bool:
+    """Whether ``name``'s extension (case-insensitive) has a reader: ``is_supported("A.PDF")``."""
+    return PurePath(name).suffix.lower() in SUPPORTED_EXTENSIONS
+
+
+def read_file(path: Path, *, max_bytes: int | None = None) -> list[Document]:
+    """Read ``path`` into non-empty documents, in file order.
+
+    Raises UnsupportedFileType (unknown extension), UnreadableFile (missing, too big, wrong
+    signature, corrupt, truncated), EncryptedFile (password protected) or NoTextExtracted
+    (readable but without text: a scanned PDF, an image, an empty file).
+    Runs in the calling process; prefer :func:`read_file_isolated` for untrusted input.
+    """
+    path = Path(path)
+    ext = path.suffix.lower()
+    if ext not in SUPPORTED_EXTENSIONS:
+        raise UnsupportedFileType(
+            f"{path.name}: files of type {ext or '(no extension)'} are not supported",
+            path=str(path),
+            extension=ext,
+        )
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise UnreadableFile(
+            f"{path.name} cannot be opened: {exc.strerror}", path=str(path), reason="io"
+        ) from exc
+    if max_bytes is not None and size > max_bytes:
+        raise UnreadableFile(
+            f"{path.name} is {size} bytes, over the {max_bytes}-byte limit",
+            path=str(path),
+            reason="too_big",
+            size=size,
+            max_bytes=max_bytes,
+        )
+    check_signature(path, ext)
+    if size == 0:
+        raise NoTextExtracted(
+            f"{path.name} is empty", hint="add a file with content", path=str(path)
+        )
+    if ext in IMAGE_EXTENSIONS:
+        raise NoTextExtracted(
+            f"{path.name} is an image; its text can only be read by OCR", path=str(path)
+        )
+    try:
+        docs = _READERS[ext](path)
+    except OSError as exc:
+        raise UnreadableFile(
+            f"{path.name} cannot be read: {exc}", path=str(path), reason="io"
+        ) from exc
+    docs = [d for d in docs if d.text.strip()]
+    if not docs:
+        hint = NoTextExtracted.hint if ext == ".pdf" else "the file has no readable text"
+        raise NoTextExtracted(f"{path.name} contains no text", hint=hint, path=str(path))
+    return docs
+
+
+def _markdown(path: Path) -> list[Document]:
+    from knowbase.pipeline.readers.text import decode_text
+
+    return read_markdown_text(decode_text(path.read_bytes(), name=path.name))
+
+
+def _lazy(module: str, func: str, *args: str) -> Callable[[Path], list[Document]]:
+    # Readers import their libraries (pypdf, calamine, mammoth, lxml…) only when used, so
+    # `import knowbase` stays light and a child process pays only for the formats it reads.
+    def call(path: Path) -> list[Document]:
+        import importlib
+
+        return getattr(importlib.import_module(f"knowbase.pipeline.readers.{module}"), func)(
+            path, *args
+        )
+
+    return call
+
+
+_READERS: dict[str, Callable[[Path], list[Document]]] = {
+    ".txt": _lazy("text", "read_text_file"),
+    ".csv": _lazy("text", "read_csv_file"),
+    ".md": _markdown,
+    ".markdown": _markdown,
+    ".mdx": _markdown,
+    ".html": _lazy("html", "read_html_file"),
+    ".htm": _lazy("html", "read_html_file"),
+    ".pdf": _lazy("pdf", "read_pdf"),
+    ".docx": _lazy("office", "read_docx"),
+    ".pptx": _lazy("office", "read_pptx"),
+    ".doc": _lazy("office", "read_legacy_office", "docx"),
+    ".ppt": _lazy("office", "read_legacy_office", "pptx"),
+    ".xlsx": _lazy("spreadsheet", "read_spreadsheet"),
+    ".xls": _lazy("spreadsheet", "read_spreadsheet"),
+    ".xlsb": _lazy("spreadsheet", "read_spreadsheet"),
+    ".ods": _lazy("spreadsheet", "read_spreadsheet"),
+    ".epub": _lazy("epub", "read_epub"),
+}

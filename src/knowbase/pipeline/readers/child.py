@@ -1,0 +1,134 @@
+"""The reader child process: ``python -m knowbase.pipeline.readers.child``.
+
+Speaks length-prefixed pickles (``multiprocessing.connection`` framing) on its stdin/stdout:
+one ``Request`` in, one reply out, until EOF. Each request sets its own address-space cap
+(``RLIMIT_AS``) before reading. Anything the reader raises goes back as
+``("error", class_name, message, hint, details)``; the parent rebuilds the same error class.
+A ``MemoryError`` ends the child after it replies (its heap may be fragmented or half-built).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call: ``func`` is a name in :data:`FUNCTIONS`, never an arbitrary callable."""
+
+    func: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    memory_mb: int | None
+    test_delay_s: float = 0.0  # test hook: sleep before reading (time-cap tests)
+    test_alloc_mb: int = 0  # test hook: allocate before reading (memory-cap tests)
+
+
+def _read_file(path: str, max_bytes: int | None) -> Any:
+    from knowbase.pipeline.readers import read_file
+
+    return read_file(Path(path), max_bytes=max_bytes)
+
+
+def _pdf_page_texts(path: str) -> Any:
+    from knowbase.pipeline.readers.pdf import pdf_page_texts
+
+    return pdf_page_texts(Path(path))
+
+
+FUNCTIONS = {"read_file": _read_file, "pdf_page_texts": _pdf_page_texts}
+
+
+def _set_memory_cap(memory_mb: int | None) -> None:
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    soft = resource.RLIM_INFINITY if memory_mb is None else memory_mb * _MIB
+    if hard != resource.RLIM_INFINITY and (soft == resource.RLIM_INFINITY or soft > hard):
+        soft = hard
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _die_with_parent() -> None:
+    # A reader blocked in C code never sees the pipe close; have the kernel kill us instead.
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _handle(req: Request) -> tuple[tuple[Any, ...], bool]:
+    from knowbase.errors import KnowbaseError
+
+    ballast = None
+    try:
+        _set_memory_cap(req.memory_mb)
+        if req.test_delay_s:
+            time.sleep(req.test_delay_s)
+        if req.test_alloc_mb:
+            ballast = bytearray(req.test_alloc_mb * _MIB)
+        return ("ok", FUNCTIONS[req.func](*req.args, **req.kwargs)), False
+    except MemoryError:
+        del ballast
+        return (
+            "error",
+            "UnreadableFile",
+            f"reading the file needed more than the {req.memory_mb} MiB memory cap",
+            None,
+            {"reason": "memory_cap", "memory_mb": req.memory_mb},
+        ), True
+    except KnowbaseError as exc:
+        hint = exc.__dict__.get("hint")  # only an instance-level hint; the class has its own
+        return ("error", type(exc).__name__, exc.message, hint, _plain(exc.details)), False
+    except RecursionError as exc:
+        return ("error", "UnreadableFile", f"file structure too deep: {exc}", None, {}), False
+    except Exception as exc:  # a library bug on a hostile file is still an unreadable file
+        message = f"the reader failed: {type(exc).__name__}: {exc}"
+        return ("error", "UnreadableFile", message, None, {"reason": "reader_error"}), False
+    finally:
+        _set_memory_cap(None)
+
+
+def _plain(details: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, str | int | float | bool | None) else str(v) for k, v in details.items()}
+
+
+def main() -> None:
+    """Serve requests until the parent closes stdin."""
+    _die_with_parent()
+    # The channel takes the real stdout; anything a library prints goes to stderr instead.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    inbox = Connection(os.dup(0), writable=False)
+    outbox = Connection(out_fd, readable=False)
+    import knowbase.pipeline.readers  # noqa: F401  warm the imports before saying ready
+
+    outbox.send(("ready", os.getpid()))
+    while True:
+        try:
+            req = inbox.recv()
+        except (EOFError, OSError):
+            return
+        if req is None:
+            return
+        reply, fatal = _handle(req)
+        try:
+            outbox.send(reply)
+        except Exception as exc:  # an unpicklable result: report it rather than hang
+            outbox.send(("error", "UnreadableFile", f"reader result not transferable: {exc}", None, {}))
+        if fatal:
+            return
+
+
+if __name__ == "__main__":
+    sys.exit(main())

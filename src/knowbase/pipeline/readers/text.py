@@ -1,0 +1,153 @@
+"""Plain text and CSV: bytes → str with charset detection, never a lossy UTF-8 decode.
+
+Legacy files (cp1252 from Windows, cp932 from Japanese Windows, Big5…) are common in real
+folders; ``errors="replace"`` would silently index mojibake. UTF-8 is tried strictly first
+(it is by far the most common and a strict decode rarely succeeds by accident), then BOMs,
+then ``charset-normalizer``. Bytes that decode to nothing sensible fail ``unreadable_file``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+from pathlib import Path
+
+from knowbase.errors import UnreadableFile
+from knowbase.pipeline.documents import Document
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_DETECT_BYTES = 1024 * 1024
+_MAX_CONTROL_RATIO = 0.02
+
+
+def decode_text(data: bytes, *, name: str = "file") -> str:
+    """Decode bytes of a text file, detecting legacy encodings.
+
+    >>> decode_text("café".encode("cp1252"))
+    'café'
+
+    Raises UnreadableFile for binary content (NUL bytes, control characters, no plausible
+    encoding).
+    """
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return _checked(data[len(bom) :].decode(encoding), name)
+            except UnicodeDecodeError as exc:
+                raise _binary(name, f"invalid {encoding} after its byte-order mark") from exc
+    if b"\x00" in data[:_DETECT_BYTES]:
+        raise _binary(name, "contains NUL bytes")
+    try:
+        return _checked(data.decode("utf-8"), name)
+    except UnicodeDecodeError:
+        pass
+    western = _as_western(data)
+    if western is not None:
+        return _checked(western, name)
+    import charset_normalizer
+
+    best = charset_normalizer.from_bytes(data[:_DETECT_BYTES]).best()
+    if best is None or best.encoding is None:
+        raise _binary(name, "no text encoding fits its bytes")
+    try:
+        text = data.decode(best.encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise _binary(name, f"does not decode as {best.encoding}") from exc
+    return _checked(text, name)
+
+
+# Non-ASCII characters that Western European text in cp1252 actually uses.
+_WESTERN = frozenset(
+    "àáâãäåæçèéêëìíîïðñòóôõöøùúûüýþÿÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÐÑÒÓÔÕÖØÙÚÛÜÝÞßœŒšŠžŽŸ"
+    "–—‘’‚“”„•…€«»°©®™£¥§¶·¡¿ª º±×÷\u00a0"
+)
+
+
+def _as_western(data: bytes) -> str | None:
+    # charset-normalizer often names cp1257/cp1250/mac_latin2 for short French or English
+    # cp1252 text (measured: "très" came back "trčs"). cp1252 is by far the most common
+    # legacy single-byte encoding, so take it when every non-ASCII character it yields is one
+    # Western text really uses; Cyrillic, Greek, Polish or CJK bytes fail that test.
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:
+        return None
+    extra = [ch for ch in text if ord(ch) > 127]
+    if not extra:
+        return None
+    plausible = sum(1 for ch in extra if ch in _WESTERN)
+    letters = sum(1 for ch in text if ch.isalpha())
+    # Western languages stay mostly ASCII letters; cp1251 Russian read as cp1252 does not.
+    extra_letters = sum(1 for ch in extra if ch.isalpha())
+    mostly_ascii = extra_letters <= 0.3 * max(letters, 1)
+    return text if mostly_ascii and plausible / len(extra) >= 0.98 else None
+
+
+def _checked(text: str, name: str) -> str:
+    if not text:
+        return text
+    controls = sum(1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r\f\v")
+    controls += text.count("\ufffd")
+    if controls / len(text) > _MAX_CONTROL_RATIO:
+        raise _binary(name, "is mostly control characters")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _binary(name: str, why: str) -> UnreadableFile:
+    return UnreadableFile(
+        f"{name} does not look like text: it {why}", path=name, reason="not_text"
+    )
+
+
+def read_text_file(path: Path) -> list[Document]:
+    """One document holding the whole decoded file; locator ``{}``."""
+    return [Document(decode_text(path.read_bytes(), name=path.name))]
+
+
+def read_csv_file(path: Path) -> list[Document]:
+    """One Markdown table for the whole CSV (first row as header); locator ``{}``."""
+    text = decode_text(path.read_bytes(), name=path.name)
+    return [Document(csv_to_markdown(text))]
+
+
+def csv_to_markdown(text: str) -> str:
+    """Render CSV text as a Markdown table, guessing the delimiter among ``, ; tab |``."""
+    if not text.strip():
+        return ""
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(
+            text[:16384], delimiters=",;\t|"
+        )
+    except csv.Error:
+        dialect = csv.excel
+    rows = list(csv.reader(io.StringIO(text), dialect))
+    return rows_to_markdown(rows)
+
+
+def rows_to_markdown(rows: list[list[str]]) -> str:
+    """Rows of cell strings → a Markdown table; blank rows dropped, ragged rows padded."""
+    rows = [row for row in rows if any(cell.strip() for cell in row)]
+    if not rows:
+        return ""
+    width = max(len(row) for row in rows)
+    # Trailing columns that are empty everywhere are layout debris, not data.
+    while width > 1 and all(len(row) < width or not row[width - 1].strip() for row in rows):
+        width -= 1
+    lines = []
+    for i, row in enumerate(rows):
+        cells = [_cell(c) for c in row[:width]] + [""] * (width - len(row[:width]))
+        lines.append("| " + " | ".join(cells) + " |")
+        if i == 0:
+            lines.append("|" + "|".join(["---"] * width) + "|")
+    return "\n".join(lines)
+
+
+def _cell(value: str) -> str:
+    return value.strip().replace("|", "\\|").replace("\r\n", " ").replace("\n", " ")
