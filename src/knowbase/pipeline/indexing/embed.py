@@ -1,0 +1,146 @@
+"""Embed what the store lacks (§4.4 "Embedding").
+
+Bodies are deduplicated by their ``text_hash`` (the store's ``embedding_text_hash``), hashes the
+store already holds are skipped, and the rest go to the provider in batches. Every answer is
+checked before it can reach the index: a wrong count, an empty row, a wrong width or a
+non-finite value raises :class:`~knowbase.errors.EmbeddingMismatch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from knowbase.errors import EmbeddingMismatch, InvalidInput
+from knowbase.pipeline.store.hashing import text_hash
+from knowbase.providers.base import EmbeddingProvider
+
+DEFAULT_BATCH_SIZE = 10
+EXISTING_LOOKUP_BATCH = 500  # hashes per ``existing`` call: stays under SQLite's variable limit
+
+
+def embed_missing(
+    bodies: Sequence[str],
+    *,
+    existing: Callable[[list[str]], set[str]],
+    provider: EmbeddingProvider,
+    dims: int,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_progress: Callable[[int, int], None] | None = None,
+    check_cancelled: Callable[[], None] | None = None,
+) -> dict[str, np.ndarray]:
+    """Return ``{text_hash: float32 vector}`` for each distinct body the store does not hold yet.
+
+    ``existing(hashes)`` answers which of the given hashes the store already has (asked 500 at a
+    time). Batches use ``provider.batch_size`` when it is set, else ``batch_size``.
+    ``check_cancelled()`` runs before every batch and stops the work by raising;
+    ``on_progress(done, total)`` follows every batch, counted in distinct bodies to embed.
+    Nothing is called at all for empty input, and the provider is not called when every hash
+    already exists.
+    """
+    _check_dims(dims, provider)
+    unique: dict[str, str] = {}
+    for body in bodies:
+        unique.setdefault(text_hash(body), body)
+    if not unique:
+        return {}
+
+    hashes = list(unique)
+    have: set[str] = set()
+    for i in range(0, len(hashes), EXISTING_LOOKUP_BATCH):
+        have |= existing(hashes[i : i + EXISTING_LOOKUP_BATCH])
+    missing = [h for h in hashes if h not in have]
+    if not missing:
+        return {}
+
+    size = _batch_size(provider, batch_size)
+    vectors: dict[str, np.ndarray] = {}
+    for i in range(0, len(missing), size):
+        if check_cancelled is not None:
+            check_cancelled()
+        batch = missing[i : i + size]
+        rows = _checked(provider.embed([unique[h] for h in batch]), len(batch), dims, provider)
+        vectors.update(zip(batch, rows, strict=True))
+        if on_progress is not None:
+            on_progress(len(vectors), len(missing))
+    return vectors
+
+
+def embed_query(text: str, provider: EmbeddingProvider, dims: int) -> np.ndarray:
+    """The query's float32 vector of width ``dims``, checked like :func:`embed_missing`'s."""
+    _check_dims(dims, provider)
+    return _checked(provider.embed([text]), 1, dims, provider)[0]
+
+
+def _batch_size(provider: EmbeddingProvider, fallback: int) -> int:
+    size = getattr(provider, "batch_size", None)
+    if isinstance(size, int) and size > 0:
+        return size
+    return max(1, fallback)
+
+
+def _check_dims(dims: int, provider: EmbeddingProvider) -> None:
+    if isinstance(dims, bool) or not isinstance(dims, int | np.integer) or dims <= 0:
+        raise InvalidInput(
+            f"embedding width must be a positive integer, got {dims!r}",
+            model_id=getattr(provider, "model_id", None),
+            dims=dims,
+        )
+
+
+def _checked(
+    result: object, expected: int, dims: int, provider: EmbeddingProvider
+) -> list[np.ndarray]:
+    """Split the provider's answer into ``expected`` float32 rows of width ``dims``, or raise."""
+    model_id = getattr(provider, "model_id", None)
+    if isinstance(result, np.ndarray) and result.ndim != 2:
+        raise EmbeddingMismatch(
+            f"{model_id}: expected a 2-D array of vectors, got shape {result.shape}",
+            model_id=model_id,
+            shape=result.shape,
+        )
+    try:
+        rows = list(result)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise EmbeddingMismatch(
+            f"{model_id}: expected a list of vectors, got {type(result).__name__}",
+            model_id=model_id,
+        ) from exc
+    if len(rows) != expected:
+        raise EmbeddingMismatch(
+            f"{model_id}: asked for {expected} vectors, got {len(rows)}",
+            model_id=model_id,
+            expected=expected,
+            got=len(rows),
+        )
+    out: list[np.ndarray] = []
+    for index, row in enumerate(rows):
+        try:
+            vector = np.asarray(row, dtype=np.float32).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingMismatch(
+                f"{model_id}: vector {index} is not a list of numbers",
+                model_id=model_id,
+                index=index,
+            ) from exc
+        if vector.size == 0:
+            raise EmbeddingMismatch(
+                f"{model_id}: vector {index} of the batch is empty", model_id=model_id, index=index
+            )
+        if vector.size != dims:
+            raise EmbeddingMismatch(
+                f"{model_id}: vector {index} has width {vector.size}, the base expects {dims}",
+                model_id=model_id,
+                index=index,
+                expected=dims,
+                got=int(vector.size),
+            )
+        if not np.isfinite(vector).all():
+            raise EmbeddingMismatch(
+                f"{model_id}: vector {index} holds NaN or infinite values",
+                model_id=model_id,
+                index=index,
+            )
+        out.append(vector)
+    return out
