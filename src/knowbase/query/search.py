@@ -1,0 +1,270 @@
+"""Hybrid search over one base's index with visibility filtering (§7).
+
+Steps, in order: trim and bound the query (1..1000 chars); refuse a query without tokens before
+any embedding; derive the mode (``hybrid`` iff an embedder is given and the base has dims — and
+the model reads the query's script, see :func:`script_coverage`); run the lanes; fuse them with
+RRF (α = 0.5); keep only hits of visible (completed) items; rerank before the trim; trim to
+``top_k``; apply the threshold to relevance scores only; number ranks from 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import regex
+
+from knowbase.errors import EmbeddingMismatch, InvalidInput, NoSearchableTokens
+from knowbase.pipeline.store.base import IndexStore, SearchHit
+from knowbase.pipeline.store.fts_query import build_keyword_query, extract_tokens
+from knowbase.pipeline.store.rrf import K as RRF_K
+from knowbase.pipeline.store.rrf import rrf_fuse
+from knowbase.providers.base import EmbeddingProvider, RerankProvider
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_CHARS = 1000
+DEFAULT_TOP_K = 10
+DEFAULT_RERANK_TOP_N = 6  # the origin's DEFAULT_DOCUMENT_COUNT, deliberately not 10
+MAX_CANDIDATES = 200
+MAX_LANE = 1000
+ALPHA = 0.5  # vector lane weight; BM25 gets 1 − α
+
+Mode = Literal["hybrid", "bm25"]
+ScoreKind = Literal["ranking", "relevance"]
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Per-call knobs: ``top_k`` (None → 10), relevance ``threshold``, the base's ``dims``."""
+
+    top_k: int | None = None
+    threshold: float | None = None
+    dims: int | None = None
+
+
+@dataclass(frozen=True)
+class VisibleItem:
+    """A completed item of this base, as the catalog shows it."""
+
+    item_id: str
+    item_type: str
+    title: str | None
+    source: str | None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    rank: int
+    chunk_id: str
+    item_id: str
+    concept_id: str | None
+    title: str | None
+    item_type: str
+    source: str | None
+    score: float
+    score_kind: ScoreKind
+    text: str
+    unit_index: int
+    char_start: int
+    char_end: int
+    locator: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    results: list[SearchResult]
+    mode: Mode
+    explain: dict[str, Any]
+
+
+def script_coverage(query: str, scripts: frozenset[str] | None) -> dict[str, Any]:
+    """How many of the query's letters the model's scripts cover.
+
+    A letter counts as covered when one of its ``Script_Extensions`` is in ``scripts`` or it is
+    Common/Inherited. ``covered`` is False when strictly more than half of the letters are not
+    covered; a query without letters (digits only) is covered. ``scripts=None`` covers all.
+    """
+    letters = regex.findall(r"\p{L}", query)
+    if scripts is None or not letters:
+        return {"covered": True, "letters": len(letters), "uncovered": 0}
+    known = _script_class(frozenset(scripts))
+    uncovered = [ch for ch in letters if not known.match(ch)]
+    return {
+        "covered": len(uncovered) * 2 <= len(letters),
+        "letters": len(letters),
+        "uncovered": len(uncovered),
+        "model_scripts": sorted(scripts),
+    }
+
+
+@functools.lru_cache(maxsize=32)
+def _script_class(scripts: frozenset[str]) -> regex.Pattern[str]:
+    parts = []
+    for name in sorted(scripts | {"Common", "Inherited"}):
+        try:
+            regex.compile(rf"\p{{scx={name}}}")
+        except regex.error:
+            log.warning("unknown script name %r declared by a provider; ignored", name)
+            continue
+        parts.append(rf"\p{{scx={name}}}")
+    return regex.compile("[" + "".join(parts) + "]")
+
+
+def _embed_query(embedder: EmbeddingProvider, query: str, dims: int) -> np.ndarray:
+    vectors = np.asarray(embedder.embed([query]), dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] != dims:
+        raise EmbeddingMismatch(
+            "the query embedding does not match the base's dimensions",
+            dims=dims,
+            shape=list(vectors.shape),
+            model_id=getattr(embedder, "model_id", None),
+        )
+    return vectors[0]
+
+
+def _validate(query: str, top_k: int | None) -> tuple[str, int]:
+    q = query.strip()
+    if not 1 <= len(q) <= MAX_QUERY_CHARS:
+        raise InvalidInput(
+            f"query must be 1..{MAX_QUERY_CHARS} characters after trimming",
+            query=[f"length {len(q)}"],
+        )
+    if not extract_tokens(q):
+        raise NoSearchableTokens(
+            "Query has no searchable tokens", query=["Query has no searchable tokens"]
+        )
+    k = DEFAULT_TOP_K if top_k is None else top_k
+    if k < 1:
+        raise InvalidInput("top_k must be at least 1", top_k=top_k)
+    return q, k
+
+
+def search(
+    store: IndexStore,
+    query: str,
+    *,
+    config: SearchConfig,
+    embedder: EmbeddingProvider | None,
+    reranker: RerankProvider | None,
+    visible: Callable[[set[str]], dict[str, VisibleItem]],
+) -> SearchResponse:
+    """Search one base. ``visible`` returns the COMPLETED items of this base among the ids.
+
+    Raises InvalidInput (bad length), NoSearchableTokens (before any embedding) and
+    EmbeddingMismatch (query vector of the wrong width). Rerank errors never raise: the
+    un-reranked list is returned and ``explain["rerank"]["error"]`` says why.
+    """
+    q, top_k = _validate(query, config.top_k)
+    candidates = min(top_k * 5, MAX_CANDIDATES)
+    lane_limit = min(candidates * 5, MAX_LANE)
+    explain: dict[str, Any] = {
+        "query": q,
+        "top_k": top_k,
+        "candidate_limit": candidates,
+        "keyword": build_keyword_query(q).explain(),
+    }
+    mode: Mode = "hybrid" if embedder is not None and config.dims else "bm25"
+    if embedder is not None and not config.dims:
+        explain["dense_lane"] = {"used": False, "reason": "base_has_no_dims"}
+    if mode == "hybrid":
+        assert embedder is not None
+        coverage = script_coverage(q, embedder.scripts)
+        if not coverage["covered"]:
+            mode = "bm25"
+            explain["dense_lane"] = {
+                "used": False,
+                "reason": "query_script_not_covered",
+                "detail": f"{coverage['uncovered']} of {coverage['letters']} letters are in "
+                f"scripts {embedder.model_id} does not read",
+                **coverage,
+            }
+    explain["mode"] = mode
+
+    hits: dict[str, SearchHit] = {}
+    if mode == "hybrid":
+        assert embedder is not None and config.dims
+        vector = _embed_query(embedder, q, config.dims)
+        vhits = store.vector_search(vector, lane_limit)
+        khits = store.keyword_search(q, lane_limit)
+        for h in [*vhits, *khits]:
+            hits.setdefault(h.unit_id, h)
+        fused = rrf_fuse(
+            [([h.unit_id for h in vhits], ALPHA), ([h.unit_id for h in khits], 1 - ALPHA)],
+            k=RRF_K,
+        )[:candidates]
+        explain["dense_lane"] = {"used": True, "hits": len(vhits)}
+        explain["lanes"] = {"vector": len(vhits), "keyword": len(khits), "lane_limit": lane_limit}
+        ranked = [(hits[uid], score) for uid, score in fused]
+    else:
+        khits = store.keyword_search(q, candidates)
+        explain["lanes"] = {"keyword": len(khits)}
+        ranked = [(h, h.score) for h in khits]
+
+    shown = visible({h.material_id for h, _ in ranked}) if ranked else {}
+    kept = [(h, s) for h, s in ranked if h.material_id in shown]
+    explain["hidden"] = len(ranked) - len(kept)
+    scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, "ranking") for h, s in kept]
+
+    if reranker is not None and scored:
+        scored = _rerank(reranker, q, scored, config.top_k or DEFAULT_RERANK_TOP_N, explain)
+
+    scored = scored[:top_k]
+    threshold = config.threshold or 0.0
+    scored = [t for t in scored if t[2] != "relevance" or t[1] >= threshold]
+    results = [
+        _result(rank, hit, score, kind, shown[hit.material_id])
+        for rank, (hit, score, kind) in enumerate(scored, start=1)
+    ]
+    return SearchResponse(results=results, mode=mode, explain=explain)
+
+
+def _rerank(
+    reranker: RerankProvider,
+    query: str,
+    scored: list[tuple[SearchHit, float, ScoreKind]],
+    top_n: int,
+    explain: dict[str, Any],
+) -> list[tuple[SearchHit, float, ScoreKind]]:
+    info: dict[str, Any] = {"model_id": getattr(reranker, "model_id", None), "top_n": top_n}
+    explain["rerank"] = info
+    try:
+        chosen = reranker.rerank(query, [h.text for h, _, _ in scored], top_n)
+    except Exception as exc:  # any provider failure: keep the fused order (§7 step 8)
+        log.warning("rerank failed, keeping the fused order: %s", exc)
+        info["error"] = {"code": getattr(exc, "code", type(exc).__name__), "message": str(exc)}
+        return scored
+    seen: set[int] = set()
+    out: list[tuple[SearchHit, float, ScoreKind]] = []
+    for r in chosen:
+        if 0 <= r.index < len(scored) and r.index not in seen:
+            seen.add(r.index)
+            out.append((scored[r.index][0], float(r.score), "relevance"))
+    out.sort(key=lambda t: -t[1])  # stable: equal scores keep the provider's order
+    info["returned"] = len(out)
+    return out
+
+
+def _result(
+    rank: int, hit: SearchHit, score: float, kind: ScoreKind, item: VisibleItem
+) -> SearchResult:
+    return SearchResult(
+        rank=rank,
+        chunk_id=hit.unit_id,
+        item_id=item.item_id,
+        concept_id=hit.relative_path or None,
+        title=item.title,
+        item_type=item.item_type,
+        source=item.source,
+        score=score,
+        score_kind=kind,
+        text=hit.text,
+        unit_index=hit.unit_index,
+        char_start=hit.char_start,
+        char_end=hit.char_end,
+        locator=dict(hit.locator),
+    )
