@@ -1,0 +1,90 @@
+"""What a handler sees of its job: payload, cancellation, progress, and the attempt fence."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Connection
+
+from knowbase.jobs.model import Cancelled, Job
+
+if TYPE_CHECKING:
+    from knowbase.jobs.manager import JobManager
+
+#: At most one progress UPDATE per job per this many seconds (DESIGN, "SQLite connections").
+PROGRESS_INTERVAL_S = 1.0
+
+
+class JobContext:
+    """Handed to a handler for one attempt of one job.
+
+    ``job`` is the row as claimed (``job.attempts`` is this attempt's number). The worker sets
+    ``cancel_event`` when a cancel is requested or the attempt timed out; a handler calls
+    :meth:`check_cancelled` between steps, and :meth:`is_current_attempt` right before a final
+    write (inside the same transaction when it can), so a late handler never overwrites a newer
+    state.
+    """
+
+    def __init__(self, job: Job, manager: JobManager, worker_id: str) -> None:
+        self.job = job
+        self.payload: dict[str, Any] = job.payload
+        self.manager = manager
+        self.worker_id = worker_id
+        self.cancel_event = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: tuple[str, float | None, dict[str, Any]] | None = None
+        self._last_flush: float | None = None  # manager clock, seconds
+
+    @property
+    def job_id(self) -> str:
+        return self.job.id
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`Cancelled` if a cancel was requested or the attempt was ended."""
+        if self.cancel_event.is_set():
+            raise Cancelled(f"{self.job.call_string} cancelled")
+
+    def progress(self, stage: str, percent: float | None = None, **details: Any) -> None:
+        """Record progress. Written at most once per second per job; the last value is always
+        written when the attempt ends (and by the heartbeat meanwhile)."""
+        with self._lock:
+            self._pending = (stage, percent, details)
+            now = self.manager.clock()
+            due = self._last_flush is None or now - self._last_flush >= PROGRESS_INTERVAL_S
+        if due:
+            self.flush_progress()
+
+    def flush_progress(self, *, force: bool = False) -> bool:
+        """Write the pending progress if one is waiting and the interval passed (or ``force``).
+        Returns whether a write happened."""
+        with self._lock:
+            if self._pending is None:
+                return False
+            now = self.manager.clock()
+            if (
+                not force
+                and self._last_flush is not None
+                and now - self._last_flush < PROGRESS_INTERVAL_S
+            ):
+                return False
+            stage, percent, details = self._pending
+            self._pending = None
+            self._last_flush = now
+        self.manager._write_progress(self.job, self.worker_id, stage, percent, details)
+        return True
+
+    def take_pending_progress(self) -> tuple[str, float | None, dict[str, Any]] | None:
+        """The progress not yet written (cleared); the final UPDATE of the attempt carries it."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+            return pending
+
+    def is_current_attempt(self, conn: Connection | None = None) -> bool:
+        """True while this attempt still owns the job: status running, locked by this worker,
+        attempts unchanged. Pass the connection of the write transaction that holds the final
+        writes, so the check and the writes commit together."""
+        return self.manager._owns(self.job, self.worker_id, conn=conn)
+
+
+__all__ = ["PROGRESS_INTERVAL_S", "JobContext"]

@@ -1,0 +1,206 @@
+"""Leases, heartbeats and the recovery sweep of :class:`~knowbase.jobs.manager.JobManager`.
+
+Recovery follows jobs, never a blanket UPDATE: each orphaned running job is released by its own
+conditional UPDATE (still running, same ``locked_by``, same ``attempts``), so a sweep racing a
+worker that just finished changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from knowbase.catalog.schema import job as job_t
+from knowbase.catalog.schema import worker as worker_t
+from knowbase.jobs.liveness import parse_worker_id, this_host, worker_is_dead_here
+from knowbase.jobs.model import Job, JobKind
+from knowbase.jobs.retry import JOB_CANCELLED, JOB_INTERRUPTED
+
+if TYPE_CHECKING:
+    from knowbase.catalog.db import Catalog
+    from knowbase.jobs.manager import Registration
+
+log = logging.getLogger("knowbase.jobs")
+
+_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
+
+
+def chunks(ids: list[str]) -> Iterator[list[str]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What one sweep did, by job id."""
+
+    cancelled: tuple[str, ...] = ()
+    requeued: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    skipped_unknown_kind: tuple[str, ...] = ()
+    workers_removed: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.cancelled) + len(self.requeued) + len(self.failed)
+
+
+class LeaseOps:
+    """Worker rows, lease renewal, release and the sweep (mixed into JobManager)."""
+
+    catalog: Catalog
+    lease_s: float
+    _registry: dict[str, Registration]
+    _ms: Callable[[], int]
+    call_on_settled: Callable[[Job, str, BaseException | None], None]
+
+    def register_worker(self, worker_id: str) -> None:
+        wid = parse_worker_id(worker_id)
+        now = self._ms()
+        with self.catalog.write_tx() as conn:
+            conn.execute(sa.delete(worker_t).where(worker_t.c.id == worker_id))
+            conn.execute(
+                sa.insert(worker_t).values(
+                    id=worker_id,
+                    host=wid.host if wid else this_host(),
+                    pid=wid.pid if wid else os.getpid(),
+                    started_at=wid.started_ms if wid else now,
+                    heartbeat_at=now,
+                )
+            )
+
+    def unregister_worker(self, worker_id: str) -> None:
+        with self.catalog.write_tx() as conn:
+            conn.execute(sa.delete(worker_t).where(worker_t.c.id == worker_id))
+
+    def heartbeat(self, worker_id: str, job_ids: Iterable[str]) -> tuple[set[str], set[str]]:
+        """Renew the worker's heartbeat and the leases of its running jobs, in one
+        transaction. Returns (jobs still owned, owned jobs with a cancel requested)."""
+        ids = list(job_ids)
+        now = self._ms()
+        owned: set[str] = set()
+        cancel: set[str] = set()
+        with self.catalog.write_tx() as conn:
+            conn.execute(
+                sa.update(worker_t).where(worker_t.c.id == worker_id).values(heartbeat_at=now)
+            )
+            for chunk in chunks(ids):
+                rows = conn.execute(
+                    sa.update(job_t)
+                    .where(
+                        job_t.c.id.in_(chunk),
+                        job_t.c.status == "running",
+                        job_t.c.locked_by == worker_id,
+                    )
+                    .values(lease_until=now + int(self.lease_s * 1000))
+                    .returning(job_t.c.id, job_t.c.cancel_requested)
+                ).all()
+                for job_id, requested in rows:
+                    owned.add(job_id)
+                    if requested:
+                        cancel.add(job_id)
+        return owned, cancel
+
+    def release(self, job: Job, worker_id: str | None, reason: str) -> Job | None:
+        """End a running attempt that will not finish, by its kind's recovery policy:
+        ``abandon`` (or a cancel was requested) → cancelled; ``retry`` → pending while attempts
+        remain, else failed. Conditional on the attempt still owning the job."""
+        reg = self._registry.get(job.kind)
+        if reg is None:
+            return None
+        now = self._ms()
+        values = _recovery_values(job, reg.kind, reason, now)
+        owner = job_t.c.locked_by.is_(None) if worker_id is None else job_t.c.locked_by == worker_id
+        with self.catalog.write_tx() as conn:
+            row = conn.execute(
+                sa.update(job_t)
+                .where(
+                    job_t.c.id == job.id,
+                    job_t.c.status == "running",
+                    owner,
+                    job_t.c.attempts == job.attempts,
+                )
+                .values(values)
+                .returning(*job_t.c)
+            ).first()
+        if row is None:
+            return None
+        after = Job.from_row(row)
+        log.warning("%s released (%s) → %s", job.call_string, reason, after.status)
+        if after.status in ("failed", "cancelled"):
+            self.call_on_settled(after, after.status, None)
+        return after
+
+    def recover(self) -> RecoveryReport:
+        """The sweep: running jobs whose lease lapsed, or whose ``locked_by`` names a dead
+        process on this host, go to their kind's recovery policy (see :meth:`release`).
+        Pending jobs are never touched; jobs of kinds this process has not registered are
+        left for a process that knows them. Also drops worker rows of dead local pids."""
+        now = self._ms()
+        with self.catalog.read() as conn:
+            rows = conn.execute(sa.select(job_t).where(job_t.c.status == "running")).all()
+            workers = conn.execute(sa.select(worker_t.c.id)).scalars().all()
+        cancelled: list[str] = []
+        requeued: list[str] = []
+        failed: list[str] = []
+        skipped: list[str] = []
+        for row in rows:
+            job = Job.from_row(row)
+            if job.lease_until is not None and job.lease_until < now:
+                reason = "lease lapsed"
+            elif worker_is_dead_here(job.locked_by):
+                reason = f"worker {job.locked_by} is dead"
+            else:
+                continue
+            if job.kind not in self._registry:
+                skipped.append(job.id)
+                continue
+            after = self.release(job, job.locked_by, reason)
+            if after is None:
+                continue  # its worker finished it meanwhile
+            {"cancelled": cancelled, "pending": requeued, "failed": failed}[after.status].append(
+                job.id
+            )
+        dead = [w for w in workers if worker_is_dead_here(w)]
+        if dead:
+            with self.catalog.write_tx() as conn:
+                conn.execute(sa.delete(worker_t).where(worker_t.c.id.in_(dead)))
+        return RecoveryReport(
+            tuple(cancelled), tuple(requeued), tuple(failed), tuple(skipped), len(dead)
+        )
+
+
+def _recovery_values(job: Job, kind: JobKind, reason: str, now: int) -> dict[str, Any]:
+    if job.cancel_requested or kind.recovery == "abandon":
+        code = JOB_CANCELLED if job.cancel_requested else JOB_INTERRUPTED
+        status = "cancelled"
+    elif job.attempts >= job.max_attempts:
+        code, status = JOB_INTERRUPTED, "failed"
+    else:
+        # Back to the queue at once: the interruption was not the job's fault.
+        return {
+            "status": "pending",
+            "locked_by": None,
+            "lease_until": None,
+            "run_at": now,
+            "error_code": JOB_INTERRUPTED,
+            "error_message": f"interrupted: {reason}",
+            "updated_at": now,
+        }
+    return {
+        "status": status,
+        "active_key": None,
+        "lease_until": None,
+        "finished_at": now,
+        "error_code": code,
+        "error_message": f"interrupted: {reason}",
+        "updated_at": now,
+    }
+
+
+__all__ = ["LeaseOps", "RecoveryReport", "chunks"]

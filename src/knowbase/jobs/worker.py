@@ -1,0 +1,314 @@
+"""The worker: claim → run under heartbeat → decide → persist → one log line.
+
+Each attempt runs in its own daemon thread. Threads cannot be killed, so on timeout, cancel or
+shutdown the worker *ends the attempt* (a conditional UPDATE) and stops waiting; a handler that
+returns later finds its attempt gone (``ctx.is_current_attempt()`` is False) and its own final
+UPDATE matches no row. A slot is freed when its attempt ends, not when its thread does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+
+from knowbase.catalog.db import Catalog, now_ms
+from knowbase.catalog.schema import worker as worker_t
+from knowbase.errors import Unavailable
+from knowbase.jobs.context import JobContext
+from knowbase.jobs.manager import JobManager, Registration
+from knowbase.jobs.model import Cancelled, Job
+from knowbase.jobs.retry import JobTimeout, decide
+
+log = logging.getLogger("knowbase.jobs")
+
+
+class _Attempt:
+    """One attempt of one job in this worker. ``end()`` lets exactly one party decide it."""
+
+    def __init__(self, job: Job, ctx: JobContext, reg: Registration, started: float) -> None:
+        self.job = job
+        self.ctx = ctx
+        self.reg = reg
+        self.started = started  # manager clock
+        self.deadline = started + reg.kind.timeout_s
+        self.cancel_seen_at: float | None = None
+        self.done = threading.Event()  # set after the outcome was persisted
+        self._ending = False
+        self._lock = threading.Lock()
+
+    def end(self) -> bool:
+        """True for the first caller only: it decides and persists the outcome."""
+        with self._lock:
+            if self._ending:
+                return False
+            self._ending = True
+            return True
+
+    @property
+    def ending(self) -> bool:
+        return self._ending
+
+
+class Worker:
+    """Runs the jobs of ``manager``'s registered kinds on ``queues`` (None: every queue),
+    at most ``threads`` attempts at a time.
+
+    ``with Worker(manager) as w: ...`` starts and stops it. ``run_until_idle`` is for tests and
+    the CLI.
+    """
+
+    def __init__(
+        self,
+        manager: JobManager,
+        *,
+        threads: int = 4,
+        queues: Iterable[str] | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
+        self.manager = manager
+        self.worker_id = manager.worker_id
+        self.threads = threads
+        self.queues = None if queues is None else list(queues)
+        self.poll_s = poll_s
+        self._active: dict[str, _Attempt] = {}
+        self._active_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop_claiming = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Condition()
+        self._idle_seq = 0
+        self._threads: list[threading.Thread] = []
+        self._started = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Register in the ``worker`` table, run the recovery sweep, start claiming."""
+        if self._started:
+            return
+        self._started = True
+        self._stop.clear()
+        self._stop_claiming.clear()
+        self.manager.register_worker(self.worker_id)
+        self.manager.recover()
+        for target, name in ((self._loop, "claim"), (self._heartbeat_loop, "heartbeat")):
+            t = threading.Thread(target=target, name=f"kb-worker-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        log.info("worker %s started (%d threads)", self.worker_id, self.threads)
+
+    def stop(self, grace_s: float = 10) -> None:
+        """Stop claiming, give running handlers ``grace_s`` (real time), then release the
+        jobs still running by their kind's recovery policy."""
+        if not self._started:
+            return
+        self._stop_claiming.set()
+        self._wake.set()
+        deadline = time.monotonic() + grace_s
+        for att in self._snapshot():
+            att.done.wait(max(0.0, deadline - time.monotonic()))
+        for att in self._snapshot():
+            if att.end():
+                att.ctx.cancel_event.set()
+                try:
+                    self.manager.release(att.job, self.worker_id, "worker stopped")
+                finally:
+                    self._finish_attempt(att)
+        self._stop.set()
+        self._wake.set()
+        for t in self._threads:
+            t.join(timeout=max(5.0, self.poll_s * 4))
+        self._threads.clear()
+        try:
+            self.manager.unregister_worker(self.worker_id)
+        finally:
+            self._started = False
+        log.info("worker %s stopped", self.worker_id)
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def run_until_idle(self, *, timeout_s: float = 60) -> None:
+        """Process jobs until none is claimable (pending and due, of a registered kind) and
+        none runs here. Starts the worker for the call when it is not running. Raises
+        ``Unavailable`` when it is still busy after ``timeout_s``."""
+        started_here = not self._started
+        if started_here:
+            self.start()
+        try:
+            with self._idle:
+                # Two idle observations: the first may come from a claim that began before
+                # this call (and missed a job enqueued just before it).
+                target = self._idle_seq + 2
+                self._wake.set()
+                if not self._idle.wait_for(lambda: self._idle_seq >= target, timeout_s):
+                    raise Unavailable(
+                        f"jobs still running after {timeout_s:g} s", worker_id=self.worker_id
+                    )
+        finally:
+            if started_here:
+                self.stop()
+
+    def active_job_ids(self) -> list[str]:
+        return [a.job.id for a in self._snapshot()]
+
+    # --- the claim loop ------------------------------------------------------------------
+    def _snapshot(self) -> list[_Attempt]:
+        with self._active_lock:
+            return list(self._active.values())
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._supervise()
+                claimed: list[Job] = []
+                if not self._stop_claiming.is_set():
+                    free = self.threads - len(self._snapshot())
+                    if free > 0:
+                        claimed = self.manager.claim(self.worker_id, queues=self.queues, limit=free)
+                        for job in claimed:
+                            self._start_attempt(job)
+                    if not claimed and not self._snapshot():
+                        with self._idle:
+                            self._idle_seq += 1
+                            self._idle.notify_all()
+            except Exception:  # the loop must outlive a locked or flaky database
+                log.exception("worker %s loop error", self.worker_id)
+                claimed = []
+            if not claimed:
+                self._wake.wait(self.poll_s)
+                self._wake.clear()
+
+    def _start_attempt(self, job: Job) -> None:
+        reg = self.manager.registration(job.kind)
+        ctx = JobContext(job, self.manager, self.worker_id)
+        att = _Attempt(job, ctx, reg, self.manager.clock())
+        with self._active_lock:
+            self._active[job.id] = att
+        self.manager.attach(ctx)
+        if job.cancel_requested:
+            ctx.cancel_event.set()
+        t = threading.Thread(target=self._run, args=(att,), name=f"kb-job-{job.kind}", daemon=True)
+        t.start()
+
+    def _run(self, att: _Attempt) -> None:
+        error: BaseException | None = None
+        try:
+            att.reg.handler(att.ctx)
+        except BaseException as exc:  # noqa: BLE001 - the one place every outcome is decided
+            error = exc
+        finally:
+            if att.end():
+                self._settle(att, error, cancel_requested=att.ctx.cancel_event.is_set())
+            else:
+                log.debug("%s returned after its attempt ended", att.job.call_string)
+
+    def _supervise(self) -> None:
+        now = self.manager.clock()
+        for att in self._snapshot():
+            if att.ending:
+                continue
+            if now >= att.deadline:
+                if att.end():
+                    att.ctx.cancel_event.set()
+                    timeout = JobTimeout(f"ran past its {att.reg.kind.timeout_s:g} s timeout")
+                    self._settle(att, timeout, cancel_requested=False)
+            elif att.ctx.cancel_event.is_set():
+                if att.cancel_seen_at is None:
+                    att.cancel_seen_at = now
+                elif now - att.cancel_seen_at >= self.manager.cancel_grace_s and att.end():
+                    self._settle(att, Cancelled("did not stop within the grace"), True)
+
+    def _settle(self, att: _Attempt, error: BaseException | None, cancel_requested: bool) -> None:
+        """Decide, persist, log once. Only the caller that won ``att.end()`` gets here."""
+        job = att.job
+        try:
+            decision = decide(att.reg.kind, job.attempts, error, cancel_requested=cancel_requested)
+            progress = att.ctx.take_pending_progress()
+            after = self.manager.finish(
+                job, self.worker_id, decision, error=error, progress=progress
+            )
+            took = self.manager.clock() - att.started
+            if after is None:
+                log.warning("%s ended after its attempt was superseded; dropped", job.call_string)
+            elif decision.status == "completed":
+                log.info("%s completed in %.2f s", job.call_string, took)
+            elif decision.status == "pending":
+                log.warning(
+                    "%s %s: %s; retry in %.1f s",
+                    job.call_string,
+                    decision.error_code,
+                    decision.error_message,
+                    decision.delay_s,
+                )
+            else:
+                internal = decision.error_code == "internal_error"
+                log.warning(
+                    "%s %s: %s: %s",
+                    job.call_string,
+                    decision.status,
+                    decision.error_code,
+                    decision.error_message,
+                    exc_info=error if internal else None,
+                )
+        except Exception:
+            log.exception("could not persist the outcome of %s", job.call_string)
+        finally:
+            self._finish_attempt(att)
+
+    def _finish_attempt(self, att: _Attempt) -> None:
+        self.manager.detach(att.ctx)
+        with self._active_lock:
+            if self._active.get(att.job.id) is att:
+                del self._active[att.job.id]
+        att.done.set()
+        self._wake.set()
+
+    # --- heartbeat -----------------------------------------------------------------------
+    def _heartbeat_loop(self) -> None:
+        next_sweep = time.monotonic() + max(self.manager.heartbeat_s * 2, 1.0)
+        while not self._stop.wait(self.manager.heartbeat_s):
+            try:
+                self._beat()
+                if time.monotonic() >= next_sweep:
+                    self.manager.recover()
+                    next_sweep = time.monotonic() + max(self.manager.heartbeat_s * 2, 1.0)
+            except Exception:
+                log.exception("worker %s heartbeat error", self.worker_id)
+
+    def _beat(self) -> None:
+        atts = [a for a in self._snapshot() if not a.ending]
+        owned, cancel = self.manager.heartbeat(self.worker_id, [a.job.id for a in atts])
+        for att in atts:
+            if att.job.id not in owned:
+                # Recovered elsewhere (our lease lapsed while we stalled): stop the handler;
+                # the finish UPDATE will match nothing.
+                att.ctx.cancel_event.set()
+                if att.end():
+                    self._settle(att, Cancelled("attempt lost its lease"), True)
+            elif att.job.id in cancel:
+                att.ctx.cancel_event.set()
+            else:
+                att.ctx.flush_progress()
+
+
+def live_workers(catalog: Catalog, *, now: int | None = None, lease_s: float = 30) -> list[str]:
+    """Ids of workers with a heartbeat within the lease (``now`` in ms, default: wall clock)."""
+    cutoff = (now_ms() if now is None else now) - int(lease_s * 1000)
+    with catalog.read() as conn:
+        rows = conn.execute(
+            sa.select(worker_t.c.id)
+            .where(worker_t.c.heartbeat_at >= cutoff)
+            .order_by(worker_t.c.id)
+        ).scalars()
+        return list(rows)
+
+
+__all__ = ["Worker", "live_workers"]
