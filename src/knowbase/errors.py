@@ -26,6 +26,7 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
         ├── NoTextExtracted                reader produced no text (scanned PDF?)
         ├── UnreadableFile                 corrupt / truncated / wrong signature / too big
         ├── EncryptedFile                  password protected
+        ├── NoIndexableFiles               a folder / sitemap with nothing to index
         ├── OriginMissing                  the original source is gone
         └── IndexingInterrupted            the job was cancelled or abandoned
 """
@@ -199,6 +200,13 @@ class EncryptedFile(ItemFailed):
 
     code = "encrypted_file"
     hint = "remove the password and add the file again"
+
+
+class NoIndexableFiles(ItemFailed):
+    """A folder or sitemap holds nothing that can be indexed."""
+
+    code = "no_indexable_files"
+    hint = "check the skip report (kb status) for what was left out and why"
 
 
 class OriginMissing(ItemFailed):

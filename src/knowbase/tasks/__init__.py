@@ -1,1 +1,26 @@
-"""See DESIGN.md, architecture table."""
+"""Job handlers (§5). ``register_all`` wires each kind to its handler and on_settled."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from knowbase.runtime import Runtime
+from knowbase.tasks import kinds
+
+
+def register_all(rt: Runtime) -> None:
+    from knowbase.tasks.common import make_item_on_settled
+    from knowbase.tasks.delete_subtree import delete_subtree
+    from knowbase.tasks.index_documents import index_documents
+    from knowbase.tasks.prepare_root import prepare_root
+    from knowbase.tasks.process_file import process_file
+    from knowbase.tasks.reindex_subtree import make_reindex_on_settled, reindex_subtree
+
+    item_settled = make_item_on_settled(rt)
+    rt.jobs.register(kinds.PREPARE_ROOT, partial(prepare_root, rt), on_settled=item_settled)
+    rt.jobs.register(kinds.INDEX_DOCUMENTS, partial(index_documents, rt), on_settled=item_settled)
+    rt.jobs.register(kinds.PROCESS_FILE, partial(process_file, rt), on_settled=item_settled)
+    rt.jobs.register(kinds.DELETE_SUBTREE, partial(delete_subtree, rt))
+    rt.jobs.register(
+        kinds.REINDEX_SUBTREE, partial(reindex_subtree, rt), on_settled=make_reindex_on_settled(rt)
+    )

@@ -1,0 +1,127 @@
+"""``add_items``: conflict strategies rename / detect / replace, copy-in, rows + jobs (§6)."""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from knowbase.catalog import bases as base_repo
+from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Item
+from knowbase.errors import InvalidInput
+from knowbase.ingestion.conflicts import ConflictInfo, find_conflicts
+from knowbase.ingestion.guards import assert_base_runnable
+from knowbase.ingestion.inputs import AddInput, validate
+from knowbase.ingestion.purge import cancel_subtree_jobs, purge_rows
+from knowbase.ingestion.scheduling import schedule_item
+from knowbase.runtime import Runtime
+from knowbase.storage import artifact_path, reserve_relative_path, sanitize_filename
+
+log = logging.getLogger(__name__)
+Strategy = Literal["rename", "detect", "replace"]
+
+
+@dataclass
+class AddResult:
+    """``status`` is ``added`` or ``conflicts`` (detect found collisions; nothing was added)."""
+
+    status: str
+    items: list[Item] = field(default_factory=list)
+    conflicts: list[ConflictInfo] = field(default_factory=list)
+    job_ids: list[str] = field(default_factory=list)
+
+
+def add_items(
+    rt: Runtime, base_id: str, inputs: list[AddInput], strategy: Strategy = "rename"
+) -> AddResult:
+    """Add items to a base. Every input is validated before anything is written."""
+    if strategy not in ("rename", "detect", "replace"):
+        raise InvalidInput(f"unknown conflict strategy {strategy!r}")
+    inputs = [validate(i) for i in inputs]
+    with rt.catalog.read() as conn:
+        base = base_repo.get(conn, base_id)
+    assert_base_runnable(base, "adding items")
+    if not inputs:
+        return AddResult("added")
+
+    if strategy != "rename":
+        with rt.catalog.read() as conn:
+            roots = item_repo.list_items(conn, base.id, roots_only=True)
+        conflicts, hits, kept = find_conflicts(roots, inputs)
+        if strategy == "detect" and conflicts:
+            return AddResult("conflicts", conflicts=conflicts)
+        if strategy == "replace":
+            inputs = kept
+            if hits:
+                cancel_subtree_jobs(rt, base.id, [h.id for h in hits])
+
+    created_files: list[str] = []
+    storage = rt.storage(base.id)
+    with rt.lock(base.id):
+        try:
+            with rt.catalog.write_tx() as conn:
+                if strategy == "replace":
+                    # Re-resolve inside the lock: the roots may have changed since we looked.
+                    roots = item_repo.list_items(conn, base.id, roots_only=True)
+                    _, hits, _ = find_conflicts(roots, inputs)
+                    purge_rows(rt, conn, base, item_repo.subtree(conn, [h.id for h in hits]))
+                from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
+
+                processes = bool(base.file_processor_id)
+                reserved = item_repo.reserved_relative_paths(
+                    conn, base.id, processes=processes, processable=PROCESSABLE_EXTENSIONS
+                )
+                result = AddResult("added")
+                for inp in inputs:
+                    data = _materialise(storage, inp, reserved, processes, created_files)
+                    item = item_repo.insert_active(
+                        conn, base_id=base.id, type=inp.type, data=data, origin=inp.origin
+                    )
+                    job = schedule_item(rt, conn, base, item)
+                    result.items.append(item_repo.get(conn, item.id))
+                    if job is not None:
+                        result.job_ids.append(job.id)
+        except BaseException:
+            for problem in storage.delete_paths(created_files):
+                log.warning("add rollback: %s", problem)
+            raise
+    return result
+
+
+def _materialise(
+    storage, inp: AddInput, reserved: set[str], processes: bool, created: list[str]
+) -> dict:  # type: ignore[no-untyped-def]
+    """Copy the input into raw/ where it has a file now, and return the row's data."""
+    from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
+
+    if inp.type == "file":
+        assert inp.path is not None
+        name = sanitize_filename(Path(inp.source).name or Path(inp.path).name)
+        ext = posixpath.splitext(name)[1].lower()
+        wants_md = bool(inp.indexed_path) or (processes and ext in PROCESSABLE_EXTENSIONS)
+        rel = reserve_relative_path(name, reserved, reserve_artifact=wants_md)
+        storage.copy_in(Path(inp.path), rel)
+        created.append(rel)
+        data = {"source": inp.source, "relative_path": rel}
+        if inp.indexed_path:
+            md = artifact_path(rel)
+            storage.copy_in(Path(inp.indexed_path), md)
+            created.append(md)
+            data["indexed_relative_path"] = md
+        return data
+    if inp.type == "url":
+        data = {"source": inp.source, "url": inp.url}
+        if inp.snapshot_path:
+            rel = reserve_relative_path(Path(inp.snapshot_path).name, reserved)
+            storage.copy_in(Path(inp.snapshot_path), rel)
+            created.append(rel)
+            data["relative_path"] = rel
+        return data
+    if inp.type == "note":
+        return {"source": inp.source, "content": inp.content}
+    if inp.type == "sitemap":
+        return {"source": inp.source, "url": inp.url}
+    return {"source": inp.source}

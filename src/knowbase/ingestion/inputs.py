@@ -1,0 +1,98 @@
+"""What a caller asks to add, validated before anything is written."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from knowbase.errors import EmptyContent, InvalidInput, InvalidUrl, OriginMissing
+
+NOTE_MAX_CHARS = 1_000_000
+BATCH_MAX = 100
+ItemType = Literal["file", "url", "note", "directory", "sitemap"]
+
+
+@dataclass(frozen=True)
+class AddInput:
+    """One item to add. ``origin`` is kept for re-acquisition (None for uploads)."""
+
+    type: ItemType
+    source: str = ""  # display name; derived when empty
+    path: str | None = None  # file / directory (absolute)
+    url: str | None = None  # url / sitemap
+    content: str | None = None  # note
+    title: str | None = None  # note title
+    origin: str | None = None  # absolute path or URL to re-acquire from
+    indexed_path: str | None = None  # restore: processed .md to carry over
+    snapshot_path: str | None = None  # restore: captured url snapshot
+
+    @staticmethod
+    def file(path: str | Path, *, source: str | None = None, keep_origin: bool = True) -> AddInput:
+        p = Path(path).expanduser().resolve()
+        return AddInput(
+            "file", source or p.name, path=str(p), origin=str(p) if keep_origin else None
+        )
+
+    @staticmethod
+    def directory(path: str | Path) -> AddInput:
+        p = Path(path).expanduser().resolve()
+        return AddInput("directory", str(p), path=str(p), origin=str(p))
+
+    @staticmethod
+    def web(url: str) -> AddInput:
+        url = url.strip()
+        kind: ItemType = "sitemap" if url.lower().split("?")[0].endswith(".xml") else "url"
+        return AddInput(kind, url, url=url, origin=url)
+
+    @staticmethod
+    def note(content: str, *, title: str | None = None) -> AddInput:
+        return AddInput("note", note_source(content, title), content=content, title=title)
+
+
+def note_source(content: str, title: str | None) -> str:
+    """title, else the first non-empty line (≤ 80 chars), else ``Untitled note`` (§8 kb_manage)."""
+    if title and title.strip():
+        return title.strip()
+    first = next((ln.strip() for ln in (content or "").splitlines() if ln.strip()), "")
+    return first[:80] or "Untitled note"
+
+
+def validate(inp: AddInput) -> AddInput:
+    """Refuse bad input with a clear code before any write (paths, types, urls, note text)."""
+    from knowbase.pipeline.readers import is_supported
+
+    if inp.type == "file":
+        if not inp.path or not os.path.isabs(inp.path):
+            raise InvalidInput("a file needs an absolute path", path=inp.path)
+        p = Path(inp.path)
+        if not p.is_file():
+            raise OriginMissing(f"file not found: {inp.path}", path=inp.path)
+        if not is_supported(p.name):
+            from knowbase.errors import UnsupportedFileType
+
+            raise UnsupportedFileType(
+                f"unsupported knowledge file type: {p.suffix or p.name}", path=inp.path
+            )
+    elif inp.type == "directory":
+        if not inp.path or not os.path.isabs(inp.path):
+            raise InvalidInput("a directory needs an absolute path", path=inp.path)
+        if not Path(inp.path).is_dir():
+            raise OriginMissing(f"directory not found: {inp.path}", path=inp.path)
+    elif inp.type in ("url", "sitemap"):
+        url = (inp.url or "").strip()
+        if not url.lower().startswith(("http://", "https://")):
+            raise InvalidUrl(f"invalid knowledge url {url!r}: only http and https", url=url)
+    elif inp.type == "note":
+        if not inp.content or not inp.content.strip():
+            raise EmptyContent("a note needs some text")
+        if len(inp.content) > NOTE_MAX_CHARS:
+            raise InvalidInput(
+                f"a note is limited to {NOTE_MAX_CHARS:,} characters", length=len(inp.content)
+            )
+    else:
+        raise InvalidInput(f"unsupported knowledge item type {inp.type!r}")
+    if not (inp.source or "").strip():
+        raise InvalidInput("an item needs a non-empty source")
+    return inp

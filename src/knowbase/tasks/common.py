@@ -1,0 +1,65 @@
+"""Helpers every item handler shares: load the live item, fail it when its job settles badly."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from knowbase.catalog import bases as base_repo
+from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Base, Item
+from knowbase.jobs.model import Job
+from knowbase.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def live_item(rt: Runtime, payload: dict) -> tuple[Base, Item] | None:
+    """The base and item of a job, or None when either is gone or the item is ``deleting``."""
+    with rt.catalog.read() as conn:
+        base = base_repo.find(conn, payload["base_id"])
+        item = item_repo.find(conn, payload["item_id"]) if base else None
+    if base is None or item is None or item.status == "deleting":
+        return None
+    return base, item
+
+
+def set_item_status(rt: Runtime, item_id: str, status: str) -> bool:
+    with rt.catalog.write_tx() as conn:
+        return item_repo.set_status(conn, item_id, status)
+
+
+def iso_now(clock: Callable[[], float]) -> str:
+    return datetime.fromtimestamp(clock(), UTC).isoformat().replace("+00:00", "Z")
+
+
+def failure_of(status: str, error: BaseException | None) -> tuple[str, str]:
+    """(code, message) an item gets when its job ends ``failed`` or ``cancelled``."""
+    if status == "cancelled":
+        return "indexing_interrupted", "Indexing was interrupted (job cancelled or abandoned)"
+    code = getattr(error, "code", None) or "job_failed"
+    message = str(error).strip() if error is not None else ""
+    return code, message or f"Job {status}"
+
+
+def make_item_on_settled(rt: Runtime) -> Callable[[Job, str, BaseException | None], None]:
+    """on_settled for prepare-root / index-documents / process-file: fail the live item."""
+
+    def on_settled(job: Job, status: str, error: BaseException | None) -> None:
+        item_id = job.payload.get("item_id")
+        if not item_id:
+            return
+        code, message = failure_of(status, error)
+        with rt.catalog.write_tx() as conn:
+            item = item_repo.find(conn, item_id)
+            if item is None or item.status == "deleting":
+                return
+            if item.is_container and status == "cancelled":
+                # The whole expansion was interrupted: its active rows can never finish now.
+                rows = item_repo.subtree(conn, [item_id])
+                active = [r.id for r in rows if r.status not in ("completed", "failed")]
+                item_repo.fail_items(conn, active, code, message)
+            item_repo.set_status(conn, item_id, "failed", error_code=code, error_message=message)
+
+    return on_settled

@@ -1,0 +1,118 @@
+"""``knowledge.index-documents``: read → chunk → embed → rebuild the material (§5)."""
+
+from __future__ import annotations
+
+import logging
+
+from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Base, Item
+from knowbase.errors import InvalidInput, NoTextExtracted
+from knowbase.jobs.context import JobContext
+from knowbase.pipeline.documents import ChunkSettings, Document
+from knowbase.pipeline.store.base import MaterialInput
+from knowbase.providers.base import EmbeddingProvider
+from knowbase.runtime import Runtime
+from knowbase.tasks.common import live_item, set_item_status
+from knowbase.tasks.snapshots import ensure_snapshot, mark_origin_missing, reacquire_file
+
+log = logging.getLogger(__name__)
+
+
+def chunk_settings(base: Base, embedder: EmbeddingProvider | None) -> ChunkSettings:
+    """The base's chunking, with the model's window as the token cap where it is known."""
+    cap = None
+    if embedder is not None and embedder.window:
+        cap = min(base.chunk_size, embedder.window - 2)
+    return ChunkSettings(
+        chunk_size=base.chunk_size,
+        chunk_overlap=base.chunk_overlap,
+        strategy=base.chunk_strategy,
+        separator=base.chunk_separator,
+        token_cap=cap,
+    )
+
+
+def read_item(rt: Runtime, base: Base, item: Item) -> list[Document]:
+    """The item's documents: a file through its reader (in a child process), snapshots as Markdown."""
+    from knowbase.pipeline.readers import read_file_isolated, read_markdown_text
+    from knowbase.pipeline.sources.okf import strip_okf_frontmatter
+
+    rel = item.concept_id
+    if not rel:
+        raise InvalidInput(f"item {item.id} has no material yet", item_id=item.id)
+    path = rt.storage(base.id).path_of(rel)
+    if item.type == "file" and item.data.get("indexed_relative_path"):
+        from knowbase.pipeline.processing import read_processed_markdown
+
+        return read_processed_markdown(path.read_text(encoding="utf-8"))
+    if item.type == "file":
+        return read_file_isolated(path, max_bytes=rt.settings.max_file_bytes)
+    return read_markdown_text(strip_okf_frontmatter(path.read_text(encoding="utf-8")))
+
+
+def index_documents(rt: Runtime, ctx: JobContext) -> None:
+    """Index one leaf. Item status: reading → embedding → completed (failures via on_settled)."""
+    found = live_item(rt, ctx.payload)
+    if found is None:
+        return
+    base, item = found
+    if item.is_container:
+        raise InvalidInput(f"item {item.id} is a {item.type}, not a leaf")
+    if item.status == "completed":
+        return
+    if not set_item_status(rt, item.id, "reading"):
+        return
+    ctx.progress("reading", 0)
+    if ctx.payload.get("reacquire"):
+        if item.type == "file":
+            item, found_origin = reacquire_file(rt, base, item)
+            mark_origin_missing(rt, item.id, not found_origin)
+        else:
+            item = ensure_snapshot(rt, base, item, refresh=True)
+    item = ensure_snapshot(rt, base, item)
+    documents = read_item(rt, base, item)
+    ctx.check_cancelled()
+
+    embedder = rt.embedder(base)
+    from knowbase.pipeline.indexing.chunking import chunk_documents
+
+    settings = chunk_settings(base, embedder)
+    count = embedder.count_tokens if embedder is not None and settings.token_cap else None
+    if count is not None and embedder is not None and embedder.count_tokens("probe") is None:
+        count = None  # remote models: the estimate is all we have
+    content, chunks = chunk_documents(documents, settings, count_tokens=count)
+    if not chunks:
+        raise NoTextExtracted(f"no text could be extracted from {item.title}", item_id=item.id)
+    ctx.progress("embedding", 40, chunks=len(chunks))
+    if not set_item_status(rt, item.id, "embedding"):
+        return
+    store = rt.store(base)
+    embeddings = {}
+    if embedder is not None and base.dimensions:
+        from knowbase.pipeline.indexing.embed import embed_missing
+
+        def on_progress(done: int, total: int) -> None:
+            ctx.progress("embedding", 40 + 40 * done / max(1, total), embedded=done, total=total)
+
+        embeddings = embed_missing(
+            [c.text for c in chunks],
+            existing=store.existing_embedding_hashes,
+            provider=embedder,
+            dims=base.dimensions,
+            on_progress=on_progress,
+            check_cancelled=ctx.check_cancelled,
+        )
+    ctx.progress("saving", 80)
+    with rt.lock(base.id):
+        if not ctx.is_current_attempt():
+            return  # a newer attempt or a cancel owns the item now
+        with rt.catalog.write_tx() as conn:
+            current = item_repo.find(conn, item.id)
+            if current is None or current.status == "deleting":
+                return
+            store.rebuild_material(
+                MaterialInput(item.id, current.concept_id or "", content, chunks, current.title),
+                embeddings,
+            )
+            item_repo.set_status(conn, item.id, "completed")
+    ctx.progress("done", 100, chunks=len(chunks))

@@ -1,0 +1,138 @@
+"""``knowledge.prepare-root``: expand a directory (or sitemap) into child rows and jobs (§5)."""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from pathlib import Path
+
+from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Base, Item
+from knowbase.errors import NoIndexableFiles, OriginMissing
+from knowbase.ingestion.purge import purge_rows
+from knowbase.ingestion.scheduling import schedule_item
+from knowbase.jobs.context import JobContext
+from knowbase.runtime import Runtime
+from knowbase.storage import choose_directory_prefix
+from knowbase.tasks.common import live_item
+
+log = logging.getLogger(__name__)
+
+
+def _purge_old_expansion(rt: Runtime, base: Base, item: Item) -> bool:
+    """Remove a previous expansion (vectors → files → rows), keeping the root. False if gone."""
+    with rt.lock(base.id), rt.catalog.write_tx() as conn:
+        current = item_repo.find(conn, item.id)
+        if current is None or current.status == "deleting":
+            return False
+        rows = [r for r in item_repo.subtree(conn, [item.id]) if r.id != item.id]
+        purge_rows(rt, conn, base, [r for r in rows if r.status != "deleting"])
+        prefix = current.data.get("relative_path")
+        if prefix and current.type == "directory":
+            rt.storage(base.id).delete_paths([], [prefix])
+    return True
+
+
+def prepare_root(rt: Runtime, ctx: JobContext) -> None:
+    found = live_item(rt, ctx.payload)
+    if found is None:
+        return
+    base, item = found
+    ctx.progress("scanning", 0)
+    if not _purge_old_expansion(rt, base, item):
+        return
+    if item.type == "sitemap":
+        _expand_sitemap(rt, ctx, base, item)
+    else:
+        _expand_directory(rt, ctx, base, item)
+
+
+def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> None:
+    from knowbase.pipeline.sources.directory import expand
+    from knowbase.pipeline.sources.ignore import IgnoreRules
+
+    origin = item.origin or item.source
+    if not Path(origin).is_dir():
+        raise OriginMissing(f"folder not found: {origin}", path=origin)
+    rules = IgnoreRules(max_file_bytes=rt.settings.max_file_bytes)
+    expansion = expand(Path(origin), rules, check_cancelled=ctx.check_cancelled)
+    report = expansion.skip_report()
+    if not expansion.files:
+        raise NoIndexableFiles("Directory contains no indexable files", path=origin, skipped=report)
+    storage = rt.storage(base.id)
+    with rt.lock(base.id):
+        with rt.catalog.write_tx() as conn:
+            current = item_repo.find(conn, item.id)
+            if current is None or current.status == "deleting":
+                return
+            prefix = current.data.get("relative_path")
+            if not prefix:
+                reserved = item_repo.reserved_relative_paths(
+                    conn, base.id, processes=False, exclude_item_id=item.id
+                )
+                prefix = choose_directory_prefix(origin, reserved)
+            # Pin the prefix before any copy, so a crash never leaves unowned files.
+            item_repo.update_data(conn, item.id, relative_path=prefix, skipped=report)
+        total = len(expansion.files)
+        for n, f in enumerate(expansion.files, 1):
+            ctx.check_cancelled()
+            storage.copy_in(f.abs_path, f"{prefix}/{f.rel}", overwrite=True)
+            if n % 20 == 0 or n == total:
+                ctx.progress("copying", 50 * n / total, copied=n, total=total)
+        ctx.progress("enqueuing", 50, files=total, skipped=report)
+        with rt.catalog.write_tx() as conn:
+            current = item_repo.find(conn, item.id)
+            if current is None or current.status == "deleting":
+                return
+            dir_ids = {"": item.id}
+            for d in expansion.dirs:
+                parent = dir_ids[posixpath.dirname(d.rel)]
+                row = item_repo.insert_active(
+                    conn,
+                    base_id=base.id,
+                    type="directory",
+                    group_id=parent,
+                    reconcile=False,
+                    data={"source": str(Path(origin) / d.rel)},
+                )
+                dir_ids[d.rel] = row.id
+            for f in expansion.files:
+                leaf = item_repo.insert_active(
+                    conn,
+                    base_id=base.id,
+                    type="file",
+                    reconcile=False,
+                    group_id=dir_ids[posixpath.dirname(f.rel)],
+                    origin=str(f.abs_path),
+                    data={"source": str(f.abs_path), "relative_path": f"{prefix}/{f.rel}"},
+                )
+                schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
+            item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
+    ctx.progress("done", 100, files=total, skipped=report)
+
+
+def _expand_sitemap(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> None:
+    from knowbase.pipeline.sources.sitemap import fetch_sitemap
+
+    urls = fetch_sitemap(
+        item.data["url"], allow_local=base.allow_local_urls or rt.settings.allow_local_urls
+    )
+    if not urls:
+        raise NoIndexableFiles("Sitemap lists no pages", url=item.data["url"])
+    with rt.lock(base.id), rt.catalog.write_tx() as conn:
+        current = item_repo.find(conn, item.id)
+        if current is None or current.status == "deleting":
+            return
+        for url in dict.fromkeys(urls):
+            leaf = item_repo.insert_active(
+                conn,
+                base_id=base.id,
+                type="url",
+                group_id=item.id,
+                reconcile=False,
+                data={"source": url, "url": url},
+                origin=url,
+            )
+            schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
+        item_repo.set_statuses_raw(conn, [item.id], "processing")
+    ctx.progress("done", 100, pages=len(urls))

@@ -1,0 +1,71 @@
+"""``knowledge.process-file`` (ours): OCR a PDF/image into ``<stem>.md``, then index it.
+
+The processor runs in a child process that is killed on cancel or timeout (DESIGN.md "File
+processing is our own job"). The artifact is written to a temp file first and moved into its
+reserved slot under the base lock.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from knowbase.catalog import items as item_repo
+from knowbase.errors import UnreadableFile
+from knowbase.jobs.context import JobContext
+from knowbase.runtime import Runtime
+from knowbase.storage import artifact_path
+from knowbase.tasks.common import live_item
+from knowbase.tasks.kinds import INDEX_DOCUMENTS, PROCESS_FILE
+
+
+def process_file(rt: Runtime, ctx: JobContext) -> None:
+    found = live_item(rt, ctx.payload)
+    if found is None:
+        return
+    base, item = found
+    from knowbase.pipeline.processing import get_processor
+
+    processor = get_processor(base.file_processor_id)
+    rel = item.relative_path
+    if rel is None:
+        raise UnreadableFile(f"item {item.id} has no raw copy", item_id=item.id)
+    processed_rel = artifact_path(rel)
+    if processor is not None and processor.available():
+        ctx.progress("processing", 0, processor=processor.name)
+        storage = rt.storage(base.id)
+        storage.kb_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=storage.kb_dir) as tmp:
+            out = Path(tmp) / "processed.md"
+            processor.process(
+                storage.path_of(rel), out, cancel=ctx.cancel_event, timeout_s=PROCESS_FILE.timeout_s
+            )
+            ctx.check_cancelled()
+            with rt.lock(base.id), rt.catalog.write_tx() as conn:
+                if not ctx.is_current_attempt():
+                    return
+                current = item_repo.find(conn, item.id)
+                if current is None or current.status == "deleting":
+                    return
+                storage.copy_in(out, processed_rel, overwrite=storage.exists(processed_rel))
+                current = item_repo.update_data(conn, item.id, indexed_relative_path=processed_rel)
+                rt.jobs.enqueue(
+                    conn,
+                    INDEX_DOCUMENTS.name,
+                    {"base_id": base.id, "item_id": item.id},
+                    queue=ctx.job.queue,
+                    parent_id=ctx.job.id,
+                )
+        ctx.progress("done", 100)
+        return
+    # No processor installed: read the file as it is (images then fail no_text_extracted).
+    with rt.catalog.write_tx() as conn:
+        current = item_repo.find(conn, item.id)
+        if current is not None and current.status != "deleting":
+            rt.jobs.enqueue(
+                conn,
+                INDEX_DOCUMENTS.name,
+                {"base_id": base.id, "item_id": item.id},
+                queue=ctx.job.queue,
+                parent_id=ctx.job.id,
+            )
