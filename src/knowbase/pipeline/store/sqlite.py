@@ -187,6 +187,13 @@ def _hit(row: Sequence[Any], score: float) -> SearchHit:
     return SearchHit(uid, mid, path, idx, start, end, text, score, title, locator)
 
 
+def _first(cursor: apsw.Cursor) -> Any:
+    """The first row or None, draining the cursor: a pending statement pins a read snapshot
+    (WAL) and blocks DROP TABLE on its connection."""
+    rows = cursor.fetchall()
+    return rows[0] if rows else None
+
+
 def _batches(items: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -262,9 +269,10 @@ class SqliteIndexStore:
             }
             if "meta" in names:
                 cur = conn.execute("SELECT * FROM meta WHERE id = 1")
-                row = cur.fetchone()
-                if row is not None:
-                    meta = dict(zip([d[0] for d in cur.getdescription()], row, strict=True))
+                columns = [d[0] for d in cur.getdescription()]
+                rows = cur.fetchall()  # drain it: a pending statement blocks DROP TABLE
+                if rows:
+                    meta = dict(zip(columns, rows[0], strict=True))
                     if meta.get("base_id") != base_id:
                         raise VectorStoreUnavailable(
                             "this index belongs to another base; refusing to mount it",
@@ -283,7 +291,7 @@ class SqliteIndexStore:
                 " created_at, updated_at) VALUES (1, ?, ?, 0, ?, ?)",
                 (SCHEMA_VERSION, base_id, now, now),
             )
-            created_at = conn.execute("SELECT created_at FROM meta WHERE id = 1").fetchone()[0]
+            created_at = conn.execute("SELECT created_at FROM meta WHERE id = 1").fetchall()[0][0]
         return was_reset, created_at
 
     @staticmethod
@@ -394,19 +402,23 @@ class SqliteIndexStore:
         now = _now()
         conn = self._writer
         with self._edge("rebuild_material"), _write_tx(conn):
-            row = conn.execute(
-                "SELECT current_content_hash FROM material WHERE material_id = ?",
-                (material.material_id,),
-            ).fetchone()
+            row = _first(
+                conn.execute(
+                    "SELECT current_content_hash FROM material WHERE material_id = ?",
+                    (material.material_id,),
+                )
+            )
             prior = row[0] if row else None
             conn.execute(
                 "INSERT OR IGNORE INTO content (content_hash, text, created_at) VALUES (?, ?, ?)",
                 (content_hash, text, now),
             )
-            other = conn.execute(
-                "SELECT material_id FROM material WHERE relative_path = ? AND material_id <> ?",
-                (material.relative_path, material.material_id),
-            ).fetchone()
+            other = _first(
+                conn.execute(
+                    "SELECT material_id FROM material WHERE relative_path = ? AND material_id <> ?",
+                    (material.relative_path, material.material_id),
+                )
+            )
             if other:
                 raise Conflict(
                     "another material already has this relative path",
@@ -472,8 +484,7 @@ class SqliteIndexStore:
         units: list[tuple[str, Any, str, str]],
         now: str,
     ) -> None:
-        next_rowid = conn.execute("SELECT COALESCE(MAX(fts_rowid), 0) FROM search_text").fetchone()
-        rowid = int(next_rowid[0])
+        rowid = int(_first(conn.execute("SELECT COALESCE(MAX(fts_rowid), 0) FROM search_text"))[0])
         for uid, chunk, body, body_hash in units:
             rowid += 1
             loc = json.dumps(chunk.locator, ensure_ascii=False) if chunk.locator else None
@@ -555,9 +566,9 @@ class SqliteIndexStore:
         conn = self._writer
         try:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-            pages = conn.execute("PRAGMA page_count").fetchone()[0]
-            size = conn.execute("PRAGMA page_size").fetchone()[0]
+            free = conn.execute("PRAGMA freelist_count").fetchall()[0][0]
+            pages = conn.execute("PRAGMA page_count").fetchall()[0][0]
+            size = conn.execute("PRAGMA page_size").fetchall()[0][0]
             if not pages or free / pages < min_ratio or free * size < min_bytes:
                 return
             conn.execute("INSERT INTO search_text_fts(search_text_fts) VALUES ('optimize')")
@@ -573,7 +584,7 @@ class SqliteIndexStore:
     # --- reads -----------------------------------------------------------------------------
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
         with self._edge("read"):
-            row = self._reader().execute(sql, args).fetchone()
+            row = _first(self._reader().execute(sql, args))
         return row[0] if row else None
 
     def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]:
@@ -674,7 +685,7 @@ class SqliteIndexStore:
             # One read transaction: the version label and the rows come from the same snapshot.
             conn.execute("BEGIN")
             try:
-                version = conn.execute("SELECT vectors_version FROM meta").fetchone()[0]
+                version = conn.execute("SELECT vectors_version FROM meta").fetchall()[0][0]
                 if cached is not None and cached.version == version:
                     return cached
                 matrix = self._load(conn, cached, version)
