@@ -71,6 +71,7 @@ class Knowledge:
         )
         register_all(self.rt)
         self._worker: Any = None
+        self._concepts: Any = None
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()
         if start_workers:
@@ -394,6 +395,16 @@ class Knowledge:
             }
 
         return visible
+
+    # --- concepts (query/concepts.py) ----------------------------------------------------------
+    @property
+    def concepts(self):  # type: ignore[no-untyped-def]
+        """Concept ID read / grep / tree / delete / refresh (§8), as a ``ConceptService``."""
+        from knowbase.query.concepts import ConceptService
+
+        if self._concepts is None:
+            self._concepts = ConceptService(self)
+        return self._concepts
 
     # --- jobs ----------------------------------------------------------------------------------
     def list_jobs(
