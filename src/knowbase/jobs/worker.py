@@ -112,11 +112,11 @@ class Worker:
             att.done.wait(max(0.0, deadline - time.monotonic()))
         for att in self._snapshot():
             if att.end():
-                att.ctx.cancel_event.set()
                 try:
                     self.manager.release(att.job, self.worker_id, "worker stopped")
                 finally:
                     self._finish_attempt(att)
+                    att.ctx.cancel_event.set()
         self._stop.set()
         self._wake.set()
         for t in self._threads:
@@ -217,9 +217,11 @@ class Worker:
                 continue
             if now >= att.deadline:
                 if att.end():
-                    att.ctx.cancel_event.set()
                     timeout = JobTimeout(f"ran past its {att.reg.kind.timeout_s:g} s timeout")
                     self._settle(att, timeout, cancel_requested=False)
+                    # Only now wake the handler: its attempt is already over in the catalog,
+                    # so is_current_attempt() is False whatever it does next.
+                    att.ctx.cancel_event.set()
             elif att.ctx.cancel_event.is_set():
                 if att.cancel_seen_at is None:
                     att.cancel_seen_at = now
