@@ -1,0 +1,336 @@
+"""The worker end to end on a real SQLite catalog: outcomes, backoff, timeout, cancel, stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from knowbase.catalog.db import Catalog
+from knowbase.errors import NoTextExtracted, ProviderUnavailable
+from knowbase.jobs import Cancelled, Job, JobContext, JobKind, JobManager, Worker, live_workers
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_700_000_000.0) -> None:
+        self.t = t
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.t
+
+    def advance(self, s: float) -> None:
+        with self._lock:
+            self.t += s
+
+
+def wait_until(pred: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Catalog:
+    cat = Catalog(f"sqlite:///{tmp_path}/catalog.sqlite")
+    cat.create_schema()
+    yield cat
+    cat.dispose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def manager(catalog: Catalog, clock: FakeClock) -> JobManager:
+    return JobManager(catalog, clock=clock, heartbeat_s=0.05, cancel_grace_s=1)
+
+
+class Settled:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, BaseException | None]] = []
+
+    def __call__(self, job: Job, status: str, exc: BaseException | None) -> None:
+        self.calls.append((job.id, status, exc))
+
+
+def worker(manager: JobManager, **kw) -> Worker:
+    return Worker(manager, poll_s=0.02, **kw)
+
+
+def test_completed_job_and_live_worker(manager: JobManager, catalog: Catalog) -> None:
+    seen: list[dict] = []
+    manager.register(JobKind("t.ok", 3, 1, 30, 60, "abandon"), lambda ctx: seen.append(ctx.payload))
+    job = manager.enqueue_now("t.ok", {"x": 1}, queue="q", idempotency_key="k")
+    w = worker(manager)
+    with w:
+        assert w.worker_id in live_workers(catalog, now=int(manager.clock() * 1000))
+        w.run_until_idle(timeout_s=10)
+        got = manager.get(job.id)
+    assert seen == [{"x": 1}]
+    assert (got.status, got.attempts, got.error_code) == ("completed", 1, None)
+    assert live_workers(catalog, now=int(manager.clock() * 1000)) == []
+    # Terminal: the key is free again.
+    assert manager.enqueue_now("t.ok", {}, queue="q", idempotency_key="k").id != job.id
+
+
+def test_backoff_series_then_failed(manager: JobManager, clock: FakeClock) -> None:
+    settled = Settled()
+    calls: list[float] = []
+
+    def flaky(ctx: JobContext) -> None:
+        calls.append(clock())
+        raise ProviderUnavailable("endpoint down")
+
+    manager.register(JobKind("t.flaky", 3, 2, 60, 60, "abandon"), flaky, on_settled=settled)
+    job = manager.enqueue_now("t.flaky", {}, queue="q")
+    t0 = clock()
+    w = worker(manager)
+    w.run_until_idle(timeout_s=10)
+    j = manager.get(job.id)
+    assert (j.status, j.attempts, j.error_code) == ("pending", 1, "provider_unavailable")
+    assert j.run_at == int((t0 + 2) * 1000)
+    clock.advance(1.9)
+    w.run_until_idle(timeout_s=10)
+    assert manager.get(job.id).attempts == 1  # not due yet
+    clock.advance(0.1)
+    w.run_until_idle(timeout_s=10)
+    j = manager.get(job.id)
+    assert (j.status, j.attempts, j.run_at) == ("pending", 2, int((t0 + 2 + 4) * 1000))
+    clock.advance(4)
+    w.run_until_idle(timeout_s=10)
+    j = manager.get(job.id)
+    assert (j.status, j.attempts, j.error_code) == ("failed", 3, "provider_unavailable")
+    assert [c - t0 for c in calls] == [0, 2, 6]
+    assert [(s, type(e)) for _, s, e in settled.calls] == [("failed", ProviderUnavailable)]
+
+
+def test_item_failed_is_not_retried(manager: JobManager) -> None:
+    settled = Settled()
+
+    def scanned(ctx: JobContext) -> None:
+        raise NoTextExtracted("no text layer", path="a.pdf")
+
+    manager.register(JobKind("t.item", 3, 1, 30, 60, "abandon"), scanned, on_settled=settled)
+    job = manager.enqueue_now("t.item", {}, queue="q")
+    worker(manager).run_until_idle(timeout_s=10)
+    j = manager.get(job.id)
+    assert (j.status, j.attempts, j.error_code, j.error_message) == (
+        "failed",
+        1,
+        "no_text_extracted",
+        "no text layer",
+    )
+    assert len(settled.calls) == 1 and isinstance(settled.calls[0][2], NoTextExtracted)
+
+
+def test_unexpected_error_retries_then_succeeds(manager: JobManager, clock: FakeClock) -> None:
+    attempts: list[int] = []
+
+    def once_broken(ctx: JobContext) -> None:
+        attempts.append(ctx.job.attempts)
+        if ctx.job.attempts == 1:
+            raise KeyError("bug")
+
+    manager.register(JobKind("t.once", 3, 1, 30, 60, "abandon"), once_broken)
+    job = manager.enqueue_now("t.once", {}, queue="q")
+    w = worker(manager)
+    w.run_until_idle(timeout_s=10)
+    assert manager.get(job.id).error_code == "internal_error"
+    clock.advance(1)
+    w.run_until_idle(timeout_s=10)
+    j = manager.get(job.id)
+    assert (j.status, j.error_code, attempts) == ("completed", None, [1, 2])
+
+
+def test_timeout_ends_the_attempt_and_fences_the_late_handler(
+    manager: JobManager, clock: FakeClock
+) -> None:
+    settled = Settled()
+    started = threading.Event()
+    late: list[bool] = []
+
+    def stuck(ctx: JobContext) -> None:
+        started.set()
+        ctx.cancel_event.wait(20)  # ignores time; wakes only when the worker gives up
+        late.append(ctx.is_current_attempt())
+        ctx.progress("late write", 100)
+
+    manager.register(JobKind("t.stuck", 1, 1, 30, 5, "abandon"), stuck, on_settled=settled)
+    job = manager.enqueue_now("t.stuck", {}, queue="q")
+    with worker(manager):
+        assert started.wait(10)
+        clock.advance(4.9)
+        time.sleep(0.1)
+        assert manager.get(job.id).status == "running"
+        clock.advance(0.2)
+        wait_until(lambda: manager.get(job.id).is_terminal)
+        wait_until(lambda: late)
+    j = manager.get(job.id)
+    assert (j.status, j.error_code) == ("failed", "job_timeout")
+    assert late == [False] and j.progress_stage is None
+    assert [(s, type(e).__name__) for _, s, e in settled.calls] == [("failed", "JobTimeout")]
+
+
+def test_timeout_with_attempts_left_goes_back_to_pending(manager, clock: FakeClock) -> None:
+    started = threading.Event()
+
+    def stuck(ctx: JobContext) -> None:
+        started.set()
+        ctx.cancel_event.wait(20)
+
+    manager.register(JobKind("t.stuck2", 2, 3, 30, 5, "abandon"), stuck)
+    job = manager.enqueue_now("t.stuck2", {}, queue="q")
+    with worker(manager):
+        assert started.wait(10)
+        clock.advance(6)
+        wait_until(lambda: manager.get(job.id).status == "pending")
+    j = manager.get(job.id)
+    assert (j.attempts, j.error_code, j.run_at) == (1, "job_timeout", int(clock() * 1000) + 3000)
+
+
+def test_cooperative_cancel_of_a_running_job_from_another_process(
+    manager: JobManager, catalog: Catalog, clock: FakeClock
+) -> None:
+    settled = Settled()
+    started = threading.Event()
+
+    def loop(ctx: JobContext) -> None:
+        started.set()
+        while True:
+            ctx.check_cancelled()
+            time.sleep(0.005)
+
+    manager.register(JobKind("t.loop", 3, 1, 30, 600, "abandon"), loop, on_settled=settled)
+    job = manager.enqueue_now("t.loop", {}, queue="q")
+    # Another manager instance stands for another process: no in-memory shortcut, so the
+    # cancel must travel through cancel_requested and the heartbeat.
+    other = JobManager(catalog, clock=clock)
+    other.register(JobKind("t.loop", 3, 1, 30, 600, "abandon"), loop)
+    with worker(manager):
+        assert started.wait(10)
+        other.cancel_and_wait([job.id], timeout_s=10)
+    j = manager.get(job.id)
+    assert (j.status, j.error_code, j.attempts) == ("cancelled", "cancelled", 1)
+    assert [(s, type(e)) for _, s, e in settled.calls] == [("cancelled", Cancelled)]
+
+
+def test_uncooperative_handler_is_cancelled_after_the_grace(manager, clock: FakeClock) -> None:
+    started = threading.Event()
+    manager.register(
+        JobKind("t.deaf", 3, 1, 30, 600, "abandon"),
+        lambda ctx: (started.set(), time.sleep(3)),
+    )
+    job = manager.enqueue_now("t.deaf", {}, queue="q")
+    with worker(manager) as w:
+        assert started.wait(10)
+        manager.request_cancel([job.id])
+        time.sleep(0.1)
+        assert manager.get(job.id).status == "running"  # still in its grace
+        clock.advance(1.5)
+        wait_until(lambda: manager.get(job.id).status == "cancelled")
+        wait_until(lambda: not w.active_job_ids())
+
+
+def test_cancel_of_pending_job_never_runs_it(manager: JobManager) -> None:
+    ran: list[str] = []
+    manager.register(JobKind("t.p", 3, 1, 30, 60, "abandon"), lambda ctx: ran.append("x"))
+    job = manager.enqueue_now("t.p", {}, queue="q")
+    manager.cancel_and_wait([job.id], timeout_s=5)
+    worker(manager).run_until_idle(timeout_s=10)
+    assert ran == [] and manager.get(job.id).status == "cancelled"
+
+
+def test_progress_flushes_last_value_and_is_readable_while_running(manager, clock) -> None:
+    go = threading.Event()
+    midway = threading.Event()
+
+    def work(ctx: JobContext) -> None:
+        ctx.progress("reading", 40)
+        midway.set()
+        go.wait(10)
+        for i in range(100):
+            ctx.progress("embedding", 40 + i * 0.4, done=i)
+
+    manager.register(JobKind("t.prog", 3, 1, 30, 60, "abandon"), work)
+    job = manager.enqueue_now("t.prog", {}, queue="q")
+    with worker(manager):
+        assert midway.wait(10)
+        j = manager.get(job.id)
+        assert (j.progress_stage, j.progress_percent) == ("reading", 40)
+        go.set()
+        wait_until(lambda: manager.get(job.id).is_terminal)
+    j = manager.get(job.id)
+    assert (j.status, j.progress_stage, j.progress_details) == (
+        "completed",
+        "embedding",
+        {"done": 99},
+    )
+    assert j.progress_percent == pytest.approx(79.6)
+
+
+def test_handler_enqueues_children(manager: JobManager) -> None:
+    def parent(ctx: JobContext) -> None:
+        for i in range(3):
+            ctx.manager.enqueue_now("t.child", {"i": i}, queue=ctx.job.queue, parent_id=ctx.job_id)
+
+    manager.register(JobKind("t.parent", 3, 1, 30, 60, "abandon"), parent)
+    manager.register(JobKind("t.child", 3, 1, 30, 60, "abandon"), lambda ctx: None)
+    job = manager.enqueue_now("t.parent", {}, queue="base.b")
+    worker(manager).run_until_idle(timeout_s=10)
+    kids = manager.children(job.id)
+    assert [k.payload["i"] for k in kids] == [0, 1, 2]
+    assert {k.status for k in kids} == {"completed"}
+
+
+def test_worker_respects_its_thread_count_and_queue_cap(manager: JobManager) -> None:
+    running: set[str] = set()
+    peak = [0]
+    lock = threading.Lock()
+
+    def work(ctx: JobContext) -> None:
+        with lock:
+            running.add(ctx.job_id)
+            peak[0] = max(peak[0], len(running))
+        time.sleep(0.03)
+        with lock:
+            running.discard(ctx.job_id)
+
+    manager.register(JobKind("t.n", 3, 1, 30, 60, "abandon"), work)
+    for _ in range(12):
+        manager.enqueue_now("t.n", {}, queue="base.one")
+    worker(manager, threads=8).run_until_idle(timeout_s=20)
+    assert peak[0] == 5  # the per-queue cap, below the thread count
+    assert {j.status for j in manager.list_jobs()} == {"completed"}
+
+
+def test_stop_releases_running_jobs_by_policy(manager: JobManager) -> None:
+    settled = Settled()
+    started = threading.Barrier(3, timeout=10)
+
+    def deaf(ctx: JobContext) -> None:
+        started.wait()
+        time.sleep(2)
+
+    manager.register(JobKind("t.ab", 3, 1, 30, 600, "abandon"), deaf, on_settled=settled)
+    manager.register(JobKind("t.re", 3, 1, 30, 600, "retry"), deaf, on_settled=settled)
+    ab = manager.enqueue_now("t.ab", {}, queue="q")
+    re = manager.enqueue_now("t.re", {}, queue="q")
+    w = worker(manager)
+    w.start()
+    started.wait()
+    w.stop(grace_s=0.1)
+    a, r = manager.get(ab.id), manager.get(re.id)
+    assert (a.status, a.error_code) == ("cancelled", "job_interrupted")
+    assert (r.status, r.attempts, r.locked_by) == ("pending", 1, None)
+    assert [(i, s) for i, s, _ in settled.calls] == [(ab.id, "cancelled")]
