@@ -121,7 +121,12 @@ def split_text_with_offsets(
             end = _best_cut(breaks, fences, fence_starts, cursor, end, window)
         span = trim_span(text, cursor, end)
         if span is not None:
-            spans.append(span)
+            if spans and spans[-1][0] == span[0]:
+                # A whitespace run longer than the overlap trimmed both to one start; the new
+                # span contains the old one, so keep starts strictly increasing.
+                spans[-1] = span
+            else:
+                spans.append(span)
         if end >= n:
             break
         nxt = end - overlap_chars

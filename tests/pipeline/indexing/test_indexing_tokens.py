@@ -1,0 +1,42 @@
+"""estimate_tokens: CJK one per character, other text four characters per token."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from knowbase.pipeline.indexing.tokens import estimate_tokens
+
+
+def test_empty_is_zero_and_whitespace_is_one():
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("   \n\t") == 1
+
+
+def test_latin_is_four_chars_per_token_rounded_up():
+    assert estimate_tokens("abcd") == 1
+    assert estimate_tokens("abcde") == 2
+    assert estimate_tokens("hello world") == 3  # 11 chars
+
+
+def test_cjk_scripts_count_one_each():
+    assert estimate_tokens("知识库") == 3
+    assert estimate_tokens("ひらがな") == 4
+    assert estimate_tokens("カタカナー") == 5  # the prolonged sound mark belongs to the run
+    assert estimate_tokens("한국어") == 3
+
+
+def test_mixed_text_adds_both_parts():
+    assert estimate_tokens("知识 base") == 2 + 2  # "知识" + "  base" → " base" = 5 chars
+
+
+def test_whitespace_runs_count_once():
+    assert estimate_tokens("a" + " " * 100 + "b") == estimate_tokens("a b")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_positive_for_non_empty_and_bounded_by_length(text):
+    n = estimate_tokens(text)
+    assert (n >= 1) == bool(text)
+    assert n <= max(1, len(text))
