@@ -2,8 +2,9 @@
 
 Speaks length-prefixed pickles (``multiprocessing.connection`` framing) on its stdin/stdout:
 one ``Request`` in, one reply out, until EOF. Each request sets its own address-space cap
-(``RLIMIT_AS``) before reading. Anything the reader raises goes back as
-``("error", class_name, message, hint, details)``; the parent rebuilds the same error class.
+(``RLIMIT_AS``) before reading. A reply is ``(fatal, ("ok", result))`` or
+``(fatal, ("error", class_name, message, hint, details))``; the parent rebuilds the same error
+class.
 A ``MemoryError`` ends the child after it replies (its heap may be fragmented or half-built).
 """
 
@@ -100,7 +101,8 @@ def _handle(req: Request) -> tuple[tuple[Any, ...], bool]:
 
 
 def _plain(details: dict[str, Any]) -> dict[str, Any]:
-    return {k: v if isinstance(v, str | int | float | bool | None) else str(v) for k, v in details.items()}
+    scalar = str | int | float | bool | None
+    return {k: v if isinstance(v, scalar) else str(v) for k, v in details.items()}
 
 
 def main() -> None:
@@ -123,9 +125,10 @@ def main() -> None:
             return
         reply, fatal = _handle(req)
         try:
-            outbox.send(reply)
+            outbox.send((fatal, reply))
         except Exception as exc:  # an unpicklable result: report it rather than hang
-            outbox.send(("error", "UnreadableFile", f"reader result not transferable: {exc}", None, {}))
+            message = f"reader result not transferable: {exc}"
+            outbox.send((fatal, ("error", "UnreadableFile", message, None, {})))
         if fatal:
             return
 

@@ -110,7 +110,7 @@ class ReaderPool:
                     reason="timeout",
                     timeout_s=timeout_s,
                 )
-            reply = child.inbox.recv()
+            fatal, reply = child.inbox.recv()
         except (EOFError, OSError) as exc:
             child.kill()
             raise UnreadableFile(
@@ -123,7 +123,10 @@ class ReaderPool:
             child.kill()
             raise
         child.uses += 1
-        self._give_back(child)
+        if fatal:  # the child exits after a MemoryError; never hand it out again
+            child.kill()
+        else:
+            self._give_back(child)
         if reply[0] == "ok":
             return reply[1]
         raise _rebuild(*reply[1:])

@@ -101,9 +101,7 @@ def _checked(text: str, name: str) -> str:
 
 
 def _binary(name: str, why: str) -> UnreadableFile:
-    return UnreadableFile(
-        f"{name} does not look like text: it {why}", path=name, reason="not_text"
-    )
+    return UnreadableFile(f"{name} does not look like text: it {why}", path=name, reason="not_text")
 
 
 def read_text_file(path: Path) -> list[Document]:
