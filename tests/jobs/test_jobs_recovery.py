@@ -1,0 +1,200 @@
+"""Recovery follows jobs: lease lapse (fake clock), dead pid on this host (a real kill -9)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from knowbase.catalog.db import Catalog
+from knowbase.jobs import Job, JobKind, JobManager
+from knowbase.jobs.liveness import make_worker_id, parse_worker_id, pid_alive, worker_is_dead_here
+
+pytestmark = pytest.mark.timeout(60)
+
+ABANDON = JobKind("t.abandon", 3, 1, 30, 600, "abandon")
+RETRY = JobKind("t.retry", 3, 1, 30, 600, "retry")
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_700_000_000.0) -> None:
+        self.t = t
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.t
+
+    def advance(self, s: float) -> None:
+        with self._lock:
+            self.t += s
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/catalog.sqlite"
+
+
+@pytest.fixture
+def catalog(url: str) -> Catalog:
+    cat = Catalog(url)
+    cat.create_schema()
+    yield cat
+    cat.dispose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def manager(catalog: Catalog, clock: FakeClock) -> JobManager:
+    m = JobManager(catalog, clock=clock)
+    m.settled = []  # type: ignore[attr-defined]
+
+    def on_settled(job: Job, status: str, exc: BaseException | None) -> None:
+        m.settled.append((job.id, status))  # type: ignore[attr-defined]
+
+    m.register(ABANDON, lambda ctx: None, on_settled=on_settled)
+    m.register(RETRY, lambda ctx: None, on_settled=on_settled)
+    return m
+
+
+def test_lease_lapse_abandon_cancels_and_retry_requeues(manager, clock: FakeClock) -> None:
+    ab = manager.enqueue_now(ABANDON.name, {}, queue="q", idempotency_key="a")
+    re = manager.enqueue_now(RETRY.name, {}, queue="q", idempotency_key="r")
+    untouched = manager.enqueue_now(RETRY.name, {}, queue="q")
+    # A worker of a remote host: only its lease can tell that it is gone.
+    remote = "elsewhere:4242:1"
+    manager.claim(remote, limit=2)
+    clock.advance(29)
+    assert manager.recover().count == 0  # lease still valid
+    clock.advance(2)
+    report = manager.recover()
+    assert (report.cancelled, report.requeued) == ((ab.id,), (re.id,))
+    a, r, p = manager.get(ab.id), manager.get(re.id), manager.get(untouched.id)
+    assert (a.status, a.error_code, a.finished_at is not None) == (
+        "cancelled",
+        "job_interrupted",
+        True,
+    )
+    assert (r.status, r.attempts, r.locked_by, r.lease_until) == ("pending", 1, None, None)
+    assert r.run_at == int(clock() * 1000)
+    assert (p.status, p.attempts, p.updated_at) == ("pending", 0, untouched.updated_at)
+    assert manager.settled == [(ab.id, "cancelled")]  # type: ignore[attr-defined]
+    # The abandoned job released its key; the requeued one still holds it.
+    assert manager.enqueue_now(ABANDON.name, {}, queue="q", idempotency_key="a").id != ab.id
+    assert manager.enqueue_now(RETRY.name, {}, queue="q", idempotency_key="r").id == re.id
+    assert manager.recover().count == 0  # idempotent
+
+
+def test_pending_jobs_are_never_recovered(manager: JobManager, clock: FakeClock) -> None:
+    jobs = [manager.enqueue_now(ABANDON.name, {}, queue="q") for _ in range(3)]
+    clock.advance(10_000)
+    assert manager.recover().count == 0
+    assert [manager.get(j.id) for j in jobs] == jobs
+
+
+def test_retry_policy_with_no_attempts_left_fails(manager: JobManager, clock) -> None:
+    job = manager.enqueue_now(RETRY.name, {}, queue="q")
+    for _ in range(3):
+        manager.claim("elsewhere:1:1")
+        clock.advance(31)
+        manager.recover()
+    j = manager.get(job.id)
+    assert (j.status, j.attempts, j.error_code) == ("failed", 3, "job_interrupted")
+    assert manager.settled == [(job.id, "failed")]  # type: ignore[attr-defined]
+
+
+def test_a_cancel_requested_job_is_cancelled_even_with_retry_policy(manager, clock) -> None:
+    job = manager.enqueue_now(RETRY.name, {}, queue="q")
+    manager.claim("elsewhere:1:1")
+    manager.request_cancel([job.id])
+    clock.advance(31)
+    assert manager.recover().cancelled == (job.id,)
+    assert manager.get(job.id).error_code == "cancelled"
+
+
+def test_unknown_kinds_are_left_for_a_process_that_knows_them(catalog, clock) -> None:
+    full = JobManager(catalog, clock=clock)
+    full.register(ABANDON, lambda ctx: None)
+    job = full.enqueue_now(ABANDON.name, {}, queue="q")
+    full.claim("elsewhere:1:1")
+    clock.advance(60)
+    partial = JobManager(catalog, clock=clock)
+    assert partial.recover().skipped_unknown_kind == (job.id,)
+    assert partial.get(job.id).status == "running"
+
+
+def test_liveness_helpers() -> None:
+    me = parse_worker_id(make_worker_id())
+    assert me is not None and me.pid == os.getpid()
+    assert pid_alive(os.getpid(), me.started_ms)
+    assert not worker_is_dead_here(str(me))
+    # A pid that now belongs to a process younger than the worker is a reused pid.
+    assert not pid_alive(os.getpid(), 0)
+    assert parse_worker_id("garbage") is None
+    assert not worker_is_dead_here("otherhost:1:1")  # not ours to judge
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert not pid_alive(child.pid)
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from knowbase.catalog.db import Catalog
+    from knowbase.jobs import JobKind, JobManager, Worker
+
+    url, name, policy = sys.argv[1:4]
+    manager = JobManager(Catalog(url), lease_s=300, heartbeat_s=0.2)
+
+    def forever(ctx):
+        ctx.progress("working", 10)
+        time.sleep(600)
+
+    manager.register(JobKind(name, 3, 1, 30, 600, policy), forever)
+    Worker(manager, threads=1, poll_s=0.05).start()
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", [ABANDON, RETRY], ids=lambda k: k.recovery)
+def test_dead_pid_on_this_host_is_recovered_at_once(url: str, catalog, kind: JobKind) -> None:
+    manager = JobManager(catalog)  # real clock: the child's lease (300 s) stays valid
+    settled: list[tuple[str, str]] = []
+    manager.register(kind, lambda ctx: None, on_settled=lambda j, s, e: settled.append((j.id, s)))
+    job = manager.enqueue_now(kind.name, {}, queue="q")
+    waiting = manager.enqueue_now(kind.name, {}, queue="q")  # the child runs one at a time
+    child = subprocess.Popen([sys.executable, "-c", CHILD, url, kind.name, kind.recovery])
+    try:
+        deadline = time.monotonic() + 30
+        while (j := manager.get(job.id)).progress_stage != "working":
+            assert child.poll() is None, "child died early"
+            assert time.monotonic() < deadline, "child never claimed the job"
+            time.sleep(0.05)
+        assert parse_worker_id(j.locked_by).pid == child.pid
+        assert manager.recover().count == 0  # alive: nothing to do
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    report = manager.recover()
+    after, still = manager.get(job.id), manager.get(waiting.id)
+    if kind.recovery == "abandon":
+        assert report.cancelled == (job.id,)
+        assert after.status == "cancelled" and settled == [(job.id, "cancelled")]
+    else:
+        assert report.requeued == (job.id,)
+        assert (after.status, after.attempts, after.locked_by) == ("pending", 1, None)
+        assert settled == []
+    assert report.workers_removed == 1
+    assert (still.status, still.attempts) == ("pending", 0)
