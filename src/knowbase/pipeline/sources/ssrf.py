@@ -19,6 +19,7 @@ changes between the check and the connect (DNS rebinding) is not caught here.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 
 import httpx
@@ -33,6 +34,8 @@ _METADATA_ADDRESSES = frozenset(
     {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# After IDNA encoding a host is LDH labels (underscores occur in the wild) or an IP literal.
+_HOST_RE = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+")
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
@@ -116,6 +119,9 @@ def parse_url(url: str) -> httpx.URL:
         )
     if not parsed.host:
         raise InvalidUrl("Invalid knowledge url: no host", url=text)
+    raw_host = parsed.raw_host.decode("ascii", errors="replace")
+    if not _HOST_RE.fullmatch(raw_host):
+        raise InvalidUrl(f"Invalid knowledge url: bad host {parsed.host!r}", url=text)
     return parsed
 
 
