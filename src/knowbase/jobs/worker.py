@@ -78,6 +78,7 @@ class Worker:
         self._active_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop_claiming = threading.Event()
+        self._claims_off = threading.Event()  # the loop saw _stop_claiming: no claim after it
         self._stop = threading.Event()
         self._idle = threading.Condition()
         self._idle_seq = 0
@@ -92,6 +93,7 @@ class Worker:
         self._started = True
         self._stop.clear()
         self._stop_claiming.clear()
+        self._claims_off.clear()
         self.manager.register_worker(self.worker_id)
         self.manager.recover()
         for target, name in ((self._loop, "claim"), (self._heartbeat_loop, "heartbeat")):
@@ -107,6 +109,8 @@ class Worker:
             return
         self._stop_claiming.set()
         self._wake.set()
+        # A claim in flight would start an attempt after our snapshot: let it land first.
+        self._claims_off.wait(timeout=10)
         deadline = time.monotonic() + grace_s
         for att in self._snapshot():
             att.done.wait(max(0.0, deadline - time.monotonic()))
@@ -169,7 +173,9 @@ class Worker:
             try:
                 self._supervise()
                 claimed: list[Job] = []
-                if not self._stop_claiming.is_set():
+                if self._stop_claiming.is_set():
+                    self._claims_off.set()
+                else:
                     free = self.threads - len(self._snapshot())
                     if free > 0:
                         claimed = self.manager.claim(self.worker_id, queues=self.queues, limit=free)
