@@ -1,0 +1,185 @@
+"""embed_missing / embed_query: dedupe, reuse, batching, progress, and every answer checked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from knowbase.errors import EmbeddingMismatch, IndexingInterrupted, InvalidInput
+from knowbase.pipeline.indexing.embed import embed_missing, embed_query
+from knowbase.pipeline.store.hashing import text_hash
+
+DIMS = 4
+
+
+class LengthProvider:
+    """Deterministic fake: vector = (len, words, vowels, 1); records every batch it gets."""
+
+    model_id = "test:length"
+    dims = DIMS
+    window = None
+    scripts = None
+
+    def __init__(self, batch_size: int = 0, answer=None) -> None:
+        self.batch_size = batch_size
+        self.batches: list[list[str]] = []
+        self._answer = answer
+
+    def embed(self, texts: Sequence[str]):
+        self.batches.append(list(texts))
+        if self._answer is not None:
+            return self._answer(texts)
+        return np.array(
+            [[len(t), len(t.split()), sum(ch in "aeiou" for ch in t), 1] for t in texts],
+            dtype=np.float64,
+        )
+
+    def count_tokens(self, text: str) -> int | None:
+        return None
+
+
+class Store:
+    """What ``existing`` asks: the hashes a store already holds; records each lookup."""
+
+    def __init__(self, have: set[str] = frozenset()) -> None:
+        self.have = set(have)
+        self.lookups: list[list[str]] = []
+
+    def existing(self, hashes: list[str]) -> set[str]:
+        self.lookups.append(hashes)
+        return self.have & set(hashes)
+
+
+def test_dedupes_and_returns_float32_vectors_by_hash():
+    provider, store = LengthProvider(), Store()
+    out = embed_missing(
+        ["alpha", "beta", "alpha"], existing=store.existing, provider=provider, dims=DIMS
+    )
+    assert provider.batches == [["alpha", "beta"]]
+    assert set(out) == {text_hash("alpha"), text_hash("beta")}
+    vector = out[text_hash("alpha")]
+    assert vector.dtype == np.float32 and vector.shape == (DIMS,)
+    assert vector.tolist() == [5, 1, 2, 1]
+
+
+def test_reuses_what_the_store_has():
+    provider, store = LengthProvider(), Store({text_hash("old")})
+    out = embed_missing(["old", "new"], existing=store.existing, provider=provider, dims=DIMS)
+    assert provider.batches == [["new"]]
+    assert list(out) == [text_hash("new")]
+
+
+def test_everything_known_means_no_provider_call():
+    provider, store = LengthProvider(), Store({text_hash("a"), text_hash("b")})
+    assert embed_missing(["a", "b"], existing=store.existing, provider=provider, dims=DIMS) == {}
+    assert provider.batches == []
+
+
+def test_empty_input_calls_nothing():
+    def no_lookup(_hashes):
+        raise AssertionError("existing() called for empty input")
+
+    def no_progress(_done, _total):
+        raise AssertionError("progress reported for empty input")
+
+    provider = LengthProvider()
+    out = embed_missing(
+        [], existing=no_lookup, provider=provider, dims=DIMS, on_progress=no_progress
+    )
+    assert out == {} and provider.batches == []
+
+
+def test_existing_is_asked_in_batches_of_500():
+    bodies = [f"body {i}" for i in range(1203)]
+    provider, store = LengthProvider(batch_size=1000), Store()
+    embed_missing(bodies, existing=store.existing, provider=provider, dims=DIMS)
+    assert [len(batch) for batch in store.lookups] == [500, 500, 203]
+
+
+def test_batches_of_ten_by_default_with_progress_and_cancel_checks():
+    bodies = [f"text {i}" for i in range(25)]
+    provider, store = LengthProvider(), Store()
+    progress, checks = [], []
+    out = embed_missing(
+        bodies,
+        existing=store.existing,
+        provider=provider,
+        dims=DIMS,
+        on_progress=lambda done, total: progress.append((done, total)),
+        check_cancelled=lambda: checks.append(len(provider.batches)),
+    )
+    assert [len(b) for b in provider.batches] == [10, 10, 5]
+    assert progress == [(10, 25), (20, 25), (25, 25)]
+    assert checks == [0, 1, 2]
+    assert len(out) == 25
+
+
+def test_provider_batch_size_wins():
+    provider = LengthProvider(batch_size=4)
+    embed_missing(
+        [str(i) for i in range(9)], existing=Store().existing, provider=provider, dims=DIMS
+    )
+    assert [len(b) for b in provider.batches] == [4, 4, 1]
+
+
+def test_cancel_stops_before_the_next_batch():
+    provider = LengthProvider(batch_size=2)
+
+    def cancel_after_first():
+        if provider.batches:
+            raise IndexingInterrupted("cancelled")
+
+    with pytest.raises(IndexingInterrupted):
+        embed_missing(
+            ["a", "b", "c", "d"],
+            existing=Store().existing,
+            provider=provider,
+            dims=DIMS,
+            check_cancelled=cancel_after_first,
+        )
+    assert provider.batches == [["a", "b"]]
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (lambda texts: np.ones((len(texts) - 1, DIMS)), "asked for 2 vectors, got 1"),
+        (lambda texts: np.ones((len(texts), DIMS + 1)), "width 5, the base expects 4"),
+        (lambda texts: [[1.0] * DIMS, []], "vector 1 of the batch is empty"),
+        (lambda texts: [[1.0] * DIMS, [1.0] * 3], "vector 1 has width 3"),
+        (lambda texts: np.full((len(texts), DIMS), np.nan), "NaN"),
+        (lambda texts: np.ones(len(texts) * DIMS), "2-D"),
+        (lambda texts: None, "list of vectors"),
+        (lambda texts: [["x"] * DIMS, ["y"] * DIMS], "not a list of numbers"),
+    ],
+)
+def test_bad_answers_raise_embedding_mismatch(answer, fragment):
+    provider = LengthProvider(answer=answer)
+    with pytest.raises(EmbeddingMismatch, match=fragment) as info:
+        embed_missing(["a", "b"], existing=Store().existing, provider=provider, dims=DIMS)
+    assert info.value.details["model_id"] == "test:length"
+
+
+def test_width_error_names_expected_and_got():
+    provider = LengthProvider(answer=lambda texts: np.ones((len(texts), 3)))
+    with pytest.raises(EmbeddingMismatch) as info:
+        embed_missing(["a"], existing=Store().existing, provider=provider, dims=DIMS)
+    assert info.value.details["expected"] == DIMS and info.value.details["got"] == 3
+
+
+def test_bad_dims_is_invalid_input():
+    with pytest.raises(InvalidInput):
+        embed_missing(["a"], existing=Store().existing, provider=LengthProvider(), dims=0)
+
+
+def test_embed_query():
+    vector = embed_query("hello there", LengthProvider(), DIMS)
+    assert vector.dtype == np.float32 and vector.tolist() == [11, 2, 4, 1]
+    wide = LengthProvider(answer=lambda texts: np.ones((1, DIMS * 2)))
+    with pytest.raises(EmbeddingMismatch, match="width 8"):
+        embed_query("q", wide, DIMS)
+    none = LengthProvider(answer=lambda texts: np.ones((0, DIMS)))
+    with pytest.raises(EmbeddingMismatch, match="asked for 1 vectors, got 0"):
+        embed_query("q", none, DIMS)
