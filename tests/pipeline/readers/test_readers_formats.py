@@ -260,3 +260,37 @@ def test_image_without_processor_has_no_text(tmp_path: Path) -> None:
     with pytest.raises(NoTextExtracted) as info:
         read_file(path)
     assert "OCR" in (info.value.hint or "")
+
+
+def test_ods_sheets(tmp_path: Path) -> None:
+    import zipfile
+
+    content = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+        ' xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
+        ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2">'
+        "<office:body><office:spreadsheet>"
+        '<table:table table:name="Budget">'
+        '<table:table-row><table:table-cell office:value-type="string"><text:p>Item</text:p>'
+        '</table:table-cell><table:table-cell office:value-type="string"><text:p>Cost</text:p>'
+        "</table:table-cell></table:table-row>"
+        '<table:table-row><table:table-cell office:value-type="string"><text:p>Rent</text:p>'
+        '</table:table-cell><table:table-cell office:value-type="float" office:value="900">'
+        "<text:p>900</text:p></table:table-cell></table:table-row>"
+        "</table:table></office:spreadsheet></office:body></office:document-content>"
+    )
+    path = tmp_path / "budget.ods"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
+        zf.writestr("content.xml", content)
+        zf.writestr(
+            "META-INF/manifest.xml",
+            '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:'
+            'xmlns:manifest:1.0">'
+            '<manifest:file-entry manifest:full-path="/" manifest:media-type='
+            '"application/vnd.oasis.opendocument.spreadsheet"/></manifest:manifest>',
+        )
+    (doc,) = read_file(path)
+    assert doc.locator == {"sheet": "Budget"}
+    assert doc.text == "| Item | Cost |\n|---|---|\n| Rent | 900 |"
