@@ -107,3 +107,26 @@ def test_children_are_reused(tmp_path: Path) -> None:
         assert time.monotonic() - started < 2  # warm calls, no interpreter start
     finally:
         pool.close()
+
+
+def test_concurrent_calls_each_get_their_own_answer(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = []
+    for i in range(6):
+        p = tmp_path / f"f{i}.txt"
+        p.write_text(f"file number {i}")
+        paths.append(p)
+    pool = ReaderPool(size=2)
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            results = list(
+                ex.map(
+                    lambda p: pool.call("read_file", str(p), None, timeout_s=60, memory_mb=1024),
+                    paths,
+                )
+            )
+        assert [r[0].text for r in results] == [f"file number {i}" for i in range(6)]
+        assert len(pool._idle) <= 2
+    finally:
+        pool.close()
