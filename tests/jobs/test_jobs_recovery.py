@@ -142,6 +142,7 @@ def test_liveness_helpers() -> None:
     # A pid that now belongs to a process younger than the worker is a reused pid.
     assert not pid_alive(os.getpid(), 0)
     assert parse_worker_id("garbage") is None
+    assert len({make_worker_id() for _ in range(50)}) == 50
     assert not worker_is_dead_here("otherhost:1:1")  # not ours to judge
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()

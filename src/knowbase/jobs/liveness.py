@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -29,9 +30,18 @@ def this_host() -> str:
     return socket.gethostname()
 
 
+_last_ms = 0
+_ids_lock = threading.Lock()
+
+
 def make_worker_id(now_ms: int | None = None) -> str:
-    """A new id for a worker of this process: ``host:pid:start-ms`` (wall clock)."""
-    started = int(time.time() * 1000) if now_ms is None else now_ms
+    """A new id for a worker of this process: ``host:pid:start-ms`` (wall clock). Two ids made
+    in one process never share the millisecond, so two managers never pass for one worker."""
+    global _last_ms
+    with _ids_lock:
+        started = int(time.time() * 1000) if now_ms is None else now_ms
+        started = max(started, _last_ms + 1)
+        _last_ms = started
     return str(WorkerId(this_host(), os.getpid(), started))
 
 
