@@ -57,6 +57,9 @@ def _handler(server_state: dict) -> type[BaseHTTPRequestHandler]:
             state = server_state
             state["hits"].append(self.path)
             route = state["routes"].get(self.path)
+            if self.path == "/echo-host":
+                host = (self.headers.get("Host") or "").encode()
+                route = Route(200, {"Content-Type": "text/plain"}, b"host=" + host)
             if route is None:
                 route = Route(404, {"Content-Type": "text/plain"}, b"not found")
             if route.delay and state["stop"].wait(route.delay):
@@ -352,6 +355,16 @@ def test_timeout_starts_only_when_the_slot_is_granted(
     page = fetch_page(server.url("/plain"), allow_local=True, limiter=fake, timeout_s=5)
     assert now[0] == pytest.approx(60.0)
     assert page.markdown.startswith("Plain text page.")
+
+
+def test_connects_to_the_vetted_address_with_the_name_in_host(
+    server: LoopbackServer, limiter: FetchLimiter
+) -> None:
+    # The request goes to the address the guard checked, the Host header keeps the name.
+    port = server.base.rsplit(":", 1)[1]
+    page = fetch_page(f"http://localhost:{port}/echo-host", allow_local=True, limiter=limiter)
+    assert page.markdown == f"host=localhost:{port}"
+    assert page.final_url == f"http://localhost:{port}/echo-host"
 
 
 def test_connection_refused_is_unavailable(limiter: FetchLimiter) -> None:

@@ -12,8 +12,9 @@ the IPv4 address they carry):
 - refused unless ``allow_local``: loopback, private (RFC 1918, ULA, CGNAT…), link-local, and
   anything else that is not globally routable.
 
-Known gap: the HTTP client resolves the host again when it connects, so a DNS record that
-changes between the check and the connect (DNS rebinding) is not caught here.
+:func:`vet_url` also returns the vetted addresses; the fetcher connects to them (Host header and
+TLS SNI keep the name), so a DNS record that changes between check and connect (DNS
+rebinding) cannot send the request elsewhere.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+from dataclasses import dataclass
 
 import httpx
 
@@ -125,15 +127,19 @@ def parse_url(url: str) -> httpx.URL:
     return parsed
 
 
-def check_url(url: str, *, allow_local: bool) -> str:
-    """Validate ``url`` and the addresses its host resolves to; return the normalised URL.
+@dataclass(frozen=True)
+class VettedUrl:
+    """A URL that passed the guard and the addresses to connect to (see :func:`vet_url`)."""
 
-    Normalised as :class:`httpx.URL` writes it: scheme and host lower-cased, IDNA host,
-    percent-encoded path, default port dropped. Raises :class:`InvalidUrl` for a bad URL or a
-    refused address and :class:`Unavailable` when the host cannot be resolved.
+    url: str
+    addresses: tuple[IPAddress, ...]
 
-    >>> check_url("HTTP://127.0.0.1:8080/a b", allow_local=True)
-    'http://127.0.0.1:8080/a%20b'
+
+def vet_url(url: str, *, allow_local: bool) -> VettedUrl:
+    """:func:`check_url`, also returning the vetted addresses the request may connect to.
+
+    Connecting to those addresses (instead of letting the client resolve the name again) closes
+    the DNS-rebinding gap between the check and the connect.
     """
     parsed = parse_url(url)
     host = parsed.raw_host.decode("ascii")
@@ -157,7 +163,20 @@ def check_url(url: str, *, allow_local: bool) -> str:
                 address=str(address),
                 reason=reason,
             )
-    return str(parsed)
+    return VettedUrl(str(parsed), tuple(dict.fromkeys(addresses)))
+
+
+def check_url(url: str, *, allow_local: bool) -> str:
+    """Validate ``url`` and the addresses its host resolves to; return the normalised URL.
+
+    Normalised as :class:`httpx.URL` writes it: scheme and host lower-cased, IDNA host,
+    percent-encoded path, default port dropped. Raises :class:`InvalidUrl` for a bad URL or a
+    refused address and :class:`Unavailable` when the host cannot be resolved.
+
+    >>> check_url("HTTP://127.0.0.1:8080/a b", allow_local=True)
+    'http://127.0.0.1:8080/a%20b'
+    """
+    return vet_url(url, allow_local=allow_local).url
 
 
 _ALWAYS = frozenset({"cloud metadata endpoint", "multicast", "unspecified", "reserved"})

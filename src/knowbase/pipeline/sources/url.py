@@ -17,6 +17,7 @@ HTML to Markdown. Errors, mapped once here:
 
 from __future__ import annotations
 
+import contextlib
 import html as html_lib
 import re
 import time
@@ -27,7 +28,7 @@ import httpx
 
 from knowbase.errors import EmptyContent, InvalidUrl, OriginMissing, Unavailable, UnreadableFile
 from knowbase.pipeline.sources.ratelimit import FetchLimiter, default_limiter
-from knowbase.pipeline.sources.ssrf import check_url
+from knowbase.pipeline.sources.ssrf import IPAddress, VettedUrl, vet_url
 
 MiB = 1024 * 1024
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -131,7 +132,8 @@ def fetch_raw(
     One limiter slot covers the whole fetch, redirects included. A response without a
     ``Content-Type`` is accepted (the caller sniffs it). Errors as in the module docstring.
     """
-    start_url = check_url(url, allow_local=allow_local)
+    start = vet_url(url, allow_local=allow_local)
+    start_url = start.url
     limiter = limiter or default_limiter()
     own_client = client is None
     http = client or httpx.Client(headers={"User-Agent": USER_AGENT})
@@ -139,7 +141,7 @@ def fetch_raw(
         with limiter.slot():
             deadline = time.monotonic() + timeout_s
             return _follow(
-                http, start_url, accept, allow_local, deadline, timeout_s, max_bytes, max_redirects
+                http, start, accept, allow_local, deadline, timeout_s, max_bytes, max_redirects
             )
     except httpx.TimeoutException as exc:
         raise Unavailable(
@@ -156,9 +158,42 @@ def fetch_raw(
             http.close()
 
 
+def _pinned_get(
+    stack: contextlib.ExitStack, http: httpx.Client, target: VettedUrl, timeout: httpx.Timeout
+) -> httpx.Response:
+    """GET ``target`` on its vetted addresses in turn (like ``socket.create_connection``).
+
+    The Host header and TLS SNI carry the name, so virtual hosts and certificate checks work.
+    """
+    for index, address in enumerate(target.addresses):
+        try:
+            return stack.enter_context(_pinned_stream(http, target.url, address, timeout))
+        except httpx.ConnectError:
+            if index == len(target.addresses) - 1:
+                raise
+    raise AssertionError("vet_url never returns an empty address list")
+
+
+def _pinned_stream(
+    http: httpx.Client, url: str, address: IPAddress, timeout: httpx.Timeout
+) -> contextlib.AbstractContextManager[httpx.Response]:
+    logical = httpx.URL(url)
+    extensions = (
+        {"sni_hostname": logical.raw_host.decode("ascii")} if logical.scheme == "https" else None
+    )
+    return http.stream(
+        "GET",
+        logical.copy_with(host=str(address)),
+        headers={"Host": logical.netloc.decode("ascii")},
+        timeout=timeout,
+        follow_redirects=False,
+        extensions=extensions,
+    )
+
+
 def _follow(
     http: httpx.Client,
-    start_url: str,
+    start: VettedUrl,
     accept: Collection[str],
     allow_local: bool,
     deadline: float,
@@ -166,6 +201,8 @@ def _follow(
     max_bytes: int,
     max_redirects: int,
 ) -> RawResponse:
+    start_url = start.url
+    target = start
     current = start_url
     seen = {current}
     for _hop in range(max_redirects + 1):
@@ -173,11 +210,12 @@ def _follow(
         if remaining <= 0:
             raise httpx.ReadTimeout("total deadline exceeded")
         timeout = httpx.Timeout(min(timeout_s, remaining))
-        with http.stream("GET", current, timeout=timeout, follow_redirects=False) as response:
+        with contextlib.ExitStack() as stack:
+            response = _pinned_get(stack, http, target, timeout)
             location = response.headers.get("location")
             if response.status_code in _REDIRECT_CODES and location:
-                target = str(httpx.URL(current).join(location))
-                current = check_url(target, allow_local=allow_local)
+                target = vet_url(str(httpx.URL(current).join(location)), allow_local=allow_local)
+                current = target.url
                 if current in seen:
                     raise InvalidUrl(f"Redirect loop at {current}", url=start_url, hop=current)
                 seen.add(current)
