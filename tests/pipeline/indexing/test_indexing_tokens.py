@@ -10,7 +10,7 @@ from knowbase.pipeline.indexing.tokens import estimate_tokens
 
 def test_empty_is_zero_and_whitespace_is_one():
     assert estimate_tokens("") == 0
-    assert estimate_tokens("   \n\t") == 1
+    assert estimate_tokens(" \n\t") == 1
 
 
 def test_latin_is_four_chars_per_token_rounded_up():
@@ -27,11 +27,12 @@ def test_cjk_scripts_count_one_each():
 
 
 def test_mixed_text_adds_both_parts():
-    assert estimate_tokens("知识 base") == 2 + 2  # "知识" + "  base" → " base" = 5 chars
+    assert estimate_tokens("知识 base") == 2 + 2  # "知识" + " base" (5 chars)
 
 
-def test_whitespace_runs_count_once():
-    assert estimate_tokens("a" + " " * 100 + "b") == estimate_tokens("a b")
+def test_whitespace_counts_like_other_characters():
+    # Discounting it would stretch the splitter's budget for the rest of the document.
+    assert estimate_tokens("a" + " " * 98 + "b") == 25
 
 
 @settings(max_examples=200, deadline=None)
