@@ -61,13 +61,16 @@ def add_items(
     created_files: list[str] = []
     storage = rt.storage(base.id)
     with rt.lock(base.id):
+        if strategy == "replace":
+            # Re-resolve inside the lock: the roots may have changed since we looked. The purge
+            # commits on its own: its vectors and files cannot be rolled back with the catalog,
+            # so a later failure must not resurrect a row whose material is already gone.
+            with rt.catalog.write_tx() as conn:
+                roots = item_repo.list_items(conn, base.id, roots_only=True)
+                _, hits, _ = find_conflicts(roots, inputs)
+                purge_rows(rt, conn, base, item_repo.subtree(conn, [h.id for h in hits]))
         try:
             with rt.catalog.write_tx() as conn:
-                if strategy == "replace":
-                    # Re-resolve inside the lock: the roots may have changed since we looked.
-                    roots = item_repo.list_items(conn, base.id, roots_only=True)
-                    _, hits, _ = find_conflicts(roots, inputs)
-                    purge_rows(rt, conn, base, item_repo.subtree(conn, [h.id for h in hits]))
                 from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
 
                 processes = bool(base.file_processor_id)
