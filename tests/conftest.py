@@ -1,0 +1,71 @@
+"""Shared fixtures: a home directory, a ``Knowledge`` over it, and two kinds of base.
+
+- ``home``: an empty knowbase home under ``tmp_path``;
+- ``kb``: ``Knowledge`` over ``home`` (no workers until a test starts them or waits);
+- ``bm25_base``: a BM25-only base; ``hash_base``: a hybrid base on the deterministic
+  ``hash:d64`` test provider (no model download, same vectors in every process);
+- ``src``: a folder outside the home to add files and folders from.
+
+Both bases pin ``file_processor_id=None`` so a machine with tesseract behaves like one without.
+The hypothesis profile ``ci`` (no deadline: 2 shared cores make timings meaningless) is always
+loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from knowbase.catalog.models import Base
+from knowbase.service import Knowledge
+from knowbase.settings import Settings
+
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+settings.load_profile("ci")
+
+HASH_MODEL = "hash:d64"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def kb_settings(home: Path) -> Settings:
+    """Settings built directly (not from ``KNOWBASE_*``), so the caller's env never leaks in."""
+    return Settings(home=home)
+
+
+@pytest.fixture
+def kb(kb_settings: Settings) -> Iterator[Knowledge]:
+    knowledge = Knowledge(kb_settings)
+    try:
+        yield knowledge
+    finally:
+        knowledge.close()
+
+
+@pytest.fixture
+def bm25_base(kb: Knowledge) -> Base:
+    return kb.create_base("bm25", file_processor_id=None)
+
+
+@pytest.fixture
+def hash_base(kb: Knowledge) -> Base:
+    return kb.create_base("hashed", embedding_model_id=HASH_MODEL, file_processor_id=None)
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    """A folder of originals, outside the home."""
+    path = tmp_path / "src"
+    path.mkdir()
+    return path
