@@ -1,0 +1,194 @@
+"""Item status rules, CHECKs and the container roll-up of §1.3 on a real SQLite catalog."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from knowbase.catalog import bases as base_repo
+from knowbase.catalog import items as item_repo
+from knowbase.catalog.db import Catalog
+from knowbase.catalog.schema import knowledge_item
+from knowbase.errors import Conflict, InvalidInput
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    c = Catalog(f"sqlite:///{tmp_path}/catalog.sqlite")
+    c.create_schema()
+    yield c
+    c.dispose()
+
+
+@pytest.fixture
+def base(catalog):
+    with catalog.write_tx() as conn:
+        return base_repo.insert(conn, name="docs")
+
+
+def _tree(catalog, base):
+    """root dir → (sub dir → leaf a), leaf b."""
+    with catalog.write_tx() as conn:
+        root = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/r"})
+        sub = item_repo.insert_active(
+            conn, base_id=base.id, type="directory", data={"source": "/r/s"}, group_id=root.id
+        )
+        a = item_repo.insert_active(
+            conn, base_id=base.id, type="file", data={"source": "a", "relative_path": "r/s/a.md"},
+            group_id=sub.id,
+        )
+        b = item_repo.insert_active(
+            conn, base_id=base.id, type="file", data={"source": "b", "relative_path": "r/b.md"},
+            group_id=root.id,
+        )
+        item_repo.set_statuses_raw(conn, [root.id, sub.id], "processing")
+    return root, sub, a, b
+
+
+def _status(catalog, item_id):
+    with catalog.read() as conn:
+        return item_repo.get(conn, item_id)
+
+
+def test_first_states(catalog, base):
+    with catalog.write_tx() as conn:
+        d = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/x"})
+        f = item_repo.insert_active(conn, base_id=base.id, type="file", data={"source": "x"})
+    assert d.status == "preparing"
+    assert f.status == "processing"
+
+
+def test_rollup_completed_and_failed(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        item_repo.set_status(conn, a.id, "completed")
+    assert _status(catalog, sub.id).status == "completed"
+    assert _status(catalog, root.id).status == "processing"  # b still active
+    with catalog.write_tx() as conn:
+        item_repo.set_status(conn, b.id, "failed", error_code="unreadable_file", error_message="x")
+    r = _status(catalog, root.id)
+    assert (r.status, r.error_code, r.error_message) == (
+        "failed", "child_failed", "One or more child items failed"
+    )
+
+
+def test_rollup_ignores_deleting_children(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        item_repo.set_status(conn, a.id, "completed")
+        item_repo.mark_deleting(conn, [b.id])
+        item_repo.reconcile_containers(conn, root.id)
+    assert _status(catalog, root.id).status == "completed"
+
+
+def test_preparing_container_skipped_but_parent_visited(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        item_repo.set_statuses_raw(conn, [sub.id], "preparing")
+        item_repo.set_status(conn, b.id, "completed")
+        item_repo.set_status(conn, a.id, "completed")
+    assert _status(catalog, sub.id).status == "preparing"
+    assert _status(catalog, root.id).status == "processing"  # sub is still preparing
+
+
+def test_nothing_leaves_deleting(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        ids = item_repo.mark_deleting(conn, [root.id])
+        assert set(ids) == {root.id, sub.id, a.id, b.id}
+        assert item_repo.set_status(conn, a.id, "completed") is False
+        assert item_repo.fail_items(conn, ids, "x", "y") == []
+    assert {_status(catalog, i).status for i in ids} == {"deleting"}
+
+
+def test_failed_needs_error_and_others_must_not_have_one(catalog, base):
+    with catalog.write_tx() as conn:
+        f = item_repo.insert_active(conn, base_id=base.id, type="file", data={"source": "x"})
+    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
+        conn.execute(knowledge_item.update().where(knowledge_item.c.id == f.id).values(status="failed"))
+    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
+        conn.execute(
+            knowledge_item.update().where(knowledge_item.c.id == f.id).values(error_code="x")
+        )
+
+
+def test_type_status_check(catalog, base):
+    with catalog.write_tx() as conn:
+        f = item_repo.insert_active(conn, base_id=base.id, type="file", data={"source": "x"})
+        d = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/d"})
+    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
+        conn.execute(knowledge_item.update().where(knowledge_item.c.id == f.id).values(status="preparing"))
+    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
+        conn.execute(knowledge_item.update().where(knowledge_item.c.id == d.id).values(status="reading"))
+
+
+def test_delete_cascades_to_descendants(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        item_repo.delete_rows(conn, [root.id])
+    with catalog.read() as conn:
+        assert item_repo.list_items(conn, base.id, include_deleting=True) == []
+
+
+def test_base_delete_cascades_items(catalog, base):
+    _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        base_repo.delete(conn, base.id)
+    with catalog.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(knowledge_item)).scalar() == 0
+
+
+def test_deleting_roots(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        item_repo.mark_deleting(conn, [sub.id, b.id])
+        found = {i.id for i in item_repo.deleting_roots(conn)}
+    assert found == {sub.id, b.id}
+
+
+def test_item_ids_are_time_ordered_uuid7(catalog, base):
+    import uuid
+
+    with catalog.write_tx() as conn:
+        ids = [item_repo.insert_active(conn, base_id=base.id, type="note",
+                                       data={"source": "n"}).id for _ in range(3)]
+    assert all(uuid.UUID(i).version == 7 for i in ids)
+    assert uuid.UUID(base.id).version == 4
+
+
+def test_base_rules(catalog):
+    with catalog.write_tx() as conn:
+        base_repo.insert(conn, name="Docs")
+    with pytest.raises(Conflict), catalog.write_tx() as conn:
+        base_repo.insert(conn, name="  docs ")
+    for bad in ({"chunk_size": 10, "chunk_overlap": 10}, {"threshold": 2.0},
+                {"chunk_strategy": "x"}, {"file_processor_id": "magic"}):
+        with pytest.raises(InvalidInput), catalog.write_tx() as conn:
+            base_repo.insert(conn, name="other", **bad)
+    with pytest.raises(InvalidInput), catalog.write_tx() as conn:
+        base_repo.insert(conn, name="   ")
+
+
+def test_base_model_and_dims_check(catalog):
+    from knowbase.catalog.schema import knowledge_base
+
+    with catalog.write_tx() as conn:
+        b = base_repo.insert(conn, name="m")
+    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
+        conn.execute(
+            knowledge_base.update().where(knowledge_base.c.id == b.id).values(embedding_model_id="x")
+        )
+    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
+        conn.execute(knowledge_base.update().where(knowledge_base.c.id == b.id).values(status="failed"))
+
+
+def test_schema_is_portable_to_postgresql():
+    """Every table compiles for PostgreSQL (no SQLite-only SQL in the catalog)."""
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.schema import CreateTable
+
+    from knowbase.catalog.schema import metadata
+
+    for table in metadata.sorted_tables:
+        ddl = str(CreateTable(table).compile(dialect=postgresql.dialect()))
+        assert "AUTOINCREMENT" not in ddl

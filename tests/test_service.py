@@ -1,0 +1,167 @@
+"""The facade's first-cut behaviour (issue 2): bases, notes/files, search, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowbase.errors import (
+    EmbeddingMismatch,
+    EmptyContent,
+    NoSearchableTokens,
+    NotFound,
+    OriginMissing,
+    UnsafePath,
+    UnsupportedFileType,
+)
+from knowbase.ingestion.inputs import AddInput
+from knowbase.service import Knowledge
+from knowbase.settings import load_settings
+
+
+@pytest.fixture
+def knowledge(tmp_path):
+    kb = Knowledge(load_settings(tmp_path / "home"))
+    yield kb
+    kb.close()
+
+
+def _raw_files(kb: Knowledge, base_id: str) -> list[Path]:
+    raw = kb.rt.storage(base_id).raw
+    return sorted(p for p in raw.rglob("*") if p.is_file())
+
+
+def test_bm25_base_roundtrip(knowledge, tmp_path):
+    base = knowledge.create_base("Notes")
+    assert base.embedding_model_id is None and base.dimensions is None
+    assert (base.chunk_size, base.chunk_overlap) == (1024, 200)
+    doc = tmp_path / "guide.md"
+    doc.write_text("# Guide\n\nThe llama grazes on the Andean plateau.\n", encoding="utf-8")
+    result = knowledge.add("notes", [AddInput.file(doc), AddInput.note("Alpacas give wool.")],
+                           wait=True)
+    assert [i.status for i in knowledge.list_items(base.id)] == ["completed", "completed"]
+    hits = knowledge.search("NOTES", "llama plateau").results
+    assert hits[0].concept_id == "guide.md"
+    assert hits[0].item_id == result.items[0].id
+    assert hits[0].rank == 1 and hits[0].score_kind == "ranking"
+    assert "llama" in hits[0].text
+    assert [b.name for b in knowledge.list_bases()] == ["Notes"]
+
+
+def test_hash_model_base_is_hybrid(knowledge):
+    base = knowledge.create_base("h", embedding_model_id="hash:d64")
+    assert base.dimensions == 64
+    knowledge.add_note("h", "Comets have icy tails that point away from the sun.")
+    response = knowledge.search("h", "icy comets")
+    assert response.mode == "hybrid"
+    assert response.results[0].concept_id.endswith(".md")
+
+
+def test_delete_base_removes_everything(knowledge):
+    base = knowledge.create_base("gone")
+    knowledge.add_note("gone", "some text to index")
+    root = knowledge.rt.storage(base.id).root
+    assert root.exists()
+    knowledge.delete_base("gone")
+    assert not root.exists()
+    with pytest.raises(NotFound):
+        knowledge.get_base(base.id)
+
+
+def test_empty_note_refused_nothing_written(knowledge):
+    base = knowledge.create_base("n")
+    for text in ("", "   \n\t "):
+        with pytest.raises(EmptyContent) as info:
+            knowledge.add("n", [AddInput.note(text)])
+        assert info.value.code == "empty_content"
+    assert knowledge.list_items(base.id) == []
+    assert _raw_files(knowledge, base.id) == []
+
+
+def test_query_without_tokens(knowledge):
+    knowledge.create_base("q")
+    knowledge.add_note("q", "hello world")
+    with pytest.raises(NoSearchableTokens) as info:
+        knowledge.search("q", "?!… —")
+    assert info.value.code == "no_searchable_tokens"
+
+
+def test_unsupported_file_type_refused(knowledge, tmp_path):
+    base = knowledge.create_base("u")
+    good = tmp_path / "ok.txt"
+    good.write_text("fine", encoding="utf-8")
+    bad = tmp_path / "tool.exe"
+    bad.write_bytes(b"MZ\x00\x00")
+    with pytest.raises(UnsupportedFileType) as info:
+        knowledge.add("u", [AddInput.file(good), AddInput.file(bad)])
+    assert info.value.code == "unsupported_file_type"
+    assert knowledge.list_items(base.id) == []  # the good file of the batch was not added either
+    assert _raw_files(knowledge, base.id) == []
+
+
+def test_missing_file_refused(knowledge, tmp_path):
+    knowledge.create_base("m")
+    with pytest.raises(OriginMissing):
+        knowledge.add("m", [AddInput.file(tmp_path / "nope.md")])
+
+
+def test_path_escaping_the_base_refused(knowledge, tmp_path):
+    base = knowledge.create_base("p")
+    storage = knowledge.rt.storage(base.id)
+    for rel in ("../x", "a/..", ".kb/index.sqlite", "/etc/passwd", "a\x00b"):
+        with pytest.raises(UnsafePath) as info:
+            storage.path_of(rel)
+        assert info.value.code == "unsafe_path"
+    assert not (storage.root.parent / "x").exists()
+
+
+def test_embedding_width_mismatch(knowledge, monkeypatch):
+    """A provider answering the wrong width fails the item with a clear code; nothing indexed."""
+    base = knowledge.create_base("w", embedding_model_id="hash:d64")
+    from knowbase.catalog import bases as base_repo
+
+    with knowledge.rt.catalog.write_tx() as conn:  # pretend the base was created for 32 dims
+        from knowbase.catalog.schema import knowledge_base
+
+        conn.execute(knowledge_base.update().where(knowledge_base.c.id == base.id)
+                     .values(dimensions=32))
+        base = base_repo.get(conn, base.id)
+    knowledge.rt.close_store(base.id)
+    item = knowledge.add_note("w", "text about width checks")
+    item = knowledge.get_item("w", item.id)
+    assert item.status == "failed"
+    assert item.error_code == EmbeddingMismatch.code
+    assert knowledge.rt.store(base).material_ids() == set()
+
+
+def test_failed_item_is_invisible(knowledge, tmp_path):
+    knowledge.create_base("v")
+    empty = tmp_path / "blank.md"
+    empty.write_text("   \n\n  ", encoding="utf-8")
+    knowledge.add("v", [AddInput.file(empty)], wait=True)
+    [item] = knowledge.list_items("v")
+    assert item.status == "failed" and item.error_code == "no_text_extracted"
+
+
+@pytest.mark.model
+def test_local_model_finds_a_paraphrase(knowledge):
+    """Dense lane proven real: the query shares no keyword with the right document."""
+    knowledge.create_base("dense", embedding_model_id="local:all-minilm-l6-v2")
+    base = knowledge.get_base("dense")
+    assert (base.dimensions, base.chunk_size, base.chunk_overlap) == (384, 256, 32)
+    knowledge.add("dense", [
+        AddInput.note("Steps to recover access to your account when you forgot your login "
+                      "credentials.", title="Account recovery"),
+        AddInput.note("The recipe needs two cups of flour, butter and a pinch of salt.",
+                      title="Shortbread"),
+        AddInput.note("Jupiter is the largest planet and has a great red storm.",
+                      title="Planets"),
+    ], wait=True)
+    query = "how do I reset my password"
+    response = knowledge.search("dense", query)
+    assert response.mode == "hybrid"
+    best = response.results[0]
+    assert best.title == "Account recovery"
+    doc_words = set(best.text.lower().replace(".", "").split())
+    assert not doc_words & set(query.lower().split())  # no shared keyword at all
