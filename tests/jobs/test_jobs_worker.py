@@ -334,3 +334,36 @@ def test_stop_releases_running_jobs_by_policy(manager: JobManager) -> None:
     assert (a.status, a.error_code) == ("cancelled", "job_interrupted")
     assert (r.status, r.attempts, r.locked_by) == ("pending", 1, None)
     assert [(i, s) for i, s, _ in settled.calls] == [(ab.id, "cancelled")]
+
+
+def test_an_attempt_that_lost_its_lease_stops_and_writes_nothing(
+    catalog: Catalog, clock: FakeClock
+) -> None:
+    # A long heartbeat: the worker stalls, so its lease lapses before it renews.
+    manager = JobManager(catalog, clock=clock, heartbeat_s=30)
+    started = threading.Event()
+    woke: list[bool] = []
+
+    def work(ctx: JobContext) -> None:
+        started.set()
+        woke.append(ctx.cancel_event.wait(20))
+
+    kind = JobKind("t.lost", 3, 1, 30, 600, "retry")
+    manager.register(kind, work)
+    job = manager.enqueue_now("t.lost", {}, queue="q")
+    w = worker(manager)
+    w.start()
+    try:
+        assert started.wait(10)
+        w._stop_claiming.set()  # keep the requeued job pending while we look at it
+        clock.advance(31)
+        sweeper = JobManager(catalog, clock=clock)  # another process's periodic sweep
+        sweeper.register(kind, work)
+        assert sweeper.recover().requeued == (job.id,)
+        w._beat()  # the stalled worker's next heartbeat finds the job gone
+        wait_until(lambda: woke == [True])
+        wait_until(lambda: not w.active_job_ids())
+        j = manager.get(job.id)
+        assert (j.status, j.attempts, j.error_code) == ("pending", 1, "job_interrupted")
+    finally:
+        w.stop(grace_s=0)
