@@ -275,3 +275,27 @@ def test_expansion_invariants(rels: list[str]) -> None:
             result.dirs,
             result.skipped,
         )
+
+
+def test_default_ignores_cover_the_usual_build_and_cache_dirs() -> None:
+    rules = IgnoreRules()
+    for name in (
+        "node_modules",
+        ".git",
+        "__pycache__",
+        ".venv",
+        "venv",
+        "dist",
+        "build",
+        ".cache",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".idea",
+        ".next",
+        "target",
+    ):
+        assert rules.is_default_ignored_dir(name), name
+    assert not rules.is_default_ignored_dir("docs")
+    assert rules.max_file_bytes == 50 * 1024 * 1024
