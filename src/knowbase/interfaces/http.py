@@ -1,0 +1,231 @@
+"""The HTTP API: every facade operation as a resource (FastAPI, OpenAPI at ``/openapi.json``).
+
+    app = create_app(kb, token=os.environ.get("KNOWBASE_API_TOKEN"))
+    uvicorn.run(app, host="127.0.0.1", port=8765)
+
+Surfaces translate, ``Knowledge`` decides: routes parse, call one facade method and render its
+value objects; one error edge turns every :class:`KnowbaseError` into ``{code, message, details}``
+with the error's own HTTP status (validation 422, not found 404, guard refusal 409, unavailable
+503, provider 502). Request validation, unknown routes, auth and size-limit failures use the same
+shape. Routes live in ``http_bases``, ``http_items``, ``http_query`` and ``http_events``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from knowbase.errors import InvalidInput, KnowbaseError
+from knowbase.interfaces.http_models import ErrorBody
+
+if TYPE_CHECKING:
+    from knowbase.service import Knowledge
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+_DESCRIPTIONS = {
+    401: "missing or wrong bearer token",
+    404: "the base, item, concept or job does not exist",
+    409: "a guard refused the operation, or detect-strategy conflicts (details.conflicts)",
+    413: "the request body is larger than the server's limit",
+    422: "invalid input; nothing was written",
+    502: "a provider answered something unusable",
+    503: "a component (index, provider) cannot be reached right now",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries with the error shape for ``statuses``."""
+    return {s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses}
+
+
+COMMON_ERRORS = error_responses(404, 409, 422, 502, 503)
+BODY_ERRORS = error_responses(413)
+
+
+def _jsonable(value: Any) -> Any:
+    """Details may hold paths or other objects: anything JSON cannot carry becomes a string."""
+    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def error_response(
+    status: int, code: str, message: str, details: dict[str, Any] | None = None, **headers: str
+) -> JSONResponse:
+    body = {"code": code, "message": message, "details": _jsonable(details or {})}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+async def _knowbase_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, KnowbaseError)
+    if exc.status >= 500 and exc.status != 503:
+        log.warning("%s %s: %s", request.method, request.url.path, exc.to_dict())
+    body = _jsonable(exc.to_dict())
+    return JSONResponse(body, status_code=exc.status)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg")), "type": e.get("type")}
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    where = ".".join(first["loc"])
+    return error_response(
+        422, InvalidInput.code, f"invalid request: {where}: {first['msg']}", {"errors": errors}
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    return error_response(
+        exc.status_code,
+        code,
+        str(exc.detail),
+        getattr(exc, "details", None),
+        **(exc.headers or {}),
+    )
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", f"internal error ({type(exc).__name__})")
+
+
+class TooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body exceeds {limit:,} bytes")
+        self.details = {"max_bytes": limit}
+
+
+class BodyLimit:
+    """Refuse bodies over ``limit`` bytes: by Content-Length up front, else while streaming.
+
+    Raised inside ``receive`` as an HTTPException so FastAPI's body parsing re-raises it (it
+    turns other exceptions into a 400) and the app's handler renders the 413 error shape.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > self.limit:
+                    response = error_response(
+                        413,
+                        "payload_too_large",
+                        f"request body exceeds {self.limit:,} bytes",
+                        {"max_bytes": self.limit, "content_length": declared},
+                    )
+                    await response(scope, receive, send)
+                    return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise TooLarge(self.limit)
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _auth_dependency(token: str) -> Any:
+    bearer = HTTPBearer(auto_error=False, description="KNOWBASE_API_TOKEN")
+    expected = token.encode("utf-8")
+
+    def check(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        given = (creds.credentials if creds else "").encode("utf-8", "surrogateescape")
+        # compare_digest: the time taken does not tell how much of the token was right.
+        if not creds or not hmac.compare_digest(given, expected):
+            raise HTTPException(
+                401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+            )
+
+    return check
+
+
+def create_app(
+    kb: Knowledge,
+    *,
+    token: str | None = None,
+    require_token: bool = False,
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    local_path_roots: list[Path] | None = None,
+) -> FastAPI:
+    """The API over ``kb``. The caller owns ``kb`` (open and close it around the server).
+
+    ``token``: when set, every route needs ``Authorization: Bearer <token>``; ``require_token``
+    refuses to build an app without one (``kb serve`` sets it for non-loopback hosts).
+    ``local_path_roots``: ``file``/``directory`` inputs must resolve under one of them (none →
+    local-path adds are refused; uploads always work). ``max_upload_bytes`` bounds any body.
+    """
+    from knowbase.interfaces import http_bases, http_events, http_items, http_query
+
+    if require_token and not token:
+        raise InvalidInput(
+            "a bearer token is required: set KNOWBASE_API_TOKEN",
+            hint="binding a non-loopback address needs KNOWBASE_API_TOKEN",
+        )
+    if max_upload_bytes < 1:
+        raise InvalidInput("max_upload_bytes must be positive", max_upload_bytes=max_upload_bytes)
+    dependencies = [Depends(_auth_dependency(token))] if token else []
+    responses = error_responses(401) if token else {}
+    app = FastAPI(
+        title="knowbase",
+        version="0.1.0",
+        summary="Local-first knowledge bases: bases, items, hybrid search, concepts, jobs.",
+        dependencies=dependencies,
+        responses=responses,
+    )
+    app.state.kb = kb
+    app.state.max_upload_bytes = max_upload_bytes
+    app.state.local_path_roots = [Path(r).expanduser().resolve() for r in local_path_roots or []]
+    app.add_exception_handler(KnowbaseError, _knowbase_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
+    app.add_middleware(BodyLimit, limit=max_upload_bytes)
+    for module in (http_bases, http_items, http_query, http_events):
+        app.include_router(module.router)
+    return app
+
+
+def get_kb(request: Request) -> Knowledge:
+    """The dependency every route uses to reach the facade."""
+    return request.app.state.kb
+
+
+__all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "create_app", "error_responses", "get_kb"]

@@ -1,0 +1,245 @@
+"""Pydantic request/response models of the HTTP API: the OpenAPI document is built from these.
+
+Responses mirror the facade's value objects (``Base.to_dict()``, ``Item.to_dict()``, the search
+dataclasses, ``Job``) field for field, snake_case. Bounds on numbers keep generated input inside
+what SQLite can store, so a fuzzer's 10**30 is a 422, not a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowbase.ingestion.inputs import BATCH_MAX, NOTE_MAX_CHARS
+
+ItemStatus = Literal[
+    "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting"
+]
+JobStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+ConflictStrategy = Literal["rename", "detect", "replace"]
+Readiness = Literal["ready", "degraded", "unavailable"]
+MAX_INT = 2**31 - 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- errors ------------------------------------------------------------------------------------
+class ErrorBody(BaseModel):
+    """Every error: a stable snake_case ``code``, a message a person can act on, context."""
+
+    code: str = Field(examples=["not_found"])
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+    hint: str | None = None
+
+
+# --- bases -------------------------------------------------------------------------------------
+class BaseOut(BaseModel):
+    id: str
+    name: str
+    status: Literal["completed", "failed"]
+    error: str | None
+    embedding_model_id: str | None
+    dimensions: int | None
+    rerank_model_id: str | None
+    file_processor_id: str | None
+    chunk_size: int
+    chunk_overlap: int
+    chunk_strategy: str
+    chunk_separator: str
+    threshold: float | None
+    document_count: int | None
+    allow_local_urls: bool
+    created_at: int
+    updated_at: int
+
+
+class BaseSettingsPatch(_Strict):
+    """Settings to change; omitted fields stay. Fields typed without ``null`` cannot be cleared."""
+
+    name: str = Field(default=None, min_length=1, max_length=200)  # type: ignore[assignment]
+    rerank_model_id: str | None = Field(default=None, max_length=200)
+    file_processor_id: Literal["tesseract"] | None = None
+    chunk_size: int = Field(default=None, ge=1, le=100_000)  # type: ignore[assignment]
+    chunk_overlap: int = Field(default=None, ge=0, le=100_000)  # type: ignore[assignment]
+    chunk_strategy: Literal["structured", "delimiter"] = None  # type: ignore[assignment]
+    chunk_separator: str = Field(default=None, max_length=100)  # type: ignore[assignment]
+    threshold: float | None = Field(default=None, ge=0, le=1)
+    document_count: int | None = Field(default=None, ge=1, le=1000)
+    allow_local_urls: bool = None  # type: ignore[assignment]
+
+
+class BaseCreate(BaseSettingsPatch):
+    """A new base; without ``embedding_model_id`` it is BM25-only."""
+
+    name: str = Field(min_length=1, max_length=200)
+    embedding_model_id: str | None = Field(
+        default=None, max_length=200, examples=["local:all-minilm-l6-v2"]
+    )
+    dimensions: int | None = Field(default=None, ge=1, le=65_536)
+
+
+class RestoreRequest(_Strict):
+    name: str = Field(min_length=1, max_length=200, description="name of the new base")
+    embedding_model_id: str | None = Field(default=None, max_length=200)
+
+
+class RestoreOut(BaseModel):
+    base: BaseOut
+    skipped_missing_source_count: int
+    job_ids: list[str]
+
+
+class EnableEmbeddingRequest(_Strict):
+    embedding_model_id: str = Field(min_length=1, max_length=200)
+
+
+class Deleted(BaseModel):
+    id: str
+    deleted: bool = True
+    job_id: str | None = None
+
+
+# --- items -------------------------------------------------------------------------------------
+class AddInputIn(_Strict):
+    """One input. ``file``/``directory`` need an absolute ``path`` under a served root."""
+
+    type: Literal["file", "directory", "url", "sitemap", "note"]
+    path: str | None = Field(default=None, max_length=4096)
+    url: str | None = Field(default=None, max_length=8192)
+    content: str | None = Field(default=None, max_length=NOTE_MAX_CHARS)
+    title: str | None = Field(default=None, max_length=1000)
+
+
+class AddRequest(_Strict):
+    inputs: list[AddInputIn] = Field(min_length=1, max_length=BATCH_MAX)
+    conflict: ConflictStrategy = "rename"
+
+
+class ItemOut(BaseModel):
+    id: str
+    base_id: str
+    group_id: str | None
+    type: str
+    data: dict[str, Any]
+    origin: str | None
+    status: ItemStatus
+    error_code: str | None
+    error_message: str | None
+    created_at: int
+    updated_at: int
+    concept_id: str | None
+    title: str
+
+
+class ConflictOut(BaseModel):
+    type: str
+    title: str
+    item_id: str | None = None
+
+
+class AddOut(BaseModel):
+    """``added``: the items and their jobs. Detect-strategy conflicts answer 409 instead."""
+
+    status: Literal["added"]
+    items: list[ItemOut]
+    job_ids: list[str]
+
+
+class JobRef(BaseModel):
+    job_id: str | None = Field(description="null when there was nothing to do")
+
+
+class ChunkOut(BaseModel):
+    unit_id: str
+    unit_index: int
+    char_start: int
+    char_end: int
+    text: str
+    locator: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- search ------------------------------------------------------------------------------------
+class SearchRequest(_Strict):
+    query: str = Field(min_length=1, max_length=1000)
+    top_k: int | None = Field(default=None, ge=1, le=1000)
+
+
+class MultiSearchRequest(SearchRequest):
+    bases: list[str] = Field(min_length=1, max_length=50, description="base names or ids")
+
+
+class SearchResultOut(BaseModel):
+    rank: int
+    chunk_id: str
+    item_id: str
+    concept_id: str | None
+    title: str | None
+    item_type: str
+    source: str | None
+    score: float
+    score_kind: Literal["ranking", "relevance"]
+    text: str
+    unit_index: int
+    char_start: int
+    char_end: int
+    locator: dict[str, Any] = Field(default_factory=dict)
+    base_id: str
+    base_name: str
+
+
+class SearchOut(BaseModel):
+    results: list[SearchResultOut]
+    mode: Literal["hybrid", "bm25"]
+    explain: dict[str, Any]
+
+
+class MultiSearchOut(BaseModel):
+    """Results of several bases merged by score (ties: base order, then rank)."""
+
+    results: list[SearchResultOut]
+    modes: dict[str, Literal["hybrid", "bm25"]] = Field(description="base id → mode")
+
+
+# --- jobs --------------------------------------------------------------------------------------
+class ProgressOut(BaseModel):
+    stage: str | None
+    percent: float | None
+    details: dict[str, Any]
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    queue: str
+    payload: dict[str, Any]
+    status: JobStatus
+    parent_id: str | None
+    attempts: int
+    max_attempts: int
+    run_at: int
+    cancel_requested: bool
+    progress: ProgressOut
+    error_code: str | None
+    error_message: str | None
+    created_at: int
+    updated_at: int
+    finished_at: int | None
+
+
+# --- readiness ---------------------------------------------------------------------------------
+class ComponentOut(BaseModel):
+    component: str
+    status: Readiness
+    reason: str
+    base_id: str | None = None
+    base_name: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class StatusOut(BaseModel):
+    status: Readiness
+    components: list[ComponentOut]

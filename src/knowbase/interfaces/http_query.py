@@ -1,0 +1,178 @@
+"""Search (one base or several, merged), concepts (read, grep, tree), jobs, ``/status``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http_models import (
+    JobOut,
+    JobStatus,
+    MultiSearchOut,
+    MultiSearchRequest,
+    SearchOut,
+    SearchRequest,
+    StatusOut,
+)
+
+router = APIRouter(responses=COMMON_ERRORS)
+
+
+# --- search ------------------------------------------------------------------------------------
+def _search_one(kb: Any, base: str, query: str, top_k: int | None) -> tuple[Any, Any]:
+    b = kb.get_base(base)
+    response = kb.search(b.id, query, top_k=top_k)
+    return b, response
+
+
+def _results(base: Any, response: Any) -> list[dict[str, Any]]:
+    return [{**asdict(r), "base_id": base.id, "base_name": base.name} for r in response.results]
+
+
+@router.get("/bases/{base}/search", response_model=SearchOut, tags=["search"])
+def search_get(
+    base: str,
+    q: str = Query(min_length=1, max_length=1000, description="the query"),
+    top_k: int | None = Query(None, ge=1, le=1000),
+    kb: Any = Depends(get_kb),
+) -> dict[str, Any]:
+    """Hybrid (or BM25-only) search over the base's completed items, with citations."""
+    b, response = _search_one(kb, base, q, top_k)
+    return {"results": _results(b, response), "mode": response.mode, "explain": response.explain}
+
+
+@router.post(
+    "/bases/{base}/search", response_model=SearchOut, tags=["search"], responses=BODY_ERRORS
+)
+def search_post(base: str, body: SearchRequest, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """Same as ``GET``, with the query in a JSON body."""
+    b, response = _search_one(kb, base, body.query, body.top_k)
+    return {"results": _results(b, response), "mode": response.mode, "explain": response.explain}
+
+
+@router.post("/search", response_model=MultiSearchOut, tags=["search"], responses=BODY_ERRORS)
+def search_many(body: MultiSearchRequest, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """Search several bases and merge their results by score (ranks renumbered from 1).
+
+    Scores of different bases are only comparable when their kinds agree (RRF ranking scores,
+    or reranker relevance scores); the merge sorts by score regardless, ties by base order.
+    """
+    bases = [kb.get_base(name) for name in dict.fromkeys(body.bases)]  # 404 before any search
+    merged: list[tuple[float, int, int, dict[str, Any]]] = []
+    modes: dict[str, str] = {}
+    for order, b in enumerate(dict((b.id, b) for b in bases).values()):
+        _, response = _search_one(kb, b.id, body.query, body.top_k)
+        modes[b.id] = response.mode
+        for r in _results(b, response):
+            merged.append((-r["score"], order, r["rank"], r))
+    merged.sort(key=lambda t: t[:3])
+    limit = body.top_k or 10
+    results = [{**r, "rank": n} for n, (*_, r) in enumerate(merged[:limit], start=1)]
+    return {"results": results, "modes": modes}
+
+
+# --- concepts ----------------------------------------------------------------------------------
+@router.get("/bases/{base}/concepts/read", tags=["concepts"])
+def read_concept(
+    base: str,
+    concept_id: str = Query(min_length=1, max_length=4096, description="path inside the base"),
+    char_start: int | None = Query(None, ge=0, le=2**40),
+    char_end: int | None = Query(None, ge=0, le=2**40),
+    kb: Any = Depends(get_kb),
+) -> dict[str, Any]:
+    """The document's Markdown (or a character slice of it) by Concept ID."""
+    b = kb.get_base(base)
+    return kb.concepts.read_concept(b.id, concept_id, char_start=char_start, char_end=char_end)
+
+
+@router.get("/bases/{base}/concepts/grep", tags=["concepts"])
+def grep_concept(
+    base: str,
+    concept_id: str = Query(min_length=1, max_length=4096),
+    pattern: str = Query(min_length=1, max_length=1000, description="a regular expression"),
+    ignore_case: bool = True,
+    max_matches: int | None = Query(None, ge=1, le=10_000),
+    kb: Any = Depends(get_kb),
+) -> dict[str, Any]:
+    """Lines of the document matching ``pattern`` (bounded in time and input length)."""
+    b = kb.get_base(base)
+    return kb.concepts.grep_concept(
+        b.id, concept_id, pattern, ignore_case=ignore_case, max_matches=max_matches
+    )
+
+
+@router.get("/bases/{base}/concepts/tree", tags=["concepts"])
+def organization_tree(
+    base: str,
+    max_depth: int | None = Query(None, ge=1, le=1000),
+    kb: Any = Depends(get_kb),
+) -> dict[str, Any]:
+    """The base's folders and documents as a tree of Concept IDs."""
+    b = kb.get_base(base)
+    return kb.concepts.organization_tree(b.id, max_depth=max_depth)
+
+
+# --- jobs --------------------------------------------------------------------------------------
+def job_dict(job: Any) -> dict[str, Any]:
+    """A job as the API shows it: progress grouped, worker internals (lease, locker) left out."""
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "queue": job.queue,
+        "payload": job.payload,
+        "status": job.status,
+        "parent_id": job.parent_id,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "run_at": job.run_at,
+        "cancel_requested": job.cancel_requested,
+        "progress": {
+            "stage": job.progress_stage,
+            "percent": job.progress_percent,
+            "details": job.progress_details,
+        },
+        "error_code": job.error_code,
+        "error_message": job.error_message,
+        "created_at": job.created_at,
+        "updated_at": job.updated_at,
+        "finished_at": job.finished_at,
+    }
+
+
+@router.get("/jobs", response_model=list[JobOut], tags=["jobs"])
+def list_jobs(
+    base: str | None = Query(None, description="only this base's jobs (name or id)"),
+    status: list[JobStatus] | None = Query(None),
+    limit: int = Query(200, ge=1, le=10_000),
+    kb: Any = Depends(get_kb),
+) -> list[dict[str, Any]]:
+    """Jobs in creation order."""
+    return [job_dict(j) for j in kb.list_jobs(base=base, statuses=status or None, limit=limit)]
+
+
+@router.get("/bases/{base}/jobs", response_model=list[JobOut], tags=["jobs"])
+def list_base_jobs(
+    base: str,
+    status: list[JobStatus] | None = Query(None),
+    limit: int = Query(200, ge=1, le=10_000),
+    kb: Any = Depends(get_kb),
+) -> list[dict[str, Any]]:
+    return [job_dict(j) for j in kb.list_jobs(base=base, statuses=status or None, limit=limit)]
+
+
+@router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
+def get_job(job_id: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """One job with its progress (stage, percent, details)."""
+    return job_dict(kb.get_job(job_id))
+
+
+# --- readiness ---------------------------------------------------------------------------------
+@router.get("/status", response_model=StatusOut, tags=["status"])
+def status(kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """Per-component readiness (catalog, index, embedding, rerank, file processor, workers)."""
+    from knowbase.readiness import readiness
+
+    return readiness(kb)
