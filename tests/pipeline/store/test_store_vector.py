@@ -1,0 +1,169 @@
+"""The in-memory vector lane: equals the exact SQL scan, drops zero norms, stays fresh."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from knowbase.errors import EmbeddingMismatch
+from knowbase.pipeline.documents import Chunk
+from knowbase.pipeline.store.base import MaterialInput
+from knowbase.pipeline.store.hashing import text_hash
+from knowbase.pipeline.store.sqlite import SqliteIndexStore
+from knowbase.pipeline.store.vector_matrix import VectorMatrix
+
+DIMS = 3
+_counter = itertools.count()
+
+
+def put(store: SqliteIndexStore, mid: str, vectors: list[list[float]], tag: str = "w") -> None:
+    """One material whose i-th chunk is the word ``<mid><tag><i>`` with the given vector.
+
+    Vectors are content-addressed (same body → same stored vector), so a test that changes a
+    chunk's vector changes its word via ``tag``.
+    """
+    words = [f"{mid}{tag}{i}" for i in range(len(vectors))]
+    text = " ".join(words)
+    chunks, pos = [], 0
+    for i, w in enumerate(words):
+        chunks.append(Chunk(w, pos, pos + len(w), i))
+        pos += len(w) + 1
+    emb = {
+        text_hash(w): np.asarray(v, dtype=np.float32) for w, v in zip(words, vectors, strict=True)
+    }
+    store.rebuild_material(MaterialInput(mid, f"{mid}.md", text, chunks), emb)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = SqliteIndexStore.open(tmp_path / f"v{next(_counter)}.sqlite", base_id="b", dims=DIMS)
+    yield s
+    s.close()
+
+
+def lane(hits) -> list[str]:
+    return [h.unit_id for h in hits]
+
+
+def test_zero_norm_vectors_are_left_out(store: SqliteIndexStore) -> None:
+    put(store, "m", [[0, 0, 0], [1, 0, 0], [0, 1, 0]])
+    hits = store.vector_search(np.array([1.0, 0.2, 0]), 10)
+    assert [h.text for h in hits] == ["mw1", "mw2"]
+    assert lane(hits) == lane(store.vector_search_sql(np.array([1.0, 0.2, 0]), 10))
+    assert hits[0].score == pytest.approx(1 / np.sqrt(1.04), rel=1e-6)
+    assert len(store.vector_matrix().ids) == 2 and len(store.vector_matrix().known) == 3
+    assert store.vector_search(np.zeros(DIMS), 10) == []
+    assert store.vector_search_sql(np.zeros(DIMS), 10) == []
+
+
+def test_query_width_checked(store: SqliteIndexStore) -> None:
+    put(store, "m", [[1, 0, 0]])
+    with pytest.raises(EmbeddingMismatch):
+        store.vector_search(np.ones(DIMS + 1), 5)
+
+
+def test_ties_break_by_unit_id(store: SqliteIndexStore) -> None:
+    put(store, "a", [[1, 0, 0], [1, 0, 0], [2, 0, 0]])
+    put(store, "b", [[1, 0, 0], [0, 1, 0]])
+    hits = store.vector_search(np.array([1.0, 0, 0]), 3)
+    tied = sorted(h.unit_id for h in store.vector_search(np.array([1.0, 0, 0]), 10)[:4])
+    assert lane(hits) == tied[:3]
+    assert lane(hits) == lane(store.vector_search_sql(np.array([1.0, 0, 0]), 3))
+
+
+vec = st.lists(st.floats(-4, 4, width=32, allow_subnormal=False), min_size=DIMS, max_size=DIMS)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    base=st.lists(vec, min_size=1, max_size=12),
+    dup_picks=st.lists(st.integers(0, 11), max_size=6),
+    query=vec,
+    k=st.integers(1, 20),
+)
+def test_vector_lane_equals_sql_scan(tmp_path: Path, base, dup_picks, query, k) -> None:
+    # Duplicates (exact copies and power-of-two multiples) make exact ties on both sides.
+    vectors = list(base) + [[2 * x for x in base[i % len(base)]] for i in dup_picks]
+    vectors += [list(base[i % len(base)]) for i in dup_picks]
+    q = np.asarray(query, dtype=np.float64)
+    assume(np.linalg.norm(q) > 1e-3)
+    # Rows that are exact power-of-two multiples of each other tie exactly on both sides (the
+    # scaling is exact in float32); any other pair must differ by more than float32 rounding,
+    # or the two exact computations may order it either way.
+    dirs: dict[tuple[float, ...], float] = {}
+    qn = q / np.linalg.norm(q)
+    for v in vectors:
+        a = np.asarray(v, dtype=np.float32)
+        if not a.any():
+            continue
+        exp = np.frexp(np.abs(a).max())[1]
+        key = tuple(np.ldexp(a, -exp).tolist())
+        a64 = a.astype(np.float64)
+        dirs[key] = float(a64 @ qn / np.linalg.norm(a64))
+    cos = sorted(dirs.values())
+    assume(all(b - a > 1e-4 for a, b in itertools.pairwise(cos)))
+    path = tmp_path / f"h{next(_counter)}.sqlite"
+    with SqliteIndexStore.open(path, base_id="h", dims=DIMS) as s:
+        half = len(vectors) // 2
+        put(s, "m1", vectors[:half])
+        put(s, "m2", vectors[half:])
+        mem = s.vector_search(q, k)
+        sql = s.vector_search_sql(q, k)
+        assert lane(mem) == lane(sql)
+        for a, b in zip(mem, sql, strict=True):
+            assert a.score == pytest.approx(b.score, abs=1e-5)
+
+
+def test_second_handle_sees_writes_via_version(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    writer = SqliteIndexStore.open(path, base_id="b", dims=DIMS)
+    reader = SqliteIndexStore.open(path, base_id="b", dims=DIMS)
+    try:
+        put(writer, "m1", [[1, 0, 0]])
+        q = np.array([0, 1.0, 0])
+        assert [h.text for h in reader.vector_search(q, 1)] == ["m1w0"]
+        v = reader.changes_version()
+        put(writer, "m2", [[0, 1, 0], [0, 1, 1]])
+        assert reader.changes_version() == v + 1
+        assert [h.text for h in reader.vector_search(q, 2)] == ["m2w0", "m2w1"]
+        writer.delete_materials(["m2"])
+        assert [h.text for h in reader.vector_search(q, 2)] == ["m1w0"]
+        put(writer, "m1", [[0, 0, 0], [0, 2, 0]], tag="x")  # rebuilt: the old unit is gone
+        assert [h.text for h in reader.vector_search(q, 5)] == ["m1x1"]
+        assert lane(reader.vector_search(q, 5)) == lane(reader.vector_search_sql(q, 5))
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_version_bumped_by_every_unit_change(store: SqliteIndexStore) -> None:
+    v0 = store.changes_version()
+    put(store, "m", [[1, 0, 0]])
+    put(store, "m", [[1, 0, 0]])  # same units again: still a transaction that wrote units
+    store.delete_materials(["m"])
+    assert store.changes_version() == v0 + 3
+    store.delete_materials(["m"])  # nothing to delete → no bump
+    assert store.changes_version() == v0 + 3
+
+
+def test_matrix_patch_equals_full_build() -> None:
+    rng = np.random.default_rng(1)
+    rows = [(f"u{i:03d}", rng.standard_normal(4).astype("<f4").tobytes()) for i in range(50)]
+    rows.append(("u999", np.zeros(4, dtype="<f4").tobytes()))
+    full = VectorMatrix.from_rows(rows[:40], dims=4, version=1)
+    patched = full.patched(rows[40:], {"u001", "u017"}, version=2)
+    want = VectorMatrix.from_rows(
+        [r for r in rows if r[0] not in {"u001", "u017"}], dims=4, version=2
+    )
+    assert patched.ids == want.ids and patched.known == want.known
+    np.testing.assert_array_equal(patched.matrix, want.matrix)
+    q = rng.standard_normal(4)
+    assert patched.top_k(q, 7) == want.top_k(q, 7)
+    assert VectorMatrix.from_rows([], dims=4, version=0).top_k(q, 3) == []
