@@ -484,7 +484,9 @@ _register_plugins()
 def main() -> None:
     """Entry point: one error edge for every command."""
     try:
-        app(standalone_mode=False)
+        # standalone_mode=False returns the exit code of typer.Exit instead of raising it.
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except KnowbaseError as exc:
         if "--json" in sys.argv:
             sys.stdout.write(json.dumps(to_jsonable(exc.to_dict()), ensure_ascii=False) + "\n")

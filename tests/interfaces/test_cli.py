@@ -1,0 +1,65 @@
+"""The real ``kb`` in a subprocess: create, add, search, status, conflicts, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def run(tmp_path):
+    env = {**os.environ, "KNOWBASE_HOME": str(tmp_path / "home")}
+
+    def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "knowbase.interfaces.cli", *args],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kb {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+    return _run
+
+
+def test_cli_cycle(run, tmp_path):
+    doc = tmp_path / "otters.md"
+    doc.write_text("# Otters\n\nSea otters hold hands while they sleep.\n", encoding="utf-8")
+    created = json.loads(run("base", "create", "wild", "--json").stdout)
+    assert created["embedding_model_id"] is None
+    added = json.loads(run("add", "wild", str(doc), "--json").stdout)
+    assert added["items"][0]["status"] == "completed"
+    assert added["items"][0]["concept_id"] == "otters.md"
+    out = json.loads(run("search", "wild", "otters sleep", "--json").stdout)
+    assert out["results"][0]["concept_id"] == "otters.md"
+    assert out["mode"] == "bm25"
+    status = json.loads(run("status", "wild", "--json").stdout)
+    assert status["counts"] == {"completed": 1}
+    human = run("search", "wild", "otters").stdout
+    assert "otters.md" in human
+
+
+def test_cli_detect_conflict_exit_code(run, tmp_path):
+    doc = tmp_path / "a.txt"
+    doc.write_text("alpha", encoding="utf-8")
+    run("base", "create", "c")
+    run("add", "c", str(doc))
+    proc = run("add", "c", str(doc), "--conflict", "detect", "--json", check=False)
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout)["status"] == "conflicts"
+
+
+def test_cli_errors_have_codes(run):
+    proc = run("search", "missing-base", "x", check=False)
+    assert proc.returncode == 1
+    assert "not_found" in proc.stderr
+    run("base", "create", "e")
+    proc = run("search", "e", "!!!", "--json", check=False)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["code"] == "no_searchable_tokens"
+    proc = run("add", "e", "--note", "   ", check=False)
+    assert proc.returncode == 1 and "empty_content" in proc.stderr
