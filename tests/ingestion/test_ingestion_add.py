@@ -105,9 +105,7 @@ def test_detect_reports_conflicts_and_adds_nothing(
 
 def test_detect_without_conflicts_adds(kb: Knowledge, bm25_base: Base, src: Path) -> None:
     kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True)
-    result = kb.add(
-        bm25_base.id, [AddInput.file(write(src / "b.md", "beta"))], strategy="detect"
-    )
+    result = kb.add(bm25_base.id, [AddInput.file(write(src / "b.md", "beta"))], strategy="detect")
     assert result.status == "added" and len(result.items) == 1
 
 
@@ -154,9 +152,7 @@ def test_detect_note_title_rules(kb: Knowledge, bm25_base: Base) -> None:
     assert by_title.status == "conflicts"
     assert by_title.conflicts[0].type == "note"
     # No title: the first non-empty line stands in for it.
-    by_line = kb.add(
-        bm25_base.id, [AddInput.note("\n  Meeting notes  \nmore")], strategy="detect"
-    )
+    by_line = kb.add(bm25_base.id, [AddInput.note("\n  Meeting notes  \nmore")], strategy="detect")
     assert by_line.status == "conflicts"
     # A different title, or the same words as a *file*, do not collide.
     other = kb.add(
@@ -223,9 +219,7 @@ def test_replace_purges_a_whole_directory(kb: Knowledge, bm25_base: Base, src: P
     assert len(kb.list_items(bm25_base.id)) == 5  # root, sub, 3 files
     new_folder = src / "elsewhere" / "docs"
     write(new_folder / "only.md", "the only file")
-    result = kb.add(
-        bm25_base.id, [AddInput.directory(new_folder)], strategy="replace", wait=True
-    )
+    result = kb.add(bm25_base.id, [AddInput.directory(new_folder)], strategy="replace", wait=True)
     items = kb.list_items(bm25_base.id)
     assert {i.relative_path for i in items} == {"docs", "docs/only.md"}
     assert all(i.status == "completed" for i in items)
@@ -237,7 +231,9 @@ def test_replace_without_collision_keeps_everything(
     kb: Knowledge, bm25_base: Base, src: Path
 ) -> None:
     kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True)
-    kb.add(bm25_base.id, [AddInput.file(write(src / "b.md", "beta"))], strategy="replace", wait=True)
+    kb.add(
+        bm25_base.id, [AddInput.file(write(src / "b.md", "beta"))], strategy="replace", wait=True
+    )
     assert rel_paths(kb, bm25_base) == ["a.md", "b.md"]
 
 
