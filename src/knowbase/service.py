@@ -30,6 +30,7 @@ from knowbase.ingestion.restore import RestoreResult, restore_base
 from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex
+from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.store.base import UnitRecord
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
@@ -38,13 +39,6 @@ from knowbase.tasks import register_all
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 15.0
-
-
-def default_chunking(window: int | None) -> tuple[int, int]:
-    """DESIGN.md: 256/32 tokens for MiniLM-sized windows, 1024/200 otherwise."""
-    if window is not None and window <= 512:
-        return 256, 32
-    return 1024, 200
 
 
 class Knowledge:
@@ -142,7 +136,7 @@ class Knowledge:
             dimensions, window = self._probe_model(embedding_model_id, dimensions)
         else:
             dimensions, window = None, None
-        size, overlap = default_chunking(window)
+        size, overlap = chunk_settings_for_window(window)
         settings.setdefault("chunk_size", size)
         settings.setdefault("chunk_overlap", min(overlap, settings["chunk_size"] - 1))
         if "file_processor_id" not in settings:
@@ -231,7 +225,7 @@ class Knowledge:
                 assert_base_runnable(base, "enabling embeddings")
                 assert_subtrees_terminal(conn, roots)
         dims, window = self._probe_model(model_id, None)
-        size, overlap = default_chunking(window)
+        size, overlap = chunk_settings_for_window(window)
         with self.rt.lock(base.id), self.rt.catalog.write_tx() as conn:
             base = base_repo.update(
                 conn,
@@ -420,4 +414,4 @@ class Knowledge:
         return job
 
 
-__all__ = ["AddInput", "Knowledge", "KnowbaseError", "default_chunking"]
+__all__ = ["AddInput", "Knowledge", "KnowbaseError"]
