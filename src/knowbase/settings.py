@@ -78,7 +78,9 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
     }
     if "openai" not in profiles:
         profiles["openai"] = ProviderProfile(
-            "openai", env.get("KNOWBASE_OPENAI_BASE_URL", "https://api.openai.com/v1"), "OPENAI_API_KEY"
+            "openai",
+            env.get("KNOWBASE_OPENAI_BASE_URL", "https://api.openai.com/v1"),
+            "OPENAI_API_KEY",
         )
 
     def pick(key: str, env_name: str, default: Any, cast: Any = str) -> Any:

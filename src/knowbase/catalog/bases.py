@@ -14,8 +14,16 @@ from knowbase.errors import Conflict, InvalidInput, NotFound
 from knowbase.ids import new_base_id
 
 UPDATABLE = {
-    "name", "rerank_model_id", "file_processor_id", "chunk_size", "chunk_overlap",
-    "chunk_strategy", "chunk_separator", "threshold", "document_count", "allow_local_urls",
+    "name",
+    "rerank_model_id",
+    "file_processor_id",
+    "chunk_size",
+    "chunk_overlap",
+    "chunk_strategy",
+    "chunk_separator",
+    "threshold",
+    "document_count",
+    "allow_local_urls",
 }
 
 
@@ -57,8 +65,14 @@ def insert(conn: Connection, *, name: str, **values: Any) -> Base:
     if find_by_name(conn, name) is not None:
         raise Conflict(f"a base named {name!r} already exists", name=name)
     ts = now_ms()
-    row = {"id": new_base_id(), "name": name, "name_key": name_key(name), "status": "completed",
-           "created_at": ts, "updated_at": ts}
+    row = {
+        "id": new_base_id(),
+        "name": name,
+        "name_key": name_key(name),
+        "status": "completed",
+        "created_at": ts,
+        "updated_at": ts,
+    }
     row.update({k: v for k, v in values.items() if v is not None})
     conn.execute(kb_t.insert().values(**row))
     return get(conn, row["id"])

@@ -48,10 +48,15 @@ def insert_active(
     """Create a row in its first active state and reconcile its containers in the same tx."""
     ts = now_ms()
     row = {
-        "id": new_time_id(), "base_id": base_id, "group_id": group_id, "type": type,
-        "data": json.dumps(data, ensure_ascii=False), "origin": origin,
+        "id": new_time_id(),
+        "base_id": base_id,
+        "group_id": group_id,
+        "type": type,
+        "data": json.dumps(data, ensure_ascii=False),
+        "origin": origin,
         "status": "preparing" if is_container(type) else "processing",
-        "created_at": ts, "updated_at": ts,
+        "created_at": ts,
+        "updated_at": ts,
     }
     conn.execute(it.insert().values(**row))
     if reconcile and group_id:
@@ -141,11 +146,16 @@ def set_status(
     else:
         error_code = error_message = None
     conn.execute(
-        it.update().where(it.c.id == item_id).values(
+        it.update()
+        .where(it.c.id == item_id)
+        .values(
             status=status, error_code=error_code, error_message=error_message, updated_at=now_ms()
         )
     )
-    if item.group_id:
+    # A container's status only depends on whether a child is still active, failed or done:
+    # moving between two active states (processing → reading → embedding) cannot change it.
+    both_active = item.status in ACTIVE_STATUSES and status in ACTIVE_STATUSES
+    if item.group_id and not both_active:
         reconcile_containers(conn, item.group_id)
     return True
 
@@ -162,9 +172,9 @@ def fail_items(conn: Connection, item_ids: Iterable[str], code: str, message: st
         if not rows:
             continue
         conn.execute(
-            it.update().where(it.c.id.in_([r.id for r in rows])).values(
-                status="failed", error_code=code, error_message=message, updated_at=now_ms()
-            )
+            it.update()
+            .where(it.c.id.in_([r.id for r in rows]))
+            .values(status="failed", error_code=code, error_message=message, updated_at=now_ms())
         )
         changed.extend(r.id for r in rows)
         parents.update(r.group_id for r in rows if r.group_id)
@@ -178,9 +188,9 @@ def set_statuses_raw(conn: Connection, item_ids: Iterable[str], status: str) -> 
     ids = list(item_ids)
     for part in _chunks(ids):
         conn.execute(
-            it.update().where(it.c.id.in_(part), it.c.status != "deleting").values(
-                status=status, error_code=None, error_message=None, updated_at=now_ms()
-            )
+            it.update()
+            .where(it.c.id.in_(part), it.c.status != "deleting")
+            .values(status=status, error_code=None, error_message=None, updated_at=now_ms())
         )
 
 
@@ -189,9 +199,9 @@ def mark_deleting(conn: Connection, root_ids: Iterable[str]) -> list[str]:
     ids = subtree_ids(conn, root_ids)
     for part in _chunks(ids):
         conn.execute(
-            it.update().where(it.c.id.in_(part)).values(
-                status="deleting", error_code=None, error_message=None, updated_at=now_ms()
-            )
+            it.update()
+            .where(it.c.id.in_(part))
+            .values(status="deleting", error_code=None, error_message=None, updated_at=now_ms())
         )
     return ids
 
@@ -206,9 +216,9 @@ def update_data(conn: Connection, item_id: str, **fields: Any) -> Item:
         else:
             data[key] = value
     conn.execute(
-        it.update().where(it.c.id == item_id).values(
-            data=json.dumps(data, ensure_ascii=False), updated_at=now_ms()
-        )
+        it.update()
+        .where(it.c.id == item_id)
+        .values(data=json.dumps(data, ensure_ascii=False), updated_at=now_ms())
     )
     return get(conn, item_id)
 
@@ -219,7 +229,8 @@ def delete_rows(conn: Connection, item_ids: Iterable[str]) -> None:
     parents: set[str] = set()
     for part in _chunks(ids):
         parents.update(
-            r[0] for r in conn.execute(
+            r[0]
+            for r in conn.execute(
                 sa.select(it.c.group_id).where(it.c.id.in_(part), it.c.group_id.is_not(None))
             )
         )
@@ -241,30 +252,42 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
         if row is None or row.status == "deleting":
             return
         if row.status != "preparing":
-            kids = [
-                r[0] for r in conn.execute(
-                    sa.select(it.c.status).where(
-                        it.c.group_id == container_id, it.c.status != "deleting"
-                    )
+            kids = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(it.c.status)
+                    .where(it.c.group_id == container_id, it.c.status != "deleting")
+                    .group_by(it.c.status)
                 )
-            ]
+            }
             if any(s not in ("completed", "failed") for s in kids):
-                values: dict[str, Any] = {"status": "processing", "error_code": None,
-                                          "error_message": None}
+                values: dict[str, Any] = {
+                    "status": "processing",
+                    "error_code": None,
+                    "error_message": None,
+                }
             elif "failed" in kids:
-                values = {"status": "failed", "error_code": CHILD_FAILED[0],
-                          "error_message": CHILD_FAILED[1]}
+                values = {
+                    "status": "failed",
+                    "error_code": CHILD_FAILED[0],
+                    "error_message": CHILD_FAILED[1],
+                }
             else:
                 values = {"status": "completed", "error_code": None, "error_message": None}
             conn.execute(
-                it.update().where(it.c.id == container_id, it.c.status != "deleting")
+                it.update()
+                .where(it.c.id == container_id, it.c.status != "deleting")
                 .values(**values, updated_at=now_ms())
             )
         container_id = row.group_id
 
 
 def reserved_relative_paths(
-    conn: Connection, base_id: str, *, processes: bool, exclude_item_id: str | None = None,
+    conn: Connection,
+    base_id: str,
+    *,
+    processes: bool,
+    exclude_item_id: str | None = None,
     processable: frozenset[str] = frozenset(),
 ) -> set[str]:
     """Paths taken by non-deleting rows, plus prospective ``<stem>.md`` of unprocessed files."""
@@ -296,7 +319,9 @@ def deleting_roots(conn: Connection) -> list[Item]:
         sa.select(it)
         .select_from(it.outerjoin(parent, parent.c.id == it.c.group_id))
         .where(it.c.status == "deleting")
-        .where(sa.or_(it.c.group_id.is_(None), parent.c.id.is_(None), parent.c.status != "deleting"))
+        .where(
+            sa.or_(it.c.group_id.is_(None), parent.c.id.is_(None), parent.c.status != "deleting")
+        )
     )
     return [Item.from_row(r) for r in conn.execute(q)]
 

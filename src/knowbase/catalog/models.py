@@ -66,10 +66,17 @@ class Item:
     def from_row(cls, row: Any) -> Item:
         m = row._mapping
         return cls(
-            id=m["id"], base_id=m["base_id"], group_id=m["group_id"], type=m["type"],
-            data=json.loads(m["data"]), origin=m["origin"], status=m["status"],
-            error_code=m["error_code"], error_message=m["error_message"],
-            created_at=m["created_at"], updated_at=m["updated_at"],
+            id=m["id"],
+            base_id=m["base_id"],
+            group_id=m["group_id"],
+            type=m["type"],
+            data=json.loads(m["data"]),
+            origin=m["origin"],
+            status=m["status"],
+            error_code=m["error_code"],
+            error_message=m["error_message"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
         )
 
     @property

@@ -14,7 +14,14 @@ BASE_ERRORS = ("missing_embedding_model", "missing_vector_store")
 ITEM_TYPES = ("file", "url", "note", "directory", "sitemap")
 CONTAINER_TYPES = ("directory", "sitemap")
 ITEM_STATUSES = (
-    "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting",
+    "idle",
+    "preparing",
+    "processing",
+    "reading",
+    "embedding",
+    "completed",
+    "failed",
+    "deleting",
 )
 ACTIVE_STATUSES = ("preparing", "processing", "reading", "embedding")
 TERMINAL_ITEM_STATUSES = ("completed", "failed")
@@ -86,7 +93,9 @@ knowledge_item = sa.Table(
     metadata,
     sa.Column("id", sa.String(36), primary_key=True),
     sa.Column(
-        "base_id", sa.String(36), sa.ForeignKey("knowledge_base.id", ondelete="CASCADE"),
+        "base_id",
+        sa.String(36),
+        sa.ForeignKey("knowledge_base.id", ondelete="CASCADE"),
         nullable=False,
     ),
     sa.Column("group_id", sa.String(36), nullable=True),
@@ -100,8 +109,10 @@ knowledge_item = sa.Table(
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.UniqueConstraint("base_id", "id", name="knowledge_item_base_id_id_key"),
     sa.ForeignKeyConstraint(
-        ["base_id", "group_id"], ["knowledge_item.base_id", "knowledge_item.id"],
-        ondelete="CASCADE", name="knowledge_item_group_fk",
+        ["base_id", "group_id"],
+        ["knowledge_item.base_id", "knowledge_item.id"],
+        ondelete="CASCADE",
+        name="knowledge_item_group_fk",
     ),
     sa.CheckConstraint(_in("type", ITEM_TYPES), name="knowledge_item_type_check"),
     sa.CheckConstraint(_in("status", ITEM_STATUSES), name="knowledge_item_status_check"),
