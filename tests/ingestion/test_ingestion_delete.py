@@ -136,8 +136,14 @@ def test_deleting_rows_never_become_failed(kb: Knowledge, folder_base) -> None: 
 
 def test_delete_while_indexing_never_fails_the_item(kb: Knowledge, kb_settings, src: Path) -> None:  # type: ignore[no-untyped-def]
     """A delete cancels the running index job; its on_settled must leave the row alone."""
-    base = kb.create_base("slow", embedding_model_id="hash:d64?delay=0.3", file_processor_id=None)
-    text = "\n\n".join(f"paragraph {i} about slow embeddings" for i in range(60))
+    base = kb.create_base(
+        "slow",
+        embedding_model_id="hash:d64?delay=0.3",
+        file_processor_id=None,
+        chunk_size=32,
+        chunk_overlap=4,
+    )
+    text = "\n\n".join(f"paragraph {i} about slow embeddings" for i in range(100))
     item = kb.add(base.id, [AddInput.file(write(src / "big.md", text))]).items[0]
     kb.start_workers()
     deadline = time.monotonic() + 20

@@ -1,0 +1,172 @@
+"""Task handlers (§5): on_settled marking, prepare-root's one transaction, skips, progress."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Base
+from knowbase.errors import KnowbaseError
+from knowbase.ingestion.inputs import AddInput
+from knowbase.service import Knowledge
+from knowbase.tasks import kinds
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def poll(predicate, timeout_s: float = 20, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def all_rows(kb: Knowledge, base: Base):  # type: ignore[no-untyped-def]
+    with kb.rt.catalog.read() as conn:
+        return item_repo.list_items(conn, base.id, include_deleting=True)
+
+
+class Injected(KnowbaseError):
+    code = "injected"
+
+
+def fail_enqueue_of(kb: Knowledge, kind: str) -> None:
+    real = kb.rt.jobs.enqueue
+
+    def enqueue(conn, job_kind, payload, **kw):  # type: ignore[no-untyped-def]
+        if job_kind == kind:
+            raise Injected("could not schedule (injected)")
+        return real(conn, job_kind, payload, **kw)
+
+    kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
+
+
+def test_cancelled_index_job_fails_the_item_interrupted(
+    kb: Knowledge, kb_settings, src: Path
+) -> None:  # type: ignore[no-untyped-def]
+    base = kb.create_base(
+        "slow",
+        embedding_model_id="hash:d64?delay=0.3",
+        file_processor_id=None,
+        chunk_size=32,
+        chunk_overlap=4,
+    )
+    text = "\n\n".join(f"paragraph {i} about slow embeddings" for i in range(100))
+    result = kb.add(base.id, [AddInput.file(write(src / "big.md", text))])
+    item, job_id = result.items[0], result.job_ids[0]
+    kb.start_workers()
+    poll(lambda: kb.get_item(base.id, item.id).status == "embedding", what="embedding")
+    kb.rt.jobs.cancel_and_wait([job_id], timeout_s=20)
+    assert kb.get_job(job_id).status == "cancelled"
+    after = kb.get_item(base.id, item.id)
+    assert (after.status, after.error_code) == ("failed", "indexing_interrupted")
+    assert kb.rt.store(kb.get_base(base.id)).material_ids() == set()
+
+
+def test_prepare_root_children_and_jobs_are_one_transaction(
+    kb: Knowledge, bm25_base: Base, src: Path
+) -> None:
+    for i in range(5):
+        write(src / "docs" / "sub" / f"f{i}.md", f"file {i}")
+    fail_enqueue_of(kb, kinds.INDEX_DOCUMENTS.name)
+    result = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=30)
+    rows = all_rows(kb, bm25_base)
+    assert [r.id for r in rows] == [result.items[0].id]  # no half-created children
+    folder = rows[0]
+    assert folder.status == "failed"
+    assert folder.error_code == "injected" and "could not schedule" in (folder.error_message or "")
+    assert [j.kind for j in kb.list_jobs()] == [kinds.PREPARE_ROOT.name]
+    assert kb.get_job(result.job_ids[0]).status == "failed"
+
+
+def test_prepare_root_fails_a_vanished_folder(kb: Knowledge, bm25_base: Base, src: Path) -> None:
+    write(src / "docs" / "a.md", "alpha")
+    folder = kb.add(bm25_base.id, [AddInput.directory(src / "docs")]).items[0]
+    (src / "docs" / "a.md").unlink()
+    (src / "docs").rmdir()
+    kb.run_until_idle(timeout_s=30)
+    after = kb.get_item(bm25_base.id, folder.id)
+    assert (after.status, after.error_code) == ("failed", "origin_missing")
+
+
+def test_index_job_skips_a_completed_or_deleting_item(
+    kb: Knowledge, bm25_base: Base, src: Path
+) -> None:
+    item = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True).items[0]
+    before = kb.get_item(bm25_base.id, item.id)
+    job = kb.rt.jobs.enqueue_now(
+        kinds.INDEX_DOCUMENTS.name,
+        {"base_id": bm25_base.id, "item_id": item.id},
+        queue=f"base.{bm25_base.id}",
+    )
+    kb.wait([job.id], timeout_s=30)
+    assert kb.get_job(job.id).status == "completed"
+    assert kb.get_item(bm25_base.id, item.id).updated_at == before.updated_at
+    with kb.rt.catalog.write_tx() as conn:
+        item_repo.mark_deleting(conn, [item.id])
+    job = kb.rt.jobs.enqueue_now(
+        kinds.INDEX_DOCUMENTS.name,
+        {"base_id": bm25_base.id, "item_id": item.id},
+        queue=f"base.{bm25_base.id}",
+    )
+    kb.wait([job.id], timeout_s=30)
+    assert [r.status for r in all_rows(kb, bm25_base)] == ["deleting"]
+
+
+def test_delete_job_without_deleting_rows_is_a_no_op(
+    kb: Knowledge, bm25_base: Base, src: Path
+) -> None:
+    item = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True).items[0]
+    job = kb.rt.jobs.enqueue_now(
+        kinds.DELETE_SUBTREE.name,
+        {"base_id": bm25_base.id, "root_item_ids": [item.id]},
+        queue=f"base.{bm25_base.id}",
+    )
+    kb.wait([job.id], timeout_s=30)
+    assert kb.get_job(job.id).status == "completed"
+    assert kb.get_item(bm25_base.id, item.id).status == "completed"
+
+
+def test_failed_reindex_schedule_rolls_its_reset_back(
+    kb: Knowledge, bm25_base: Base, src: Path
+) -> None:
+    """Reset and scheduling share one transaction: a failed enqueue leaves the items as they
+    were (completed, still searchable), never stuck in ``processing``."""
+    item = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True).items[0]
+    fail_enqueue_of(kb, kinds.INDEX_DOCUMENTS.name)
+    job_id = kb.reindex_items(bm25_base.id, [item.id], wait=True)
+    assert job_id is not None
+    assert kb.get_job(job_id).status == "failed"
+    assert kb.get_item(bm25_base.id, item.id).status == "completed"
+    assert [h.concept_id for h in kb.search(bm25_base.id, "alpha").results] == ["a.md"]
+
+
+def test_index_progress_is_readable(kb: Knowledge, bm25_base: Base, src: Path) -> None:
+    result = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True)
+    job = kb.get_job(result.job_ids[0])
+    assert (job.status, job.progress_stage, job.progress_percent) == ("completed", "done", 100.0)
+
+
+def test_idempotency_key_dedupes_a_second_add_of_the_same_job(
+    kb: Knowledge, bm25_base: Base, src: Path
+) -> None:
+    result = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))])
+    item = result.items[0]
+    payload = {"base_id": bm25_base.id, "item_id": item.id}
+    again = kb.rt.jobs.enqueue_now(
+        kinds.INDEX_DOCUMENTS.name,
+        payload,
+        queue=f"base.{bm25_base.id}",
+        idempotency_key=kinds.index_key(bm25_base.id, item.id),
+    )
+    assert again.id == result.job_ids[0]
+    assert [j.id for j in kb.list_jobs()] == [again.id]
