@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowbase.errors import InvalidInput, KnowbaseError
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 HTTP_CODES = {
-    400: "bad_request",
     401: "unauthorized",
     403: "forbidden",
     404: "not_found",
@@ -98,14 +98,27 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == 400:  # FastAPI's body parse error (bad UTF-8, bad form): bad input
+        return error_response(
+            422, InvalidInput.code, f"could not parse the request body ({exc.detail})"
+        )
     code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(_allowed_methods(request))
     return error_response(
-        exc.status_code,
-        code,
-        str(exc.detail),
-        getattr(exc, "details", None),
-        **(exc.headers or {}),
+        exc.status_code, code, str(exc.detail), getattr(exc, "details", None), **headers
     )
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method of every route on this path: Starlette's own 405 names only the first."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(route_methods)
+    return sorted(methods)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -1,0 +1,101 @@
+"""``kb serve``: the HTTP API and the job workers in one process.
+
+Binds 127.0.0.1 unless told otherwise; any other address needs ``KNOWBASE_API_TOKEN`` (clients
+send ``Authorization: Bearer <token>``). With the token set, loopback requires it too. FastAPI
+and uvicorn are imported only when the command runs, so ``kb --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+TOKEN_ENV = "KNOWBASE_API_TOKEN"
+PATH_ROOTS_ENV = "KNOWBASE_HTTP_PATH_ROOTS"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP; a name or wildcard (``0.0.0.0``, ``::``) is not."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback bind without a token (``kb serve`` exits 2 with the reason)."""
+    if not is_loopback(host) and not token:
+        raise typer.BadParameter(
+            f"binding {host} exposes the API beyond this machine: set {TOKEN_ENV} "
+            "(clients then send 'Authorization: Bearer <token>')",
+            param_hint="--host",
+        )
+
+
+def serve(
+    home: Annotated[
+        str | None,
+        typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help=f"Address to bind; non-loopback needs {TOKEN_ENV}.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8765,
+    no_workers: Annotated[
+        bool, typer.Option("--no-workers", help="Serve only; run jobs in a separate kb worker.")
+    ] = False,
+    allow_path: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-path",
+            help=f"Directory whose files may be added by local path (repeatable; env "
+            f"{PATH_ROOTS_ENV}, {os.pathsep}-separated). Uploads work without it.",
+        ),
+    ] = None,
+    max_upload_mb: Annotated[
+        int, typer.Option(min=1, help="Largest request body accepted, in MiB.")
+    ] = 100,
+) -> None:
+    """Run the HTTP API (OpenAPI at /docs) and, unless --no-workers, the job workers."""
+    token = os.environ.get(TOKEN_ENV) or None
+    check_bind(host, token)
+    roots = list(allow_path or [])
+    if not roots and os.environ.get(PATH_ROOTS_ENV):
+        roots = [Path(p) for p in os.environ[PATH_ROOTS_ENV].split(os.pathsep) if p]
+
+    import uvicorn
+
+    from knowbase.interfaces.http import create_app
+    from knowbase.service import Knowledge
+    from knowbase.settings import load_settings
+
+    with Knowledge(load_settings(home)) as kb:
+        if not no_workers:
+            kb.start_workers()
+        app = create_app(
+            kb,
+            token=token,
+            require_token=not is_loopback(host),
+            max_upload_bytes=max_upload_mb * 1024 * 1024,
+            local_path_roots=roots,
+        )
+        typer.echo(
+            f"knowbase API on http://{host}:{port} (docs at /docs); "
+            f"workers {'off' if no_workers else 'on'}; auth {'bearer token' if token else 'off'}",
+            err=True,
+        )
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``kb serve`` to the main CLI."""
+    app.command("serve")(serve)
+
+
+__all__ = ["check_bind", "is_loopback", "register", "serve"]
