@@ -9,6 +9,10 @@ from fastapi import APIRouter, Depends, Query
 
 from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http_models import (
+    ConceptBatchOut,
+    ConceptGrepOut,
+    ConceptIdsRequest,
+    ConceptReadOut,
     JobOut,
     JobStatus,
     MultiSearchOut,
@@ -16,6 +20,7 @@ from knowbase.interfaces.http_models import (
     SearchOut,
     SearchRequest,
     StatusOut,
+    TreeOut,
 )
 
 router = APIRouter(responses=COMMON_ERRORS)
@@ -75,7 +80,7 @@ def search_many(body: MultiSearchRequest, kb: Any = Depends(get_kb)) -> dict[str
 
 
 # --- concepts ----------------------------------------------------------------------------------
-@router.get("/bases/{base}/concepts/read", tags=["concepts"])
+@router.get("/bases/{base}/concepts/read", response_model=ConceptReadOut, tags=["concepts"])
 def read_concept(
     base: str,
     concept_id: str = Query(min_length=1, max_length=4096, description="path inside the base"),
@@ -88,7 +93,7 @@ def read_concept(
     return kb.concepts.read_concept(b.id, concept_id, char_start=char_start, char_end=char_end)
 
 
-@router.get("/bases/{base}/concepts/grep", tags=["concepts"])
+@router.get("/bases/{base}/concepts/grep", response_model=ConceptGrepOut, tags=["concepts"])
 def grep_concept(
     base: str,
     concept_id: str = Query(min_length=1, max_length=4096),
@@ -104,15 +109,39 @@ def grep_concept(
     )
 
 
-@router.get("/bases/{base}/concepts/tree", tags=["concepts"])
+@router.get("/bases/{base}/concepts/tree", response_model=TreeOut, tags=["concepts"])
 def organization_tree(
     base: str,
-    max_depth: int | None = Query(None, ge=1, le=1000),
+    max_depth: int | None = Query(None, ge=0, le=1000),
     kb: Any = Depends(get_kb),
 ) -> dict[str, Any]:
     """The base's folders and documents as a tree of Concept IDs."""
     b = kb.get_base(base)
     return kb.concepts.organization_tree(b.id, max_depth=max_depth)
+
+
+@router.post(
+    "/bases/{base}/concepts/delete",
+    response_model=ConceptBatchOut,
+    status_code=202,
+    tags=["concepts"],
+    responses=BODY_ERRORS,
+)
+def delete_concepts(base: str, body: ConceptIdsRequest, kb: Any = Depends(get_kb)) -> Any:
+    """Delete documents by Concept ID in one background job; unknown ids are listed back."""
+    return kb.concepts.delete_concepts(kb.get_base(base).id, body.concept_ids)
+
+
+@router.post(
+    "/bases/{base}/concepts/refresh",
+    response_model=ConceptBatchOut,
+    status_code=202,
+    tags=["concepts"],
+    responses=BODY_ERRORS,
+)
+def refresh_concepts(base: str, body: ConceptIdsRequest, kb: Any = Depends(get_kb)) -> Any:
+    """Reindex documents by Concept ID (re-acquired from their origin when they have one)."""
+    return kb.concepts.refresh_concepts(kb.get_base(base).id, body.concept_ids)
 
 
 # --- jobs --------------------------------------------------------------------------------------
