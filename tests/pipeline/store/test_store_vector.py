@@ -167,3 +167,23 @@ def test_matrix_patch_equals_full_build() -> None:
     q = rng.standard_normal(4)
     assert patched.top_k(q, 7) == want.top_k(q, 7)
     assert VectorMatrix.from_rows([], dims=4, version=0).top_k(q, 3) == []
+
+
+def test_store_patches_matrix_on_small_changes(store: SqliteIndexStore) -> None:
+    rng = np.random.default_rng(7)
+    for i in range(4):
+        put(store, f"p{i}", rng.standard_normal((5, DIMS)).tolist())
+    first = store.vector_matrix()
+    put(store, "p9", rng.standard_normal((2, DIMS)).tolist())  # 2 added of 20: patched
+    store.delete_materials(["p0"])  # 5 removed: patched again
+    patched = store.vector_matrix()
+    assert patched is not first and patched.version == store.changes_version()
+    rows = store._writer.execute(
+        "SELECT su.unit_id, e.vector_blob FROM search_unit su JOIN search_text st"
+        " ON st.target_id = su.unit_id JOIN embedding e USING (embedding_text_hash)"
+    ).fetchall()
+    full = VectorMatrix.from_rows(rows, dims=DIMS, version=patched.version)
+    assert patched.ids == full.ids and patched.known == full.known
+    np.testing.assert_allclose(patched.matrix, full.matrix, rtol=1e-6)
+    q = rng.standard_normal(DIMS)
+    assert lane(store.vector_search(q, 8)) == lane(store.vector_search_sql(q, 8))
