@@ -1,4 +1,4 @@
-"""A Concept ID never returns content it should not: other bases, deleting, unfinished, traversal."""
+"""A Concept ID never returns what it should not: other bases, deleting, unfinished, traversal."""
 
 from __future__ import annotations
 
