@@ -23,8 +23,10 @@ def test_errors_carry_details_and_wire_shape():
 
     exc = NoTextExtracted("nothing in scan.pdf", path="scan.pdf")
     assert exc.to_dict() == {
-        "code": "no_text_extracted", "message": "nothing in scan.pdf",
-        "details": {"path": "scan.pdf"}, "hint": NoTextExtracted.hint,
+        "code": "no_text_extracted",
+        "message": "nothing in scan.pdf",
+        "details": {"path": "scan.pdf"},
+        "hint": NoTextExtracted.hint,
     }
 
 

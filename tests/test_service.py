@@ -38,8 +38,9 @@ def test_bm25_base_roundtrip(knowledge, tmp_path):
     assert (base.chunk_size, base.chunk_overlap) == (1024, 200)
     doc = tmp_path / "guide.md"
     doc.write_text("# Guide\n\nThe llama grazes on the Andean plateau.\n", encoding="utf-8")
-    result = knowledge.add("notes", [AddInput.file(doc), AddInput.note("Alpacas give wool.")],
-                           wait=True)
+    result = knowledge.add(
+        "notes", [AddInput.file(doc), AddInput.note("Alpacas give wool.")], wait=True
+    )
     assert [i.status for i in knowledge.list_items(base.id)] == ["completed", "completed"]
     hits = knowledge.search("NOTES", "llama plateau").results
     assert hits[0].concept_id == "guide.md"
@@ -124,8 +125,9 @@ def test_embedding_width_mismatch(knowledge, monkeypatch):
     with knowledge.rt.catalog.write_tx() as conn:  # pretend the base was created for 32 dims
         from knowbase.catalog.schema import knowledge_base
 
-        conn.execute(knowledge_base.update().where(knowledge_base.c.id == base.id)
-                     .values(dimensions=32))
+        conn.execute(
+            knowledge_base.update().where(knowledge_base.c.id == base.id).values(dimensions=32)
+        )
         base = base_repo.get(conn, base.id)
     knowledge.rt.close_store(base.id)
     item = knowledge.add_note("w", "text about width checks")
@@ -150,14 +152,23 @@ def test_local_model_finds_a_paraphrase(knowledge):
     knowledge.create_base("dense", embedding_model_id="local:all-minilm-l6-v2")
     base = knowledge.get_base("dense")
     assert (base.dimensions, base.chunk_size, base.chunk_overlap) == (384, 256, 32)
-    knowledge.add("dense", [
-        AddInput.note("Steps to recover access to your account when you forgot your login "
-                      "credentials.", title="Account recovery"),
-        AddInput.note("The recipe needs two cups of flour, butter and a pinch of salt.",
-                      title="Shortbread"),
-        AddInput.note("Jupiter is the largest planet and has a great red storm.",
-                      title="Planets"),
-    ], wait=True)
+    knowledge.add(
+        "dense",
+        [
+            AddInput.note(
+                "Steps to recover access to your account when you forgot your login credentials.",
+                title="Account recovery",
+            ),
+            AddInput.note(
+                "The recipe needs two cups of flour, butter and a pinch of salt.",
+                title="Shortbread",
+            ),
+            AddInput.note(
+                "Jupiter is the largest planet and has a great red storm.", title="Planets"
+            ),
+        ],
+        wait=True,
+    )
     query = "how do I reset my password"
     response = knowledge.search("dense", query)
     assert response.mode == "hybrid"

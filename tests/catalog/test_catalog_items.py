@@ -29,16 +29,24 @@ def base(catalog):
 def _tree(catalog, base):
     """root dir → (sub dir → leaf a), leaf b."""
     with catalog.write_tx() as conn:
-        root = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/r"})
+        root = item_repo.insert_active(
+            conn, base_id=base.id, type="directory", data={"source": "/r"}
+        )
         sub = item_repo.insert_active(
             conn, base_id=base.id, type="directory", data={"source": "/r/s"}, group_id=root.id
         )
         a = item_repo.insert_active(
-            conn, base_id=base.id, type="file", data={"source": "a", "relative_path": "r/s/a.md"},
+            conn,
+            base_id=base.id,
+            type="file",
+            data={"source": "a", "relative_path": "r/s/a.md"},
             group_id=sub.id,
         )
         b = item_repo.insert_active(
-            conn, base_id=base.id, type="file", data={"source": "b", "relative_path": "r/b.md"},
+            conn,
+            base_id=base.id,
+            type="file",
+            data={"source": "b", "relative_path": "r/b.md"},
             group_id=root.id,
         )
         item_repo.set_statuses_raw(conn, [root.id, sub.id], "processing")
@@ -68,7 +76,9 @@ def test_rollup_completed_and_failed(catalog, base):
         item_repo.set_status(conn, b.id, "failed", error_code="unreadable_file", error_message="x")
     r = _status(catalog, root.id)
     assert (r.status, r.error_code, r.error_message) == (
-        "failed", "child_failed", "One or more child items failed"
+        "failed",
+        "child_failed",
+        "One or more child items failed",
     )
 
 
@@ -105,7 +115,9 @@ def test_failed_needs_error_and_others_must_not_have_one(catalog, base):
     with catalog.write_tx() as conn:
         f = item_repo.insert_active(conn, base_id=base.id, type="file", data={"source": "x"})
     with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
-        conn.execute(knowledge_item.update().where(knowledge_item.c.id == f.id).values(status="failed"))
+        conn.execute(
+            knowledge_item.update().where(knowledge_item.c.id == f.id).values(status="failed")
+        )
     with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
         conn.execute(
             knowledge_item.update().where(knowledge_item.c.id == f.id).values(error_code="x")
@@ -117,9 +129,13 @@ def test_type_status_check(catalog, base):
         f = item_repo.insert_active(conn, base_id=base.id, type="file", data={"source": "x"})
         d = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/d"})
     with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
-        conn.execute(knowledge_item.update().where(knowledge_item.c.id == f.id).values(status="preparing"))
+        conn.execute(
+            knowledge_item.update().where(knowledge_item.c.id == f.id).values(status="preparing")
+        )
     with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
-        conn.execute(knowledge_item.update().where(knowledge_item.c.id == d.id).values(status="reading"))
+        conn.execute(
+            knowledge_item.update().where(knowledge_item.c.id == d.id).values(status="reading")
+        )
 
 
 def test_delete_cascades_to_descendants(catalog, base):
@@ -150,8 +166,10 @@ def test_item_ids_are_time_ordered_uuid7(catalog, base):
     import uuid
 
     with catalog.write_tx() as conn:
-        ids = [item_repo.insert_active(conn, base_id=base.id, type="note",
-                                       data={"source": "n"}).id for _ in range(3)]
+        ids = [
+            item_repo.insert_active(conn, base_id=base.id, type="note", data={"source": "n"}).id
+            for _ in range(3)
+        ]
     assert all(uuid.UUID(i).version == 7 for i in ids)
     assert uuid.UUID(base.id).version == 4
 
@@ -161,8 +179,12 @@ def test_base_rules(catalog):
         base_repo.insert(conn, name="Docs")
     with pytest.raises(Conflict), catalog.write_tx() as conn:
         base_repo.insert(conn, name="  docs ")
-    for bad in ({"chunk_size": 10, "chunk_overlap": 10}, {"threshold": 2.0},
-                {"chunk_strategy": "x"}, {"file_processor_id": "magic"}):
+    for bad in (
+        {"chunk_size": 10, "chunk_overlap": 10},
+        {"threshold": 2.0},
+        {"chunk_strategy": "x"},
+        {"file_processor_id": "magic"},
+    ):
         with pytest.raises(InvalidInput), catalog.write_tx() as conn:
             base_repo.insert(conn, name="other", **bad)
     with pytest.raises(InvalidInput), catalog.write_tx() as conn:
@@ -176,10 +198,14 @@ def test_base_model_and_dims_check(catalog):
         b = base_repo.insert(conn, name="m")
     with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
         conn.execute(
-            knowledge_base.update().where(knowledge_base.c.id == b.id).values(embedding_model_id="x")
+            knowledge_base.update()
+            .where(knowledge_base.c.id == b.id)
+            .values(embedding_model_id="x")
         )
     with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
-        conn.execute(knowledge_base.update().where(knowledge_base.c.id == b.id).values(status="failed"))
+        conn.execute(
+            knowledge_base.update().where(knowledge_base.c.id == b.id).values(status="failed")
+        )
 
 
 def test_schema_is_portable_to_postgresql():

@@ -17,7 +17,10 @@ def run(tmp_path):
     def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "knowbase.interfaces.cli", *args],
-            capture_output=True, text=True, env=env, timeout=120,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"kb {' '.join(args)} failed: {proc.stderr}")

@@ -133,7 +133,7 @@ def set_status(
     error_code: str | None = None,
     error_message: str | None = None,
 ) -> bool:
-    """Write a status (never out of ``deleting``) and roll the change up. Returns whether written."""
+    """Write a status (never out of ``deleting``) and roll it up. Returns whether written."""
     item = find(conn, item_id)
     if item is None:
         return False
@@ -301,9 +301,13 @@ def reserved_relative_paths(
         indexed = item.data.get("indexed_relative_path")
         if indexed:
             reserved.add(indexed)
-        elif processes and item.type == "file" and rel:
-            if posixpath.splitext(rel)[1].lower() in processable:
-                reserved.add(posixpath.splitext(rel)[0] + ".md")
+        elif (
+            processes
+            and item.type == "file"
+            and rel
+            and posixpath.splitext(rel)[1].lower() in processable
+        ):
+            reserved.add(posixpath.splitext(rel)[0] + ".md")
     return reserved
 
 

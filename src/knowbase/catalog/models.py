@@ -47,7 +47,7 @@ class Base:
 
 @dataclass(frozen=True)
 class Item:
-    """A knowledge item (§1.2). ``data`` holds the per-type fields; ``origin`` the re-acquire source."""
+    """A knowledge item (§1.2): per-type ``data``; ``origin`` is where to re-acquire it from."""
 
     id: str
     base_id: str

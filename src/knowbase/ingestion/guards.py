@@ -22,7 +22,7 @@ def assert_base_runnable(base: Base, operation: str) -> None:
 
 
 def outermost_roots(conn: Connection, base: Base, item_ids: Iterable[str]) -> list[Item]:
-    """Dedupe ids, load each (NotFound / other base refused), drop those under a selected ancestor."""
+    """Dedupe ids, load each (NotFound / other base refused), drop ids under a selected one."""
     ids = list(dict.fromkeys(item_ids))
     found = item_repo.find_many(conn, ids)
     for item_id in ids:

@@ -1,4 +1,4 @@
-"""``reindex_items``: whole-batch guards, then one reindex-subtree job (§6, DESIGN improvement 1)."""
+"""``reindex_items``: whole-batch guards, then one reindex-subtree job (§6, DESIGN 1)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,9 @@ from rich.table import Table
 from knowbase.errors import KnowbaseError
 
 app = typer.Typer(
-    name="kb", no_args_is_help=True, add_completion=False,
+    name="kb",
+    no_args_is_help=True,
+    add_completion=False,
     help="knowbase: local-first knowledge bases for AI apps and agents.",
 )
 base_app = typer.Typer(no_args_is_help=True, help="Create, list, show, delete, restore bases.")
@@ -81,8 +83,10 @@ def base_create(
     name: str,
     embedding: Annotated[
         str | None,
-        typer.Option(help="Embedding model id, e.g. local:all-minilm-l6-v2 or ollama:bge-m3. "
-                     "Without it the base is BM25-only (keyword search)."),
+        typer.Option(
+            help="Embedding model id, e.g. local:all-minilm-l6-v2 or ollama:bge-m3. "
+            "Without it the base is BM25-only (keyword search)."
+        ),
     ] = None,
     rerank: Annotated[str | None, typer.Option(help="Rerank model id (profile:model).")] = None,
     processor: Annotated[
@@ -107,15 +111,21 @@ def base_create(
         extra: dict[str, Any] = {"allow_local_urls": allow_local_urls}
         if processor is not None:
             extra["file_processor_id"] = None if processor == "none" else processor
-        for key, value in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap),
-                           ("rerank_model_id", rerank)):
+        for key, value in (
+            ("chunk_size", chunk_size),
+            ("chunk_overlap", chunk_overlap),
+            ("rerank_model_id", rerank),
+        ):
             if value is not None:
                 extra[key] = value
         base = kb.create_base(name, embedding_model_id=embedding, **extra)
 
         def render() -> None:
-            mode = f"hybrid ({base.embedding_model_id}, {base.dimensions} dims)" if (
-                base.embedding_model_id) else "BM25-only (no embedding model; keyword search)"
+            mode = (
+                f"hybrid ({base.embedding_model_id}, {base.dimensions} dims)"
+                if (base.embedding_model_id)
+                else "BM25-only (no embedding model; keyword search)"
+            )
             console.print(f"created base [bold]{base.name}[/] {base.id}: {mode}")
 
         emit(base, as_json, render)
@@ -165,25 +175,35 @@ def base_delete(
 
 @base_app.command("restore")
 def base_restore(
-    source: str, name: str,
+    source: str,
+    name: str,
     embedding: Annotated[str | None, typer.Option(help="Model for the new base.")] = None,
     no_wait: Annotated[bool, typer.Option("--no-wait")] = False,
-    home: HomeOpt = None, as_json: JsonOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Build a new base NAME from SOURCE's stored copies."""
     with open_kb(home) as kb:
         result = kb.restore_base(source, name, embedding_model_id=embedding)
         if not no_wait and result.job_ids:
             follow(kb, result.base.id, result.job_ids, quiet=as_json)
-    emit(result, as_json, lambda: console.print(
-        f"restored into [bold]{result.base.name}[/]; skipped {result.skipped_missing_source_count}"
-        " items whose source is missing"))
+    emit(
+        result,
+        as_json,
+        lambda: console.print(
+            f"restored into [bold]{result.base.name}[/]; skipped "
+            f"{result.skipped_missing_source_count} items whose source is missing"
+        ),
+    )
 
 
 @base_app.command("enable-embedding")
 def base_enable_embedding(
-    base: str, model: str, no_wait: Annotated[bool, typer.Option("--no-wait")] = False,
-    home: HomeOpt = None, as_json: JsonOpt = False,
+    base: str,
+    model: str,
+    no_wait: Annotated[bool, typer.Option("--no-wait")] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Turn a BM25-only base into a hybrid one and reindex everything."""
     with open_kb(home) as kb:
@@ -201,7 +221,8 @@ def base_set(
     document_count: Annotated[int | None, typer.Option(help="Search top-K.")] = None,
     rerank: Annotated[str | None, typer.Option(help="Rerank model id; 'none' clears.")] = None,
     processor: Annotated[str | None, typer.Option(help="'tesseract' or 'none'.")] = None,
-    home: HomeOpt = None, as_json: JsonOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Change a base's settings (no reindex)."""
     patch: dict[str, Any] = {}
@@ -240,7 +261,9 @@ def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list
 def add(
     base: str,
     targets: Annotated[list[str] | None, typer.Argument(help="Files, folders or URLs.")] = None,
-    note: Annotated[str | None, typer.Option(help="Add a note with this text ('-': stdin).")] = None,
+    note: Annotated[
+        str | None, typer.Option(help="Add a note with this text ('-': stdin).")
+    ] = None,
     title: Annotated[str | None, typer.Option(help="Title of the note.")] = None,
     conflict: Annotated[str, typer.Option(help="rename | detect | replace")] = "rename",
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once queued.")] = False,
@@ -260,8 +283,11 @@ def add(
         if not no_wait:
             follow(kb, b.id, result.job_ids, quiet=as_json)
         items = [kb.get_item(b.id, i.id) for i in result.items]
-    emit({"status": result.status, "items": items, "job_ids": result.job_ids}, as_json,
-         lambda: _render_items(items))
+    emit(
+        {"status": result.status, "items": items, "job_ids": result.job_ids},
+        as_json,
+        lambda: _render_items(items),
+    )
 
 
 def _render_conflicts(result: Any) -> None:
@@ -273,8 +299,11 @@ def _render_conflicts(result: Any) -> None:
 def _render_items(items: list[Any]) -> None:
     table = Table("item", "type", "status", "concept id / error")
     for item in items:
-        detail = item.concept_id or "" if item.status != "failed" else (
-            f"[red]{item.error_code}[/]: {item.error_message}")
+        detail = (
+            item.concept_id or ""
+            if item.status != "failed"
+            else (f"[red]{item.error_code}[/]: {item.error_message}")
+        )
         table.add_row(item.title, item.type, item.status, detail)
     console.print(table)
 
@@ -286,8 +315,13 @@ def follow(kb: Any, base_id: str, job_ids: list[str], *, quiet: bool = False) ->
     kb.start_workers()
     try:
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[stage]}"),
-            TimeElapsedColumn(), console=err_console, disable=quiet, transient=False,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[stage]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=quiet,
+            transient=False,
         ) as progress:
             tasks = {}
             for job_id in job_ids:
@@ -385,12 +419,20 @@ def status(
 
         workers = live_workers(kb.rt.catalog)
         skipped = {i.id: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
-    data = {"base": b, "counts": counts, "failed": failed, "active_jobs": len(queued),
-            "live_workers": len(workers), "skipped": skipped}
+    data = {
+        "base": b,
+        "counts": counts,
+        "failed": failed,
+        "active_jobs": len(queued),
+        "live_workers": len(workers),
+        "skipped": skipped,
+    }
 
     def render() -> None:
-        console.print(f"[bold]{b.name}[/] ({b.status}) — " + (
-            ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "empty"))
+        console.print(
+            f"[bold]{b.name}[/] ({b.status}) — "
+            + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "empty")
+        )
         if queued:
             note = "" if workers else " — queued, no worker running (run: kb worker)"
             console.print(f"{len(queued)} active jobs{note}")
@@ -419,9 +461,19 @@ def jobs(
     def render() -> None:
         table = Table("id", "kind", "status", "attempts", "progress", "error")
         for j in found:
-            prog = f"{j.progress_stage or ''} {j.progress_percent or 0:.0f}%" if j.progress_stage else ""
-            table.add_row(j.id, j.kind.removeprefix("knowledge."), j.status,
-                          f"{j.attempts}/{j.max_attempts}", prog, j.error_code or "")
+            prog = (
+                f"{j.progress_stage or ''} {j.progress_percent or 0:.0f}%"
+                if j.progress_stage
+                else ""
+            )
+            table.add_row(
+                j.id,
+                j.kind.removeprefix("knowledge."),
+                j.status,
+                f"{j.attempts}/{j.max_attempts}",
+                prog,
+                j.error_code or "",
+            )
         console.print(table)
 
     emit(found, as_json, render)
@@ -429,8 +481,10 @@ def jobs(
 
 @app.command("retry")
 def retry(
-    base: str, no_wait: Annotated[bool, typer.Option("--no-wait")] = False,
-    home: HomeOpt = None, as_json: JsonOpt = False,
+    base: str,
+    no_wait: Annotated[bool, typer.Option("--no-wait")] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Re-run the failed items of a base (rebuilt from the stored copies)."""
     with open_kb(home) as kb:
@@ -438,9 +492,15 @@ def retry(
         if job_id and not no_wait:
             follow(kb, kb.get_base(base).id, [job_id], quiet=as_json)
         counts = kb.counts(base)
-    emit({"job_id": job_id, "counts": counts}, as_json, lambda: console.print(
-        "nothing to retry" if job_id is None else
-        ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))))
+    emit(
+        {"job_id": job_id, "counts": counts},
+        as_json,
+        lambda: console.print(
+            "nothing to retry"
+            if job_id is None
+            else ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        ),
+    )
 
 
 @app.command("worker")

@@ -19,7 +19,7 @@ class EmbeddingProvider(Protocol):
     batch_size: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Return a float32 array of shape (len(texts), dims). Raises EmbeddingMismatch/ProviderUnavailable."""
+        """A float32 array (len(texts), dims); raises EmbeddingMismatch / ProviderUnavailable."""
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens the model's own tokenizer counts (incl. special tokens), or None if unknown."""

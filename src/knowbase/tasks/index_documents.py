@@ -33,7 +33,7 @@ def chunk_settings(base: Base, embedder: EmbeddingProvider | None) -> ChunkSetti
 
 
 def read_item(rt: Runtime, base: Base, item: Item) -> list[Document]:
-    """The item's documents: a file through its reader (in a child process), snapshots as Markdown."""
+    """The item's documents: files via their reader (child process), snapshots as Markdown."""
     from knowbase.pipeline.readers import read_file_isolated, read_markdown_text
     from knowbase.pipeline.sources.okf import strip_okf_frontmatter
 

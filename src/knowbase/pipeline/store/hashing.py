@@ -11,7 +11,12 @@ def text_hash(text: str) -> str:
 
 
 def unit_id(
-    material_id: str, content_hash: str, unit_type: str, unit_index: int, char_start: int, char_end: int
+    material_id: str,
+    content_hash: str,
+    unit_type: str,
+    unit_index: int,
+    char_start: int,
+    char_end: int,
 ) -> str:
     """The search unit id; the chunker config is deliberately not part of it."""
     parts = [material_id, content_hash, unit_type, str(unit_index), str(char_start), str(char_end)]
