@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from schemathesis.specs.openapi.checks import positive_data_acceptance
 from hypothesis import HealthCheck, Phase, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import create_app

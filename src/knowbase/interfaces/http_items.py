@@ -52,7 +52,7 @@ def _allowed_path(raw: str | None, roots: list[Path]) -> Path:
             "local-path adds over HTTP are allowed only under the server's configured roots"
             if roots
             else "this server accepts no local-path adds (no roots configured); upload the file",
-            hint="start kb serve with --allow-path DIR, or use POST /bases/{base}/items/upload",
+            hint="start kb serve with --allow-path DIR, or use POST /bases/{base}/uploads",
             path=raw,
             reason="outside_local_path_roots",
             roots=[str(r) for r in roots],
@@ -107,7 +107,7 @@ def add_items(base: str, body: AddRequest, request: Request, kb: Any = Depends(g
 
 
 @router.post(
-    "/bases/{base}/items/upload", status_code=201, response_model=AddOut, responses=BODY_ERRORS
+    "/bases/{base}/uploads", status_code=201, response_model=AddOut, responses=BODY_ERRORS
 )
 def upload_items(
     base: str,
