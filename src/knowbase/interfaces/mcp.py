@@ -1,0 +1,707 @@
+"""The MCP server: four agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
+
+Tools (arguments keep the origin's camelCase): ``kb_list`` (bases, or one base's outline),
+``kb_search`` (several bases, merged), ``kb_read`` (a slice, or grep with ``pattern``) and
+``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID).
+
+Scope: the server sees the bases it was started with (``base_ids``), or every base when that is
+None; an empty list sees none and every tool fails closed. A base outside the scope answers
+``Knowledge base "<id>" is not available to this assistant.``
+
+Approval: every ``kb_manage`` call asks the user through MCP form elicitation when the client
+declares it; a client without elicitation is refused unless the server runs with
+``allow_writes``. The question rides whichever transport the negotiated protocol uses (a
+mid-call request before 2026-07-28, ``InputRequiredResult`` after): the SDK's ``Resolve``
+machinery picks it.
+
+    python -m knowbase.interfaces.mcp --home ~/kb --base docs            # stdio
+    python -m knowbase.interfaces.mcp --http --port 8765 --allow-writes  # streamable HTTP
+"""
+
+# No `from __future__ import annotations`: the SDK evaluates tool annotations, and
+# `Resolve(approval)` names a closure that string annotations could not see.
+import argparse
+import base64
+import json
+import logging
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from knowbase.catalog.models import Base, Item
+from knowbase.errors import InvalidInput, KnowbaseError, NotFound
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "knowbase"
+CITE_PREFIX = "kb"
+DEFAULT_HTTP_PORT = 8765
+LIST_DEFAULT_LIMIT = 20
+LIST_MAX_LIMIT = 50
+SAMPLE_SOURCES = 8
+SEARCH_MAX_BASES = 20
+MANAGE_MAX_IDS = 100
+NOTE_MAX_CHARS = 1_000_000
+
+INSTRUCTIONS = (
+    "Knowledge bases of the user. Start with kb_list to see the bases, kb_list with baseId for "
+    "one base's outline (Concept IDs), kb_search to find passages (cite the returned ids), "
+    "kb_read to read or grep a document by Concept ID. kb_manage changes a base and needs "
+    "the user's approval."
+)
+
+
+# --- scope -------------------------------------------------------------------------------------
+@dataclass
+class Scope:
+    """Which bases the server may see: ``None`` = every base, else exactly these ids."""
+
+    kb: Any
+    base_ids: list[str] | None = None
+    _allowed: frozenset[str] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self._allowed = None if self.base_ids is None else frozenset(self.base_ids)
+
+    @property
+    def empty(self) -> bool:
+        return self._allowed is not None and not self._allowed
+
+    def bases(self) -> list[Base]:
+        if self.empty:
+            return []
+        return [b for b in self.kb.list_bases() if self._allowed is None or b.id in self._allowed]
+
+    def base(self, ref: str) -> Base:
+        """The base ``ref`` names (name or id) when in scope; else :class:`OutOfScope`."""
+        if self.empty:
+            raise OutOfScope(ref)
+        try:
+            b = self.kb.get_base(ref)
+        except NotFound:
+            if self._allowed is None:
+                raise
+            raise OutOfScope(ref) from None
+        if self._allowed is not None and b.id not in self._allowed:
+            raise OutOfScope(ref)
+        return b
+
+
+class OutOfScope(Exception):
+    def __init__(self, ref: str) -> None:
+        super().__init__(f'Knowledge base "{ref}" is not available to this assistant.')
+
+
+# --- result shapes -----------------------------------------------------------------------------
+def _camel(value: Any) -> Any:
+    """snake_case keys → camelCase, except inside ``locator`` (reader-defined keys)."""
+    if isinstance(value, dict):
+        out = {}
+        for key, inner in value.items():
+            head, *rest = str(key).split("_")
+            name = head + "".join(p[:1].upper() + p[1:] for p in rest)
+            out[name] = inner if key == "locator" else _camel(inner)
+        return out
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    return value
+
+
+def _ok(data: dict[str, Any], text: str | None = None) -> CallToolResult:
+    body = text if text is not None else json.dumps(data, ensure_ascii=False, indent=1)
+    return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
+
+
+def _fail(message: str, **extra: Any) -> CallToolResult:
+    data = {"error": message, **{k: v for k, v in extra.items() if v is not None}}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+        is_error=True,
+    )
+
+
+def _from_error(exc: KnowbaseError, guidance: str | None = None) -> CallToolResult:
+    return _fail(exc.message, code=exc.code, hint=exc.hint, guidance=guidance)
+
+
+def _not_found_guidance(exc: NotFound) -> str:
+    """§8: base gone → kb_list; content missing → retry; otherwise → check the id."""
+    kind = exc.details.get("kind")
+    if kind == "concept_content":
+        return "The document is being rebuilt; retry kb_read in a moment."
+    if kind == "concept":
+        return (
+            "No readable document has this conceptId in this base. Check the id with kb_list "
+            "(baseId for the outline) or kb_search; it must be copied exactly."
+        )
+    return "This knowledge base does not exist (any more). Call kb_list to see the bases."
+
+
+class _Cites:
+    """Cite ids ``kb-1``, ``kb-2``… unique for the server's lifetime."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def next(self) -> str:
+        self.n += 1
+        return f"{CITE_PREFIX}-{self.n}"
+
+
+# --- approval ----------------------------------------------------------------------------------
+class Approve(BaseModel):
+    """What the user answers (form elicitation)."""
+
+    approve: bool = Field(default=True, description="Allow this change to the knowledge base")
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """A resolver outcome that is not an elicitation: a refusal or a pre-granted write."""
+
+    granted: bool
+    error: dict[str, Any] | None = None
+
+
+def _client_elicits(ctx: Context) -> bool:
+    try:
+        caps = ctx.client_capabilities
+    except Exception:  # no request context (a direct call): no client to ask
+        return False
+    e = caps.elicitation if caps is not None else None
+    return e is not None and (e.form is not None or e.url is None)
+
+
+# --- listing helpers ---------------------------------------------------------------------------
+def _sample(item: Item) -> str:
+    if item.type in ("url", "sitemap"):
+        return str(item.data.get("url") or item.source)
+    if item.type == "note":
+        first = next(
+            (ln.strip() for ln in str(item.data.get("content") or "").splitlines() if ln.strip()),
+            item.source,
+        )
+        return first if len(first) <= 79 else first[:79] + "…"
+    return item.source or str(item.relative_path or "")
+
+
+def _haystack(item: Item) -> list[str]:
+    d = item.data
+    return [str(v) for v in (d.get("source"), d.get("url"), d.get("relative_path"),
+                             d.get("content")) if v]  # fmt: skip
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> int | None:
+    try:
+        kind, _, num = base64.urlsafe_b64decode(cursor.encode()).decode().partition(":")
+        return int(num) if kind == "o" and int(num) >= 0 else None
+    except (ValueError, UnicodeError):
+        return None
+
+
+# --- the server --------------------------------------------------------------------------------
+def build_server(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> MCPServer:
+    """An ``MCPServer`` with the four tools, scoped to ``base_ids`` (None: every base)."""
+    scope = Scope(kb, None if base_ids is None else list(base_ids))
+    cites = _Cites()
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+
+    def list_bases(query: str | None, limit: int, cursor: str | None) -> CallToolResult:
+        bases = scope.bases()
+        if not bases:
+            return _ok(
+                {"items": [], "total": 0},
+                "No knowledge base is configured for this assistant. Ask the user to create "
+                "one (kb base create) or to start the server with access to one.",
+            )
+        rows = []
+        needle = query.casefold() if query else None
+        for b in bases:
+            roots = [] if b.status == "failed" else kb.list_items(b.id, roots_only=True)
+            done = [r for r in roots if r.status == "completed"]
+            name_hit = not needle or needle in b.name.casefold()
+            if not name_hit and (
+                b.status != "completed"
+                or not any(needle in h.casefold() for r in done for h in _haystack(r))
+            ):
+                continue
+            row: dict[str, Any] = {"id": b.id, "name": b.name, "status": b.status}
+            if b.status == "failed":
+                row.update(itemCount=0, itemsUnavailable=True)
+            else:
+                row["itemCount"] = len(roots)
+            row["sampleSources"] = [_sample(r) for r in done[:SAMPLE_SOURCES]]
+            rows.append(row)
+        offset = 0
+        if cursor is not None:
+            decoded = _decode_cursor(cursor)
+            if decoded is None or (decoded >= len(rows) and rows):
+                return _ok(
+                    {"items": [], "total": len(rows)},
+                    "This cursor is stale or invalid. Call kb_list again without a cursor.",
+                )
+            offset = decoded
+        if not rows:
+            return _ok(
+                {"items": [], "total": 0},
+                f"No knowledge base matches {query!r}. Call kb_list without a query to see all "
+                "bases, or use kb_search to search inside them.",
+            )
+        page = rows[offset : offset + limit]
+        data: dict[str, Any] = {"items": page, "total": len(rows)}
+        if offset + limit < len(rows):
+            data["nextCursor"] = _encode_cursor(offset + limit)
+        return _ok(data)
+
+    @server.tool(
+        name="kb_list",
+        title="List knowledge bases / outline one base",
+        description=(
+            "Without baseId: list the knowledge bases you may use (id, name, item count, sample "
+            "sources), filtered by an optional query, paged with limit/cursor. With baseId: that "
+            "base's outline as a depth-first list; documents carry the conceptId to use with "
+            "kb_read and kb_manage."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_list(
+        query: Annotated[
+            str | None,
+            Field(min_length=1, max_length=200, description="Filter bases by name or content"),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=LIST_MAX_LIMIT)] = LIST_DEFAULT_LIMIT,
+        cursor: Annotated[str | None, Field(max_length=200, description="nextCursor")] = None,
+        baseId: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="Outline this base")
+        ] = None,
+        maxDepth: Annotated[int | None, Field(ge=0, le=64, description="Outline depth")] = None,
+    ) -> CallToolResult:
+        try:
+            if baseId is None:
+                return list_bases(query, limit, cursor)
+            b = scope.base(baseId)
+            tree = _camel(kb.concepts.organization_tree(b.id, max_depth=maxDepth))
+            if not tree["nodes"]:
+                return _ok(
+                    tree,
+                    f"Knowledge base {b.name!r} is empty. Items can be added with kb_manage "
+                    "(action add), with the user's approval.",
+                )
+            return _ok(tree)
+        except OutOfScope as exc:
+            return _fail(str(exc))
+        except NotFound as exc:
+            return _from_error(exc, _not_found_guidance(exc))
+        except KnowbaseError as exc:
+            return _from_error(exc)
+
+    @server.tool(
+        name="kb_search",
+        title="Search knowledge bases",
+        description=(
+            "Search one or more knowledge bases (hybrid keyword + vector search). Returns passages "
+            "with a cite id, baseId, conceptId, title and a score in [0, 1], best first. Cite "
+            "passages by their id; read around a passage with kb_read."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_search(
+        query: Annotated[str, Field(min_length=2, max_length=200, description="What to find")],
+        baseIds: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=200)]],
+            Field(min_length=1, max_length=SEARCH_MAX_BASES, description="Bases to search"),
+        ],
+    ) -> CallToolResult:
+        refs = list(dict.fromkeys(baseIds))
+        errors: dict[str, str] = {}
+        targets: list[Base] = []
+        for ref in refs:
+            try:
+                targets.append(scope.base(ref))
+            except OutOfScope as exc:
+                errors[ref] = str(exc)
+            except KnowbaseError as exc:
+                errors[ref] = exc.message
+
+        def one(b: Base) -> tuple[Base, Any]:
+            try:
+                return b, kb.search(b.id, query)
+            except KnowbaseError as exc:
+                return b, exc
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(targets), 8))) as pool:
+            outcomes = list(pool.map(one, targets))
+        invalid = [o for _, o in outcomes if isinstance(o, InvalidInput)]
+        if invalid:
+            return _from_error(invalid[0])
+        best: dict[str, dict[str, Any]] = {}
+        for b, outcome in outcomes:
+            if isinstance(outcome, KnowbaseError):
+                errors[b.id] = outcome.message
+                continue
+            for r in outcome.results:
+                hit = {
+                    "baseId": b.id,
+                    "conceptId": r.concept_id,
+                    "title": r.title,
+                    "type": r.item_type,
+                    "content": r.text,
+                    "score": min(max(float(r.score), 0.0), 1.0),
+                    "charStart": r.char_start,
+                    "charEnd": r.char_end,
+                    "locator": r.locator or {},
+                }
+                seen = best.get(r.text)
+                if seen is None or hit["score"] > seen["score"]:
+                    best[r.text] = hit
+        if errors and not best and len(errors) == len(refs):
+            return _fail(
+                "Knowledge search failed for every requested base; tell the user the knowledge "
+                "bases could not be searched right now.",
+                bases=errors,
+            )
+        results = sorted(best.values(), key=lambda h: -h["score"])
+        items = [{"id": cites.next(), **{k: v for k, v in h.items() if v is not None}}
+                 for h in results]  # fmt: skip
+        data: dict[str, Any] = {"items": items}
+        if errors:
+            data["failedBases"] = errors
+        if not items:
+            return _ok(
+                data,
+                f"No passages match {query!r}. Try other words, or call kb_list (with baseId "
+                "for an outline) to see what these bases hold.",
+            )
+        return _ok(data)
+
+    @server.tool(
+        name="kb_read",
+        title="Read or grep a document",
+        description=(
+            "Read a document of a knowledge base by its conceptId: a slice of at most 20,000 "
+            "characters from charStart to charEnd (truncated=true means there is more; continue "
+            "from charEnd). With pattern: regex search line by line instead (case-insensitive "
+            "unless ignoreCase=false), returning line numbers, offsets and snippets."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_read(
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
+        charStart: Annotated[int | None, Field(ge=0)] = None,
+        charEnd: Annotated[int | None, Field(gt=0)] = None,
+        pattern: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="Regex: grep mode")
+        ] = None,
+        ignoreCase: bool = True,
+        maxMatches: Annotated[int | None, Field(ge=1, le=200)] = None,
+    ) -> CallToolResult:
+        try:
+            b = scope.base(baseId)
+            if pattern is not None:
+                found = kb.concepts.grep_concept(
+                    b.id, conceptId, pattern, ignore_case=ignoreCase, max_matches=maxMatches
+                )
+                data = _camel(found)
+                data["type"] = data.pop("itemType")
+                data = {"id": cites.next(), **data}
+                if not found["matches"]:
+                    return _ok(data, f"No line of {conceptId!r} matches {pattern!r}.")
+                return _ok(data)
+            page = _camel(
+                kb.concepts.read_concept(b.id, conceptId, char_start=charStart, char_end=charEnd)
+            )
+            return _ok({"id": cites.next(), **page})
+        except OutOfScope as exc:
+            return _fail(str(exc))
+        except NotFound as exc:
+            return _from_error(exc, _not_found_guidance(exc))
+        except KnowbaseError as exc:
+            return _from_error(exc)
+
+    def approval(
+        ctx: Context,
+        baseId: str,
+        action: str,
+        type: str | None,
+        path: str | None,
+        url: str | None,
+        title: str | None,
+        conceptIds: list[str] | None,
+    ) -> Any:
+        """Decide before the body runs: refuse bad calls, else ask the user (or allow_writes)."""
+        try:
+            b = scope.base(baseId)
+        except OutOfScope as exc:
+            return _Decision(False, {"error": str(exc)})
+        except KnowbaseError as exc:
+            return _Decision(False, {"error": exc.message, "code": exc.code})
+        problem = _manage_problem(action, type, path, url, conceptIds)
+        if problem:
+            return _Decision(False, {"error": problem, "code": "invalid_input"})
+        if _client_elicits(ctx):
+            return Elicit(_approval_text(b, action, type, path, url, title, conceptIds), Approve)
+        if allow_writes:
+            return _Decision(True)
+        return _Decision(
+            False,
+            {
+                "error": "kb_manage needs the user's approval, but this client cannot ask for it "
+                "(no MCP elicitation support) and the server was not started with "
+                "--allow-writes. Nothing was changed; tell the user.",
+                "code": "approval_required",
+            },
+        )
+
+    @server.tool(
+        name="kb_manage",
+        title="Change a knowledge base",
+        description=(
+            "Change a knowledge base (always asks the user for approval). action=add with "
+            "type=file (absolute path on the user's machine), type=url (http/https) or type=note "
+            "(content, optional title); action=delete or action=refresh with conceptIds (from "
+            "kb_list outline or kb_search). Adds are indexed in the background."
+        ),
+        annotations=ToolAnnotations(
+            readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
+        ),
+    )
+    async def kb_manage(
+        approved: Annotated[ElicitationResult[Approve], Resolve(approval)],
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        action: Literal["add", "delete", "refresh"],
+        type: Literal["file", "url", "note"] | None = None,
+        path: Annotated[str | None, Field(min_length=1, max_length=4096)] = None,
+        url: Annotated[str | None, Field(min_length=1, max_length=8192)] = None,
+        content: Annotated[str | None, Field(max_length=NOTE_MAX_CHARS)] = None,
+        title: Annotated[str | None, Field(max_length=200)] = None,
+        conceptIds: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=1000)]] | None,
+            Field(min_length=1, max_length=MANAGE_MAX_IDS),
+        ] = None,
+    ) -> CallToolResult:
+        import anyio
+
+        if isinstance(approved, AcceptedElicitation):
+            data = approved.data
+            if isinstance(data, _Decision):
+                if not data.granted:
+                    error = dict(data.error or {})
+                    return _fail(str(error.pop("error", "refused")), **error)
+            elif not (isinstance(data, Approve) and data.approve):
+                return _fail("The user did not approve this change. Nothing was changed.",
+                             code="approval_declined")  # fmt: skip
+        else:
+            return _fail(
+                f"The user {approved.action}d this change. Nothing was changed.",
+                code="approval_declined",
+            )
+
+        def run() -> CallToolResult:
+            try:
+                b = scope.base(baseId)
+                if action == "add":
+                    inp = _add_input(kb, b, type, path, url, content, title)
+                    result = kb.add(b.id, [inp], strategy="rename")
+                    return _ok(
+                        {
+                            "action": "add",
+                            "added": [i.source for i in result.items],
+                            "items": [{"itemId": i.id, "status": i.status} for i in result.items],
+                            "note": "Indexing runs in the background; the conceptId appears in "
+                            "kb_list (baseId) once the item is completed.",
+                        }
+                    )
+                ids = list(conceptIds or [])
+                if action == "delete":
+                    done = kb.concepts.delete_concepts(b.id, ids)
+                    key = "deleted"
+                else:
+                    done = kb.concepts.refresh_concepts(b.id, ids)
+                    key = "refreshed"
+                return _ok({"action": action, key: done["applied"], "notFound": done["not_found"]})
+            except OutOfScope as exc:
+                return _fail(str(exc))
+            except NotFound as exc:
+                return _from_error(exc, _not_found_guidance(exc))
+            except KnowbaseError as exc:
+                return _from_error(exc)
+
+        return await anyio.to_thread.run_sync(run)
+
+    return server
+
+
+def _manage_problem(
+    action: str, type: str | None, path: str | None, url: str | None, ids: list[str] | None
+) -> str | None:
+    if action == "add":
+        if type is None:
+            return "action add needs type: file, url or note"
+        if type == "file" and not (path and os.path.isabs(path)):
+            return "type file needs an absolute path"
+        if type == "url" and not url:
+            return "type url needs a url"
+        return None
+    if not ids:
+        return f"action {action} needs a non-empty conceptIds list"
+    return None
+
+
+def _approval_text(
+    b: Base,
+    action: str,
+    type: str | None,
+    path: str | None,
+    url: str | None,
+    title: str | None,
+    ids: list[str] | None,
+) -> str:
+    if action == "add":
+        what = {"file": path, "url": url, "note": f"note {title!r}" if title else "a note"}
+        return (
+            f"Allow the assistant to add {what.get(type or '', '')} to knowledge base {b.name!r}?"
+        )
+    listed = ", ".join((ids or [])[:10]) + (" …" if len(ids or []) > 10 else "")
+    return f"Allow the assistant to {action} {len(ids or [])} document(s) in {b.name!r}: {listed}?"
+
+
+def _add_input(
+    kb: Any,
+    b: Base,
+    type: str | None,
+    path: str | None,
+    url: str | None,
+    content: str | None,
+    title: str | None,
+) -> Any:
+    """§8's source derivation; agent file adds keep no origin; URLs pass the SSRF guard."""
+    from knowbase.ingestion.inputs import AddInput
+
+    if type == "file":
+        assert path is not None
+        return AddInput.file(path, source=os.path.basename(path), keep_origin=False)
+    if type == "url":
+        from knowbase.pipeline.sources.ssrf import check_url
+
+        checked = check_url(
+            url or "", allow_local=b.allow_local_urls or kb.settings.allow_local_urls
+        )
+        return AddInput("url", checked, url=checked, origin=checked)
+    return AddInput.note(content or "", title=title)
+
+
+# --- running -----------------------------------------------------------------------------------
+def resolve_scope(kb: Any, refs: list[str] | None) -> list[str] | None:
+    """``--base`` names/ids → ids. None → every base; a list matching nothing refuses to start."""
+    if refs is None:
+        return None
+    ids: list[str] = []
+    for ref in refs:
+        try:
+            ids.append(kb.get_base(ref).id)
+        except NotFound:
+            log.warning("--base %r matches no knowledge base; ignored", ref)
+    if not ids:
+        raise NotFound(
+            f"--base {', '.join(refs)} matches no knowledge base; refusing to start",
+            hint="list the bases with kb base list",
+            bases=refs,
+        )
+    return list(dict.fromkeys(ids))
+
+
+def run_stdio(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> None:
+    """Serve over stdin/stdout until the client closes the stream."""
+    import anyio
+
+    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes)
+    anyio.run(server.run_stdio_async)
+
+
+def run_http(
+    kb: Any,
+    *,
+    base_ids: list[str] | None,
+    allow_writes: bool,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_HTTP_PORT,
+) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+    import anyio
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("MCP over HTTP on %s: anyone who can reach it can use the tools", host)
+    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes)
+    anyio.run(lambda: server.run_streamable_http_async(host=host, port=port))
+
+
+def serve(
+    *,
+    home: str | None = None,
+    bases: list[str] | None = None,
+    allow_writes: bool = False,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_HTTP_PORT,
+    workers: bool = True,
+) -> None:
+    """``kb mcp``: open the home, check the scope, run workers, serve until the client leaves."""
+    from knowbase.service import Knowledge
+    from knowbase.settings import load_settings
+
+    with Knowledge(load_settings(home)) as kb:
+        base_ids = resolve_scope(kb, bases)
+        if workers:
+            kb.start_workers()
+        if http:
+            run_http(kb, base_ids=base_ids, allow_writes=allow_writes, host=host, port=port)
+        else:
+            run_stdio(kb, base_ids=base_ids, allow_writes=allow_writes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m knowbase.interfaces.mcp``: the same options as ``kb mcp``."""
+    parser = argparse.ArgumentParser(prog="kb mcp", description="knowbase MCP server")
+    parser.add_argument("--home", default=None, help="home directory (env KNOWBASE_HOME)")
+    parser.add_argument("--base", action="append", default=None, help="a base it may see")
+    parser.add_argument("--allow-writes", action="store_true")
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
+    parser.add_argument("--no-workers", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        serve(
+            home=args.home,
+            bases=args.base,
+            allow_writes=args.allow_writes,
+            http=args.http,
+            host=args.host,
+            port=args.port,
+            workers=not args.no_workers,
+        )
+    except KnowbaseError as exc:
+        print(f"{exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
