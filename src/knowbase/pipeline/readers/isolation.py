@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ from knowbase.pipeline.documents import Document
 _START_TIMEOUT_S = 60.0  # interpreter start + imports; not charged to the read's own cap
 _POOL_SIZE = 2
 _MAX_USES = 100  # recycle a child after this many reads to shed leaked memory
+# Children are started from this one long-lived thread: the child's PR_SET_PDEATHSIG fires when
+# the *thread* that forked it exits, and job handlers run in short-lived threads, so a pooled
+# child started by one job was SIGKILLed mid-read of the next job when the first thread ended.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-reader-spawn")
 
 
 class _Child:
@@ -138,7 +143,7 @@ class ReaderPool:
                 if child.proc.poll() is None:
                     return child
                 child.kill()
-        return _Child()
+        return _SPAWNER.submit(_Child).result()
 
     def _give_back(self, child: _Child) -> None:
         if child.proc.poll() is not None or child.uses >= _MAX_USES:
