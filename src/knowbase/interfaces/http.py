@@ -185,7 +185,8 @@ def _auth_dependency(token: str) -> Any:
     expected = token.encode("utf-8")
 
     def check(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        given = (creds.credentials if creds else "").encode("utf-8", "surrogateescape")
+        # Starlette decodes headers as latin-1: encoding back gives the bytes that were sent.
+        given = (creds.credentials if creds else "").encode("latin-1")
         # compare_digest: the time taken does not tell how much of the token was right.
         if not creds or not hmac.compare_digest(given, expected):
             raise HTTPException(
