@@ -30,10 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from knowbase.catalog.models import Base, Item
@@ -115,12 +111,16 @@ def _camel(value: Any) -> Any:
     return value
 
 
-def _ok(data: dict[str, Any], text: str | None = None) -> CallToolResult:
+def _ok(data: dict[str, Any], text: str | None = None) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
     body = text if text is not None else json.dumps(data, ensure_ascii=False, indent=1)
     return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
 
 
-def _fail(message: str, **extra: Any) -> CallToolResult:
+def _fail(message: str, **extra: Any) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
     data = {"error": message, **{k: v for k, v in extra.items() if v is not None}}
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
@@ -129,7 +129,7 @@ def _fail(message: str, **extra: Any) -> CallToolResult:
     )
 
 
-def _from_error(exc: KnowbaseError, guidance: str | None = None) -> CallToolResult:
+def _from_error(exc: KnowbaseError, guidance: str | None = None) -> Any:
     return _fail(exc.message, code=exc.code, hint=exc.hint, guidance=guidance)
 
 
@@ -172,7 +172,7 @@ class _Decision:
     error: dict[str, Any] | None = None
 
 
-def _client_elicits(ctx: Context) -> bool:
+def _client_elicits(ctx: Any) -> bool:
     try:
         caps = ctx.client_capabilities
     except Exception:  # no request context (a direct call): no client to ask
@@ -213,8 +213,15 @@ def _decode_cursor(cursor: str) -> int | None:
 
 
 # --- the server --------------------------------------------------------------------------------
-def build_server(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> MCPServer:
+def build_server(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> Any:
     """An ``MCPServer`` with the four tools, scoped to ``base_ids`` (None: every base)."""
+    # The SDK is imported here, not at module level: importing it takes seconds, and
+    # `kb mcp --base nope` should refuse at once (and `kb --help` never import it).
+    from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.resolve import Elicit, Resolve
+    from mcp.types import CallToolResult, ToolAnnotations
+
     scope = Scope(kb, None if base_ids is None else list(base_ids))
     cites = _Cites()
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)

@@ -1,0 +1,231 @@
+"""End to end over stdio: the SDK's client against ``python -m knowbase.interfaces.mcp``.
+
+One server process per session (each start costs ~2 s on 2 cores), so a session runs a story:
+list the tools, call each, check results, errors and the approval path.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters, types
+
+from knowbase.catalog.models import Base
+from knowbase.ingestion.inputs import AddInput
+from knowbase.service import Knowledge
+
+pytestmark = pytest.mark.timeout(90)
+
+GUIDE = "# Guide\n\nInstall the tool with pip.\n\n## Usage\n\nRun the tool twice."
+
+
+@pytest.fixture
+def docs(kb: Knowledge, src: Path) -> Base:
+    base = kb.create_base("docs", file_processor_id=None)
+    (src / "guide.md").write_text(GUIDE, encoding="utf-8")
+    kb.add(
+        base.id, [AddInput.file(src / "guide.md"), AddInput.note("Paris is in France")], wait=True
+    )
+    return base
+
+
+def server(home: Path, *extra: str) -> StdioServerParameters:
+    args = ["-m", "knowbase.interfaces.mcp", "--home", str(home), *extra]
+    return StdioServerParameters(command=sys.executable, args=args, env={"HF_HUB_OFFLINE": "1"})
+
+
+def data(result: types.CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is not None, result
+    return result.structured_content
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+class Approver:
+    """An elicitation callback answering from a script and recording the questions."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    async def __call__(self, ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message)
+        action = self.answers.pop(0)
+        content = {"approve": True} if action == "accept" else None
+        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+
+
+async def poll(call: Callable[[], Any], ok: Callable[[Any], bool], timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await call()
+        if ok(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached: {value}")
+        await anyio.sleep(0.2)
+
+
+def test_stdio_tools_end_to_end(home: Path, docs: Base) -> None:
+    approver = Approver("accept", "decline", "accept")
+
+    async def story() -> None:
+        async with Client(server(home), elicitation_callback=approver) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert set(tools) == {"kb_list", "kb_search", "kb_read", "kb_manage"}
+            for name in ("kb_list", "kb_search", "kb_read"):
+                assert tools[name].annotations.read_only_hint is True
+            assert tools["kb_manage"].annotations.destructive_hint is True
+            assert tools["kb_manage"].annotations.read_only_hint is False
+            search_props = tools["kb_search"].input_schema["properties"]
+            assert search_props["query"]["minLength"] == 2
+            assert search_props["query"]["maxLength"] == 200
+            assert search_props["baseIds"]["minItems"] == 1
+            read_props = tools["kb_read"].input_schema["properties"]
+            assert {"baseId", "conceptId", "charStart", "charEnd", "pattern"} <= set(read_props)
+            assert "approved" not in tools["kb_manage"].input_schema["properties"]
+
+            listed = data(await c.call_tool("kb_list", {}))
+            assert [b["name"] for b in listed["items"]] == ["docs"]
+            assert listed["items"][0]["itemCount"] == 2
+            assert "guide.md" in listed["items"][0]["sampleSources"]
+
+            outline = data(await c.call_tool("kb_list", {"baseId": "docs"}))
+            assert [n.get("conceptId") for n in outline["nodes"]] == [
+                "guide.md",
+                "Paris is in France.md",
+            ]
+
+            found = data(
+                await c.call_tool("kb_search", {"query": "install pip", "baseIds": [docs.id]})
+            )
+            assert found["items"][0]["conceptId"] == "guide.md"
+            assert found["items"][0]["id"].startswith("kb-")
+            assert all(0 <= h["score"] <= 1 for h in found["items"])
+            none = await c.call_tool("kb_search", {"query": "zebra quantum", "baseIds": ["docs"]})
+            assert not none.is_error and "kb_list" in text(none)
+
+            page = data(
+                await c.call_tool(
+                    "kb_read",
+                    {"baseId": "docs", "conceptId": "guide.md", "charStart": 9, "charEnd": 16},
+                )
+            )
+            assert page["content"] == "Install" and page["totalChars"] == len(GUIDE)
+            assert page["truncated"] is False and page["locators"][0]["locator"]["heading"]
+            grep = data(
+                await c.call_tool(
+                    "kb_read", {"baseId": "docs", "conceptId": "guide.md", "pattern": "TOOL"}
+                )
+            )
+            assert grep["totalMatches"] == 2 and [m["line"] for m in grep["matches"]] == [3, 7]
+
+            missing = await c.call_tool("kb_read", {"baseId": "docs", "conceptId": "../guide.md"})
+            assert missing.is_error and "check the id" in data(missing)["guidance"].lower()
+            bad = await c.call_tool(
+                "kb_read", {"baseId": "docs", "conceptId": "guide.md", "pattern": "(unclosed"}
+            )
+            assert bad.is_error and data(bad)["code"] == "invalid_pattern"
+            schema_bad = await c.call_tool(
+                "kb_read", {"baseId": "docs", "conceptId": "guide.md", "maxMatches": 500}
+            )
+            assert schema_bad.is_error
+
+            # Approval accepted: the note is added and indexed by the server's own workers.
+            added = await c.call_tool(
+                "kb_manage",
+                {
+                    "baseId": "docs",
+                    "action": "add",
+                    "type": "note",
+                    "title": "Agent note",
+                    "content": "Agents write notes.",
+                },
+            )
+            assert not added.is_error, text(added)
+            assert data(added)["added"] == ["Agent note"]
+            assert "add note 'Agent note' to knowledge base 'docs'" in approver.asked[0]
+            await poll(
+                lambda: c.call_tool("kb_read", {"baseId": "docs", "conceptId": "Agent note.md"}),
+                lambda r: not r.is_error,
+            )
+
+            # Declined: nothing changes.
+            declined = await c.call_tool(
+                "kb_manage", {"baseId": "docs", "action": "delete", "conceptIds": ["guide.md"]}
+            )
+            assert declined.is_error and data(declined)["code"] == "approval_declined"
+            still = await c.call_tool("kb_read", {"baseId": "docs", "conceptId": "guide.md"})
+            assert not still.is_error
+
+            deleted = data(
+                await c.call_tool(
+                    "kb_manage",
+                    {"baseId": "docs", "action": "delete", "conceptIds": ["guide.md", "nope.md"]},
+                )
+            )
+            assert deleted == {"action": "delete", "deleted": ["guide.md"], "notFound": ["nope.md"]}
+            gone = await c.call_tool("kb_read", {"baseId": "docs", "conceptId": "guide.md"})
+            assert gone.is_error and data(gone)["code"] == "not_found"
+        assert approver.answers == []
+
+    anyio.run(story)
+
+
+def test_stdio_without_elicitation_refuses_writes(home: Path, docs: Base) -> None:
+    async def story() -> None:
+        async with Client(server(home)) as c:
+            refused = await c.call_tool(
+                "kb_manage",
+                {"baseId": "docs", "action": "add", "type": "note", "content": "sneaky"},
+            )
+            assert refused.is_error and data(refused)["code"] == "approval_required"
+            assert "--allow-writes" in data(refused)["error"]
+            outline = data(await c.call_tool("kb_list", {"baseId": "docs"}))
+            assert outline["totalItems"] == 2  # nothing was added
+
+    anyio.run(story)
+
+
+def test_stdio_allow_writes_without_elicitation(home: Path, docs: Base, src: Path) -> None:
+    (src / "extra.txt").write_text("an extra file about owls", encoding="utf-8")
+
+    async def story() -> None:
+        async with Client(server(home, "--allow-writes", "--base", "docs")) as c:
+            added = await c.call_tool(
+                "kb_manage",
+                {"baseId": "docs", "action": "add", "type": "file", "path": str(src / "extra.txt")},
+            )
+            assert not added.is_error, text(added)
+            assert data(added)["added"] == ["extra.txt"]
+            hit = await poll(
+                lambda: c.call_tool("kb_search", {"query": "owls", "baseIds": ["docs"]}),
+                lambda r: bool(data(r)["items"]),
+            )
+            assert data(hit)["items"][0]["conceptId"] == "extra.txt"
+
+    anyio.run(story)
+
+
+def test_base_list_matching_nothing_refuses_to_start(home: Path, docs: Base) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "knowbase.interfaces.mcp", "--home", str(home), "--base", "nope"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "matches no knowledge base" in proc.stderr
+    assert proc.stdout == ""  # stdout belongs to the protocol
