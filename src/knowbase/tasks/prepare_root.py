@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
@@ -13,8 +14,11 @@ from knowbase.ingestion.purge import purge_rows
 from knowbase.ingestion.scheduling import schedule_item
 from knowbase.jobs.context import JobContext
 from knowbase.runtime import Runtime
-from knowbase.storage import choose_directory_prefix
+from knowbase.storage import choose_directory_prefix, reserve_relative_path
 from knowbase.tasks.common import live_item
+
+if TYPE_CHECKING:
+    from knowbase.pipeline.sources.directory import ExpandedFile
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +77,11 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
                 prefix = choose_directory_prefix(origin, reserved)
             # Pin the prefix before any copy, so a crash never leaves unowned files.
             item_repo.update_data(conn, item.id, relative_path=prefix, skipped=report)
+        paths = _raw_paths(prefix, expansion.files, processes=bool(base.file_processor_id))
         total = len(expansion.files)
         for n, f in enumerate(expansion.files, 1):
             ctx.check_cancelled()
-            storage.copy_in(f.abs_path, f"{prefix}/{f.rel}", overwrite=True)
+            storage.copy_in(f.abs_path, paths[f.rel], overwrite=True)
             if n % 20 == 0 or n == total:
                 ctx.progress("copying", 50 * n / total, copied=n, total=total)
         ctx.progress("enqueuing", 50, files=total, skipped=report)
@@ -104,11 +109,28 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
                     reconcile=False,
                     group_id=dir_ids[posixpath.dirname(f.rel)],
                     origin=str(f.abs_path),
-                    data={"source": str(f.abs_path), "relative_path": f"{prefix}/{f.rel}"},
+                    data={"source": str(f.abs_path), "relative_path": paths[f.rel]},
                 )
                 schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
             item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
     ctx.progress("done", 100, files=total, skipped=report)
+
+
+def _raw_paths(prefix: str, files: list[ExpandedFile], *, processes: bool) -> dict[str, str]:
+    """raw/ path per expanded file: ``<prefix>/<rel>``, except that with a processor a PDF or
+    image whose ``<stem>.md`` slot is taken (``a.md`` beside ``a.pdf``) gets ``_N``, as a
+    single add does; otherwise its OCR artifact would overwrite the other file's copy."""
+    from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
+
+    paths = {f.rel: f"{prefix}/{f.rel}" for f in files}
+    if not processes:
+        return paths
+    taken = set(paths.values())
+    for f in files:
+        if posixpath.splitext(f.rel)[1].lower() in PROCESSABLE_EXTENSIONS:
+            taken.discard(paths[f.rel])
+            paths[f.rel] = reserve_relative_path(paths[f.rel], taken, reserve_artifact=True)
+    return paths
 
 
 def _expand_sitemap(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> None:
