@@ -312,9 +312,8 @@ class Knowledge:
         """Re-run failed items: a reindex of the failed roots, rebuilt from raw/."""
         b = self.get_base(base)
         with self.rt.catalog.read() as conn:
-            failed = [i for i in item_repo.list_items(conn, b.id, statuses=["failed"])]
-            roots = item_repo.find_many(conn, [i.id for i in failed])
-        failed_ids = set(roots)
+            failed = item_repo.list_items(conn, b.id, statuses=["failed"])
+        failed_ids = {i.id for i in failed}
         # Retry the outermost failed rows; a failed folder retries its whole subtree.
         ids = [i.id for i in failed if i.group_id not in failed_ids]
         if not ids:
