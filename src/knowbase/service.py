@@ -313,9 +313,9 @@ class Knowledge:
         b = self.get_base(base)
         with self.rt.catalog.read() as conn:
             failed = item_repo.list_items(conn, b.id, statuses=["failed"])
-        failed_ids = {i.id for i in failed}
-        # Retry the outermost failed rows; a failed folder retries its whole subtree.
-        ids = [i.id for i in failed if i.group_id not in failed_ids]
+        # A folder failed only because of its children retries just those children; a folder
+        # that failed itself (e.g. interrupted expansion) is expanded again.
+        ids = [i.id for i in failed if not i.is_container or i.error_code != "child_failed"]
         if not ids:
             return None
         return self.reindex_items(b.id, ids, reacquire=False, wait=wait)

@@ -55,7 +55,9 @@ def reindex_subtree(rt: Runtime, ctx: JobContext) -> None:
                 )
                 scheduled += 1
                 continue
-            if reacquire and _can_rescan(root):
+            # A folder whose own expansion failed can only be fixed by expanding it again.
+            expansion_failed = root.status == "failed" and root.error_code != "child_failed"
+            if (reacquire or expansion_failed) and _can_rescan(root):
                 item_repo.set_statuses_raw(conn, [root.id], "preparing")
                 schedule_item(
                     rt, conn, base, item_repo.get(conn, root.id), parent_job_id=ctx.job.id
