@@ -446,10 +446,15 @@ def build_server(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> 
         type: str | None,
         path: str | None,
         url: str | None,
+        content: str | None,
         title: str | None,
         conceptIds: list[str] | None,
     ) -> Any:
-        """Decide before the body runs: refuse bad calls, else ask the user (or allow_writes)."""
+        """Decide before the body runs: refuse bad calls, else ask the user (or allow_writes).
+
+        An add is validated here (path exists, type supported, note text, SSRF guard), so the
+        user is never asked to approve a call that would fail anyway.
+        """
         try:
             b = scope.base(baseId)
         except OutOfScope as exc:
@@ -459,6 +464,13 @@ def build_server(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> 
         problem = _manage_problem(action, type, path, url, conceptIds)
         if problem:
             return _Decision(False, {"error": problem, "code": "invalid_input"})
+        if action == "add":
+            from knowbase.ingestion.inputs import validate
+
+            try:
+                validate(_add_input(kb, b, type, path, url, content, title))
+            except KnowbaseError as exc:
+                return _Decision(False, {"error": exc.message, "code": exc.code, "hint": exc.hint})
         if _client_elicits(ctx):
             return Elicit(_approval_text(b, action, type, path, url, title, conceptIds), Approve)
         if allow_writes:
