@@ -1,0 +1,187 @@
+"""HTTP load check: 50 concurrent search clients for 30 s against a ~10k-chunk base while an
+import runs. Prints p50/p95/p99 latency, throughput and the error count.
+
+    .venv/bin/python bench/http_load.py                 # defaults: 50 clients, 30 s, 10k chunks
+    .venv/bin/python bench/http_load.py --clients 10 --seconds 5 --files 200   # a quick look
+
+Target on the 2-core dev machine: zero errors, p99 < 250 ms. The base is BM25-only (no model
+load); its corpus is generated Markdown under a temp home, added as a folder. The server is a
+separate process (uvicorn + the job workers, as ``kb serve`` runs), so client and server do not
+share a GIL; the import (another folder, added over HTTP by local path) runs in its workers
+while the clients search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+SERVER = """
+import sys, uvicorn
+from pathlib import Path
+from knowbase.interfaces.http import create_app
+from knowbase.service import Knowledge
+from knowbase.settings import load_settings
+home, port, root = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+with Knowledge(load_settings(home)) as kb:
+    kb.start_workers()
+    app = create_app(kb, local_path_roots=[root])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+"""
+
+
+def vocabulary(n: int, rng: random.Random) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choice(letters) for _ in range(rng.randint(4, 9))) for _ in range(n)]
+
+
+def write_corpus(folder: Path, files: int, paragraphs: int, words: list[str], seed: int) -> None:
+    """``files`` Markdown notes of ``paragraphs`` paragraphs (~1 chunk each at 64 tokens)."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    for f in range(files):
+        paras = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(28, 36))) + "."
+            for _ in range(paragraphs)
+        ]
+        body = f"# Note {seed}-{f}\n\n" + "\n\n".join(paras) + "\n"
+        (folder / f"note_{f:05d}.md").write_text(body, encoding="utf-8")
+
+
+def build_base(home: Path, corpus: Path) -> int:
+    """Create the BM25 base, import ``corpus`` in this process, return its chunk count."""
+    from knowbase.ingestion.inputs import AddInput
+    from knowbase.service import Knowledge
+    from knowbase.settings import load_settings
+
+    with Knowledge(load_settings(home)) as kb:
+        kb.create_base("bench", chunk_size=64, chunk_overlap=0)
+        t0 = time.monotonic()
+        result = kb.add("bench", [AddInput.directory(corpus)], wait=True, timeout_s=1800)
+        counts = kb.counts("bench")
+        chunks = sum(
+            int(j.progress_details.get("chunks", 0))
+            for j in kb.job_tree(result.job_ids)
+            if j.kind.endswith("index-documents")
+        )
+        print(
+            f"built base: {counts} items, {chunks} chunks in {time.monotonic() - t0:.1f} s",
+            flush=True,
+        )
+        return chunks
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def client_loop(
+    client: httpx.AsyncClient, words: list[str], stop_at: float, seed: int, out: dict
+) -> None:
+    rng = random.Random(seed)
+    while time.monotonic() < stop_at:
+        query = " ".join(rng.sample(words, 2))
+        t0 = time.perf_counter()
+        try:
+            r = await client.get("/bases/bench/search", params={"q": query, "top_k": 10})
+            ok = r.status_code == 200
+            if not ok:
+                out["errors"].append(f"{r.status_code}: {r.text[:200]}")
+        except httpx.HTTPError as exc:
+            ok = False
+            out["errors"].append(f"{type(exc).__name__}: {exc}")
+        if ok:
+            out["latencies"].append(time.perf_counter() - t0)
+
+
+def pct(sorted_values: list[float], p: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    i = min(len(sorted_values) - 1, max(0, round(p / 100 * len(sorted_values)) - 1))
+    return sorted_values[i]
+
+
+async def run_load(url: str, clients: int, seconds: float, words: list[str], import_dir: Path):
+    out: dict = {"latencies": [], "errors": []}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+        r = await client.post(
+            "/bases/bench/items", json={"inputs": [{"type": "directory", "path": str(import_dir)}]}
+        )
+        r.raise_for_status()
+        print(f"import started over HTTP: {import_dir.name}", flush=True)
+        stop_at = time.monotonic() + seconds
+        await asyncio.gather(*(client_loop(client, words, stop_at, n, out) for n in range(clients)))
+        items = (await client.get("/bases/bench/items")).json()
+    return out, items
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--files", type=int, default=1000, help="files in the base (10 chunks each)")
+    ap.add_argument("--import-files", type=int, default=300, help="files imported under load")
+    ap.add_argument("--home", type=Path, default=None, help="keep the home here (default: temp)")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="kb-http-load-"))
+    home = args.home or tmp / "home"
+    words = vocabulary(3000, random.Random(0))
+    write_corpus(tmp / "corpus" / "base", args.files, 10, words, seed=1)
+    write_corpus(tmp / "corpus" / "import", args.import_files, 10, words, seed=2)
+    chunks = build_base(home, tmp / "corpus" / "base")
+
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(home), str(port), str(tmp / "corpus")], env=env
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(url + "/status", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise SystemExit("the server did not start") from None
+                time.sleep(0.2)
+        httpx.get(url + "/bases/bench/search", params={"q": words[0]}, timeout=30)  # warm
+        out, items = asyncio.run(
+            run_load(url, args.clients, args.seconds, words, tmp / "corpus" / "import")
+        )
+    finally:
+        server.terminate()
+        server.wait(30)
+
+    lat = sorted(out["latencies"])
+    imported = [i for i in items if i["data"].get("relative_path", "").startswith("import")]
+    done = sum(1 for i in imported if i["status"] == "completed")
+    print(
+        f"base: {chunks} chunks; {args.clients} clients for {args.seconds:.0f} s\n"
+        f"requests ok: {len(lat)}  ({len(lat) / args.seconds:.0f}/s)\n"
+        f"latency ms: p50 {pct(lat, 50) * 1000:.1f}  p95 {pct(lat, 95) * 1000:.1f}  "
+        f"p99 {pct(lat, 99) * 1000:.1f}  max {(lat[-1] if lat else float('nan')) * 1000:.1f}\n"
+        f"errors: {len(out['errors'])}\n"
+        f"import under load: {done}/{len(imported)} items completed when the clients stopped"
+    )
+    for e in out["errors"][:5]:
+        print("  error:", e)
+
+
+if __name__ == "__main__":
+    main()
