@@ -17,6 +17,7 @@ from knowbase.runtime import Runtime
 from knowbase.storage import artifact_path
 from knowbase.tasks.common import live_item
 from knowbase.tasks.kinds import INDEX_DOCUMENTS, PROCESS_FILE
+from knowbase.tasks.snapshots import mark_origin_missing, reacquire_file
 
 
 def process_file(rt: Runtime, ctx: JobContext) -> None:
@@ -24,6 +25,10 @@ def process_file(rt: Runtime, ctx: JobContext) -> None:
     if found is None:
         return
     base, item = found
+    if ctx.payload.get("reacquire"):
+        # A reindex re-copies the origin before OCR; the artifact of the old copy is stale.
+        item, found_origin = reacquire_file(rt, base, item)
+        mark_origin_missing(rt, item.id, not found_origin)
     from knowbase.pipeline.processing import get_processor
 
     processor = get_processor(base.file_processor_id)
