@@ -199,3 +199,45 @@ def test_reindex_of_a_changed_scan_runs_ocr_again(knowledge: Knowledge, src: Pat
     assert knowledge.search(base.id, "monday").results == []
     (hit,) = knowledge.search(base.id, "friday").results
     assert hit.concept_id == "memo.md" and hit.locator == {"page": 1}
+
+
+def locked_pdf(path: Path, tmp: Path) -> Path:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    writer.append(PdfReader(str(pdf(tmp / "plain.pdf", [("text", "Top secret plans")]))))
+    writer.encrypt(user_password="hunter2", owner_password="owner", algorithm="AES-128")
+    with path.open("wb") as fh:
+        writer.write(fh)
+    return path
+
+
+@needs_tesseract
+def test_broken_pdfs_fail_alone_in_an_ocr_base(
+    knowledge: Knowledge, src: Path, tmp_path: Path
+) -> None:
+    """The process-file job fails a bad PDF with the same codes the readers use."""
+    import random
+
+    base = knowledge.create_base("ocr", file_processor_id="tesseract")
+    folder = src / "inbox"
+    folder.mkdir()
+    (folder / "garbage.pdf").write_bytes(random.Random(5).randbytes(3000))
+    locked_pdf(folder / "locked.pdf", tmp_path)
+    whole = pdf(tmp_path / "whole.pdf", [("text", "page " + "words " * 40)] * 3).read_bytes()
+    (folder / "cut.pdf").write_bytes(whole[: len(whole) // 2])
+    (folder / "ok.md").write_text("Gannets dive for fish.\n", encoding="utf-8")
+    root = knowledge.add(base.id, [AddInput.directory(folder)], wait=True, timeout_s=60).items[0]
+    leaves = {i.relative_path: i for i in knowledge.list_items(base.id) if i.type == "file"}
+    assert {r: (i.status, i.error_code) for r, i in leaves.items()} == {
+        "inbox/garbage.pdf": ("failed", "unreadable_file"),
+        "inbox/locked.pdf": ("failed", "encrypted_file"),
+        "inbox/cut.pdf": ("failed", "unreadable_file"),
+        "inbox/ok.md": ("completed", None),
+    }
+    assert "password" in (leaves["inbox/locked.pdf"].error_message or "")
+    storage = knowledge.rt.storage(base.id)
+    assert not any(storage.exists(f"inbox/{s}.md") for s in ("garbage", "locked", "cut"))
+    assert knowledge.get_item(base.id, root.id).error_code == "child_failed"
+    (hit,) = knowledge.search(base.id, "gannets").results
+    assert hit.concept_id == "inbox/ok.md"

@@ -199,6 +199,17 @@ def test_every_format_is_indexed_with_locators(knowledge: Knowledge, tmp_path: P
 # --- the bad-input corpus ----------------------------------------------------------------------
 
 
+def locked_pdf(path: Path, tmp: Path) -> Path:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    writer.append(PdfReader(str(make_pdf(tmp / "plain.pdf", ["Top secret plans"]))))
+    writer.encrypt(user_password="hunter2", owner_password="owner", algorithm="AES-128")
+    with path.open("wb") as fh:
+        writer.write(fh)
+    return path
+
+
 def build_corpus(root: Path, tmp: Path) -> dict[str, str | None]:
     """A folder of broken files plus two good ones: file name → expected error code."""
     root.mkdir(parents=True)
@@ -211,6 +222,7 @@ def build_corpus(root: Path, tmp: Path) -> dict[str, str | None]:
     rng = random.Random(3)
     (root / "garbage.txt").write_bytes(bytes(rng.randrange(128, 256) for _ in range(4000)))
     zip_bomb_xlsx(root / "bomb.xlsx")
+    locked_pdf(root / "locked.pdf", tmp)
     (root / "good.md").write_text("# Good\n\nThe heron waits by the pond.\n", encoding="utf-8")
     make_csv(root / "good.csv")
     return {
@@ -221,6 +233,7 @@ def build_corpus(root: Path, tmp: Path) -> dict[str, str | None]:
         "random.docx": "unreadable_file",
         "garbage.txt": "unreadable_file",
         "bomb.xlsx": "unreadable_file",
+        "locked.pdf": "encrypted_file",
         "good.md": None,
         "good.csv": None,
     }
@@ -243,6 +256,7 @@ def test_bad_input_corpus_fails_each_file_alone(knowledge: Knowledge, tmp_path: 
         assert item.status == ("completed" if expected[name] is None else "failed"), name
         assert bool(item.error_message) == (expected[name] is not None), name
     assert "zip" in (leaves["bomb.xlsx"].error_message or "").lower()
+    assert leaves["locked.pdf"].error_message.endswith("remove the password and add the file again")
     assert (root.status, root.error_code) == ("failed", "child_failed")
     (hit,) = knowledge.search(base.id, "heron pond").results
     assert hit.concept_id == "corpus/good.md" and hit.locator == {"heading": ["Good"]}
@@ -271,4 +285,4 @@ def test_bad_files_added_one_by_one_fail_alone_in_one_batch(
     result = knowledge.add(base.id, inputs, wait=True, timeout_s=90)
     got = {i.concept_id: knowledge.get_item(base.id, i.id).error_code for i in result.items}
     assert got == expected
-    assert knowledge.counts(base.id) == {"completed": 2, "failed": 7}
+    assert knowledge.counts(base.id) == {"completed": 2, "failed": 8}
