@@ -290,9 +290,14 @@ def reserved_relative_paths(
     exclude_item_id: str | None = None,
     processable: frozenset[str] = frozenset(),
 ) -> set[str]:
-    """Paths taken by non-deleting rows, plus prospective ``<stem>.md`` of unprocessed files."""
+    """Paths taken by every row, plus prospective ``<stem>.md`` of unprocessed files.
+
+    ``deleting`` rows count too (the origin skipped them): their files stay on disk until the
+    purge job runs, so reusing the name would fail the copy — or, for a folder prefix, mix new
+    files into a directory that the purge is about to remove.
+    """
     reserved: set[str] = set()
-    for item in list_items(conn, base_id):
+    for item in list_items(conn, base_id, include_deleting=True):
         if item.id == exclude_item_id:
             continue
         rel = item.data.get("relative_path")
