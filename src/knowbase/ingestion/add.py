@@ -18,7 +18,12 @@ from knowbase.ingestion.inputs import AddInput, validate
 from knowbase.ingestion.purge import cancel_subtree_jobs, purge_rows
 from knowbase.ingestion.scheduling import schedule_item
 from knowbase.runtime import Runtime
-from knowbase.storage import artifact_path, reserve_relative_path, sanitize_filename
+from knowbase.storage import (
+    BaseStorage,
+    artifact_path,
+    reserve_relative_path,
+    sanitize_filename,
+)
 
 log = logging.getLogger(__name__)
 Strategy = Literal["rename", "detect", "replace"]
@@ -94,6 +99,22 @@ def add_items(
     return result
 
 
+def reserve_free_path(
+    storage: BaseStorage, name: str, reserved: set[str], *, reserve_artifact: bool = False
+) -> str:
+    """:func:`reserve_relative_path`, also skipping names something already occupies on disk.
+
+    A crash between copying a file and committing its row leaves an unowned file behind; the
+    catalog cannot know it, so without this check that name would fail every later copy.
+    """
+    while True:
+        rel = reserve_relative_path(name, reserved, reserve_artifact=reserve_artifact)
+        taken = storage.exists(rel) or (reserve_artifact and storage.exists(artifact_path(rel)))
+        if not taken:
+            return rel
+        log.warning("skipping %s: the file exists but no item owns it", rel)
+
+
 def _materialise(
     storage, inp: AddInput, reserved: set[str], processes: bool, created: list[str]
 ) -> dict:  # type: ignore[no-untyped-def]
@@ -105,7 +126,7 @@ def _materialise(
         name = sanitize_filename(Path(inp.source).name or Path(inp.path).name)
         ext = posixpath.splitext(name)[1].lower()
         wants_md = bool(inp.indexed_path) or (processes and ext in PROCESSABLE_EXTENSIONS)
-        rel = reserve_relative_path(name, reserved, reserve_artifact=wants_md)
+        rel = reserve_free_path(storage, name, reserved, reserve_artifact=wants_md)
         storage.copy_in(Path(inp.path), rel)
         created.append(rel)
         data = {"source": inp.source, "relative_path": rel}
@@ -118,7 +139,7 @@ def _materialise(
     if inp.type == "url":
         data = {"source": inp.source, "url": inp.url}
         if inp.snapshot_path:
-            rel = reserve_relative_path(Path(inp.snapshot_path).name, reserved)
+            rel = reserve_free_path(storage, Path(inp.snapshot_path).name, reserved)
             storage.copy_in(Path(inp.snapshot_path), rel)
             created.append(rel)
             data["relative_path"] = rel

@@ -74,6 +74,9 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
                 reserved = item_repo.reserved_relative_paths(
                     conn, base.id, processes=False, exclude_item_id=item.id
                 )
+                # A folder on disk that no row owns (a crash mid-copy) must not be reused.
+                if storage.raw.is_dir():
+                    reserved.update(p.name for p in storage.raw.iterdir())
                 prefix = choose_directory_prefix(origin, reserved)
             # Pin the prefix before any copy, so a crash never leaves unowned files.
             item_repo.update_data(conn, item.id, relative_path=prefix, skipped=report)

@@ -13,8 +13,9 @@ from pathlib import Path
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import EmptyContent
+from knowbase.ingestion.add import reserve_free_path
 from knowbase.runtime import Runtime
-from knowbase.storage import note_snapshot_slug, reserve_relative_path, url_snapshot_slug
+from knowbase.storage import note_snapshot_slug, url_snapshot_slug
 from knowbase.tasks.common import iso_now
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def ensure_snapshot(rt: Runtime, base: Base, item: Item, *, refresh: bool = Fals
             rel = current.relative_path
         else:
             reserved = item_repo.reserved_relative_paths(conn, base.id, processes=False)
-            rel = reserve_relative_path(f"{slug}.md", reserved)
+            rel = reserve_free_path(storage, f"{slug}.md", reserved)
             storage.write_text(rel, text)
         fields = {"relative_path": rel}
         if title:
