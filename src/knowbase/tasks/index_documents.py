@@ -78,6 +78,8 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
         else:
             item = ensure_snapshot(rt, base, item, refresh=True)
     item = ensure_snapshot(rt, base, item)
+    if not item.concept_id and live_item(rt, ctx.payload) is None:
+        return  # deleted while its snapshot was being captured
     documents = read_item(rt, base, item)
     ctx.check_cancelled()
 
