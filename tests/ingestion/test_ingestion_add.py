@@ -302,3 +302,36 @@ def test_empty_file_fails_no_text_extracted(kb: Knowledge, bm25_base: Base, src:
     assert item.status == "failed"
     assert item.error_code == "no_text_extracted"
     assert kb.rt.store(kb.get_base(bm25_base.id)).material_ids() == set()
+
+
+# --- names still held on disk ------------------------------------------------------------------
+def test_a_pending_delete_keeps_its_names_reserved(
+    kb: Knowledge, bm25_base: Base, src: Path
+) -> None:
+    """The purge has not run yet, so ``a.md`` is still on disk: the new file becomes a_1.md."""
+    old = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "old"))], wait=True).items[0]
+    kb.delete_items(bm25_base.id, [old.id])  # no worker running: the purge waits
+    new = kb.add(bm25_base.id, [AddInput.file(write(src / "n" / "a.md", "new"))]).items[0]
+    assert new.relative_path == "a_1.md"
+    kb.run_until_idle(timeout_s=30)
+    assert [(i.id, i.status) for i in kb.list_items(bm25_base.id)] == [(new.id, "completed")]
+    assert raw_files(kb, bm25_base) == {"a_1.md"}
+
+
+def test_an_unowned_file_on_disk_is_skipped(kb: Knowledge, bm25_base: Base, src: Path) -> None:
+    """A crash between copy and commit leaves a file no row owns; it must not block the name."""
+    write(kb.rt.storage(bm25_base.id).path_of("a.md"), "orphan")
+    write(kb.rt.storage(bm25_base.id).path_of("docs") / "x.md", "orphan folder")
+    write(src / "docs" / "y.md", "real folder")
+    result = kb.add(
+        bm25_base.id,
+        [AddInput.file(write(src / "a.md", "real")), AddInput.directory(src / "docs")],
+        wait=True,
+    )
+    assert result.items[0].relative_path == "a_1.md"
+    assert {i.relative_path for i in kb.list_items(bm25_base.id)} == {
+        "a_1.md",
+        "docs_1",
+        "docs_1/y.md",
+    }
+    assert {i.status for i in kb.list_items(bm25_base.id)} == {"completed"}
