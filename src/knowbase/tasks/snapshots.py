@@ -12,7 +12,7 @@ from pathlib import Path
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import EmptyContent
+from knowbase.errors import EmptyContent, OriginMissing, Unavailable
 from knowbase.ingestion.add import reserve_free_path
 from knowbase.runtime import Runtime
 from knowbase.storage import note_snapshot_slug, url_snapshot_slug
@@ -54,7 +54,16 @@ def ensure_snapshot(rt: Runtime, base: Base, item: Item, *, refresh: bool = Fals
     if item.type == "note":
         slug, text = _note_body(rt, item)
     else:
-        slug, text, title = _url_body(rt, base, item)
+        try:
+            slug, text, title = _url_body(rt, base, item)
+        except (OriginMissing, Unavailable) as exc:
+            if not (refresh and item.relative_path):
+                raise
+            # DESIGN improvement 1: a page that is gone (404/410, or the server unreachable)
+            # never fails a reindex; the item is rebuilt from its snapshot and says so.
+            log.warning("keeping the snapshot of %s: %s", item.data.get("url"), exc)
+            with rt.catalog.write_tx() as conn:
+                return item_repo.update_data(conn, item.id, warning="origin_missing")
     storage = rt.storage(base.id)
     with rt.lock(base.id), rt.catalog.write_tx() as conn:
         current = item_repo.find(conn, item.id)
@@ -69,9 +78,11 @@ def ensure_snapshot(rt: Runtime, base: Base, item: Item, *, refresh: bool = Fals
             reserved = item_repo.reserved_relative_paths(conn, base.id, processes=False)
             rel = reserve_free_path(storage, f"{slug}.md", reserved)
             storage.write_text(rel, text)
-        fields = {"relative_path": rel}
+        fields: dict[str, str | None] = {"relative_path": rel}
         if title:
             fields["title"] = title
+        if refresh and current.data.get("warning"):
+            fields["warning"] = None  # the origin answered again
         return item_repo.update_data(conn, item.id, **fields)
 
 
