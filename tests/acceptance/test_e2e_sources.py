@@ -363,3 +363,32 @@ def test_note_snapshot_written_on_first_index_and_rewritten_by_reindex(
     assert strip_okf_frontmatter(second) == content
     assert knowledge.search(base.id, "vandalised").results == []
     assert [h.item_id for h in knowledge.search(base.id, "axolotls").results] == [item.id]
+
+
+def test_url_reindex_when_the_page_is_gone_rebuilds_from_the_snapshot(
+    knowledge: Knowledge, site: Site
+) -> None:
+    """DESIGN improvement 1: a gone origin never fails a reindex; the raw/ copy is rebuilt and
+    the item reports ``origin_missing``."""
+    base = knowledge.create_base("gone", allow_local_urls=True, file_processor_id=None)
+    item = knowledge.add(
+        base.id, [AddInput.web(site.url("/article.html"))], wait=True, timeout_s=60
+    ).items[0]
+    snapshot = raw_text(knowledge, base.id, knowledge.get_item(base.id, item.id).concept_id)
+    del site.pages["/article.html"]  # now a 404
+    knowledge.reindex_items(base.id, [item.id], wait=True)
+    item = knowledge.get_item(base.id, item.id)
+    assert (item.status, item.error_code) == ("completed", None)
+    assert item.data.get("warning") == "origin_missing"
+    assert raw_text(knowledge, base.id, item.concept_id) == snapshot
+    assert [h.item_id for h in knowledge.search(base.id, "narwhals").results] == [item.id]
+
+    # The page comes back: the next reindex fetches it again and clears the warning.
+    site.pages["/article.html"] = (
+        "text/html",
+        article("Migration Guide - Docs", "Migration Guide", "Orcas hunt in pods."),
+    )
+    knowledge.reindex_items(base.id, [item.id], wait=True)
+    item = knowledge.get_item(base.id, item.id)
+    assert item.status == "completed" and "warning" not in item.data
+    assert [h.item_id for h in knowledge.search(base.id, "orcas pods").results] == [item.id]
