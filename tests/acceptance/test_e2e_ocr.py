@@ -178,13 +178,6 @@ def test_folder_with_pdf_and_same_stem_md_keeps_both(knowledge: Knowledge, src: 
 
 
 @needs_tesseract
-@pytest.mark.xfail(
-    strict=True,
-    reason="ingestion/scheduling.py: schedule_item(reacquire=True) sends an already processed "
-    "file straight to index-documents (needs_processing is False once indexed_relative_path is "
-    "set), so the stale <stem>.md is re-indexed; it should enqueue process-file with "
-    "reacquire (process_file handles that payload)",
-)
 def test_reindex_of_a_changed_scan_runs_ocr_again(knowledge: Knowledge, src: Path) -> None:
     base = knowledge.create_base("ocr", file_processor_id="tesseract")
     scan = pdf(src / "memo.pdf", [("scan", "Meeting moved to Monday")])

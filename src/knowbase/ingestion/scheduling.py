@@ -16,13 +16,14 @@ from knowbase.runtime import Runtime, queue_of
 from knowbase.tasks import kinds
 
 
-def needs_processing(base: Base, item: Item) -> bool:
-    """A file goes through the processor when the base has one and no artifact exists yet."""
+def needs_processing(base: Base, item: Item, *, reacquire: bool = False) -> bool:
+    """A file goes through the processor when the base has one and no artifact exists yet,
+    or again on a re-acquiring reindex (the re-copied original makes the artifact stale)."""
     from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
 
     if item.type != "file" or not base.file_processor_id:
         return False
-    if item.data.get("indexed_relative_path"):
+    if item.data.get("indexed_relative_path") and not reacquire:
         return False
     rel = item.data.get("relative_path") or ""
     return posixpath.splitext(rel)[1].lower() in PROCESSABLE_EXTENSIONS
@@ -51,7 +52,9 @@ def schedule_item(
             idempotency_key=kinds.prepare_key(base.id, item.id),
             parent_id=parent_job_id,
         )
-    if needs_processing(base, item):
+    if needs_processing(base, item, reacquire=reacquire):
+        if reacquire:
+            payload["reacquire"] = True
         return rt.jobs.enqueue(
             conn,
             kinds.PROCESS_FILE.name,

@@ -40,6 +40,11 @@ def failure_of(status: str, error: BaseException | None) -> tuple[str, str]:
         return "indexing_interrupted", "Indexing was interrupted (job cancelled or abandoned)"
     code = getattr(error, "code", None) or "job_failed"
     message = str(error).strip() if error is not None else ""
+    # An item keeps only a code and a message: fold the hint in so the user learns the fix
+    # ("enable OCR…", "remove the password…").
+    hint = getattr(error, "hint", None)
+    if message and hint and hint not in message:
+        message = f"{message.rstrip('.')}: {hint}"
     return code, message or f"Job {status}"
 
 

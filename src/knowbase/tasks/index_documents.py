@@ -6,7 +6,7 @@ import logging
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import InvalidInput, ItemFailed, NoTextExtracted
+from knowbase.errors import InvalidInput, NoTextExtracted
 from knowbase.jobs.context import JobContext
 from knowbase.pipeline.documents import ChunkSettings, Document
 from knowbase.pipeline.store.base import MaterialInput
@@ -46,15 +46,7 @@ def read_item(rt: Runtime, base: Base, item: Item) -> list[Document]:
 
         return read_processed_markdown(path.read_text(encoding="utf-8"))
     if item.type == "file":
-        try:
-            return read_file_isolated(path, max_bytes=rt.settings.max_file_bytes)
-        except ItemFailed as exc:
-            # An item keeps only a code and a message: fold the hint in so the user learns the
-            # fix ("enable OCR…", "remove the password…"); the hint alone was lost.
-            if exc.hint and exc.hint not in exc.message:
-                message = f"{exc.message.rstrip('.')}: {exc.hint}"
-                raise type(exc)(message, hint=exc.hint, **exc.details) from exc
-            raise
+        return read_file_isolated(path, max_bytes=rt.settings.max_file_bytes)
     return read_markdown_text(strip_okf_frontmatter(path.read_text(encoding="utf-8")))
 
 
