@@ -22,12 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 import httpx
 
 SERVER = """
-import sys, uvicorn
+import os, sys, uvicorn
 from pathlib import Path
 from knowbase.interfaces.http import create_app
 from knowbase.service import Knowledge
@@ -35,7 +36,8 @@ from knowbase.settings import load_settings
 home, port, root = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 with Knowledge(load_settings(home)) as kb:
     kb.start_workers()
-    app = create_app(kb, local_path_roots=[root])
+    concurrency = int(os.environ.get("KB_BENCH_SEARCH_CONCURRENCY", "0")) or None
+    app = create_app(kb, local_path_roots=[root], search_concurrency=concurrency)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 """
 
@@ -81,29 +83,78 @@ def build_base(home: Path, corpus: Path) -> int:
         return chunks
 
 
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), to tell a CPU-bound server from a slow client."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+class RawClient:
+    """A minimal keep-alive HTTP/1.1 GET client on asyncio streams.
+
+    httpx's async client spends ~10 ms of CPU per request here, as much as the server: with
+    50 of them on two cores the bench would measure its own client. This one parses only the
+    status line and Content-Length (uvicorn always sends it for JSON).
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self, target: str) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        self.writer.write(f"GET {target} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode())
+        await self.writer.drain()
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        length = next(
+            int(v)
+            for k, _, v in (ln.partition(":") for ln in lines[1:])
+            if k.lower() == "content-length"
+        )
+        return status, await self.reader.readexactly(length)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 async def client_loop(
-    client: httpx.AsyncClient, words: list[str], stop_at: float, seed: int, out: dict
+    host: str, port: int, words: list[str], stop_at: float, seed: int, out: dict
 ) -> None:
     rng = random.Random(seed)
-    while time.monotonic() < stop_at:
-        query = " ".join(rng.sample(words, 2))
-        t0 = time.perf_counter()
-        try:
-            r = await client.get("/bases/bench/search", params={"q": query, "top_k": 10})
-            ok = r.status_code == 200
-            if not ok:
-                out["errors"].append(f"{r.status_code}: {r.text[:200]}")
-        except httpx.HTTPError as exc:
-            ok = False
-            out["errors"].append(f"{type(exc).__name__}: {exc}")
-        if ok:
-            out["latencies"].append(time.perf_counter() - t0)
+    client = RawClient(host, port)
+    try:
+        while time.monotonic() < stop_at:
+            query = urllib.parse.urlencode({"q": " ".join(rng.sample(words, 2)), "top_k": 10})
+            t0 = time.perf_counter()
+            try:
+                status, body = await client.get(f"/bases/bench/search?{query}")
+                ok = status == 200
+                if not ok:
+                    out["errors"].append(f"{status}: {body[:200]!r}")
+            except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration) as exc:
+                ok = False
+                out["errors"].append(f"{type(exc).__name__}: {exc}")
+                await client.close()
+                client = RawClient(host, port)
+            if ok:
+                out["latencies"].append(time.perf_counter() - t0)
+    finally:
+        await client.close()
 
 
 def pct(sorted_values: list[float], p: float) -> float:
@@ -123,7 +174,11 @@ async def run_load(url: str, clients: int, seconds: float, words: list[str], imp
         r.raise_for_status()
         print(f"import started over HTTP: {import_dir.name}", flush=True)
         stop_at = time.monotonic() + seconds
-        await asyncio.gather(*(client_loop(client, words, stop_at, n, out) for n in range(clients)))
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        await asyncio.gather(
+            *(client_loop(host, port, words, stop_at, n, out) for n in range(clients))
+        )
         items = (await client.get("/bases/bench/items")).json()
     return out, items
 
@@ -134,15 +189,22 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--files", type=int, default=1000, help="files in the base (10 chunks each)")
     ap.add_argument("--import-files", type=int, default=300, help="files imported under load")
-    ap.add_argument("--home", type=Path, default=None, help="keep the home here (default: temp)")
+    ap.add_argument(
+        "--home", type=Path, default=None, help="keep the home here; reused when it exists"
+    )
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="kb-http-load-"))
     home = args.home or tmp / "home"
     words = vocabulary(3000, random.Random(0))
-    write_corpus(tmp / "corpus" / "base", args.files, 10, words, seed=1)
+    if not (args.home and (home / "catalog.sqlite").exists()):
+        write_corpus(tmp / "corpus" / "base", args.files, 10, words, seed=1)
     write_corpus(tmp / "corpus" / "import", args.import_files, 10, words, seed=2)
-    chunks = build_base(home, tmp / "corpus" / "base")
+    if args.home and (home / "catalog.sqlite").exists():
+        chunks = -1  # reused: built by an earlier run
+        print(f"reusing the base in {home}", flush=True)
+    else:
+        chunks = build_base(home, tmp / "corpus" / "base")
 
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -161,13 +223,16 @@ def main() -> None:
                     raise SystemExit("the server did not start") from None
                 time.sleep(0.2)
         httpx.get(url + "/bases/bench/search", params={"q": words[0]}, timeout=30)  # warm
+        cpu0, client0 = _cpu_seconds(server.pid), time.process_time()
         out, items = asyncio.run(
             run_load(url, args.clients, args.seconds, words, tmp / "corpus" / "import")
         )
+        server_cpu = _cpu_seconds(server.pid)
     finally:
         server.terminate()
         server.wait(30)
 
+    client_cpu = time.process_time() - client0
     lat = sorted(out["latencies"])
     imported = [i for i in items if i["data"].get("relative_path", "").startswith("import")]
     done = sum(1 for i in imported if i["status"] == "completed")
@@ -177,6 +242,8 @@ def main() -> None:
         f"latency ms: p50 {pct(lat, 50) * 1000:.1f}  p95 {pct(lat, 95) * 1000:.1f}  "
         f"p99 {pct(lat, 99) * 1000:.1f}  max {(lat[-1] if lat else float('nan')) * 1000:.1f}\n"
         f"errors: {len(out['errors'])}\n"
+        f"cpu s during load: server {server_cpu - cpu0:.1f}, client {client_cpu:.1f} "
+        f"(wall {args.seconds:.0f})\n"
         f"import under load: {done}/{len(imported)} items completed when the clients stopped"
     )
     for e in out["errors"][:5]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,6 +204,7 @@ def create_app(
     require_token: bool = False,
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     local_path_roots: list[Path] | None = None,
+    search_concurrency: int | None = None,
 ) -> FastAPI:
     """The API over ``kb``. The caller owns ``kb`` (open and close it around the server).
 
@@ -210,6 +212,8 @@ def create_app(
     refuses to build an app without one (``kb serve`` sets it for non-loopback hosts).
     ``local_path_roots``: ``file``/``directory`` inputs must resolve under one of them (none →
     local-path adds are refused; uploads always work). ``max_upload_bytes`` bounds any body.
+    ``search_concurrency``: searches run at most this many at a time, the rest queue (default:
+    the CPU count, at most 4).
     """
     from knowbase.interfaces import http_bases, http_events, http_items, http_query
 
@@ -230,6 +234,8 @@ def create_app(
         responses=responses,
     )
     app.state.kb = kb
+    app.state.search_concurrency = max(1, search_concurrency or min(4, os.cpu_count() or 1))
+    app.state.search_limiter = None
     app.state.max_upload_bytes = max_upload_bytes
     app.state.local_path_roots = [Path(r).expanduser().resolve() for r in local_path_roots or []]
     app.add_exception_handler(KnowbaseError, _knowbase_error)
@@ -242,8 +248,8 @@ def create_app(
     return app
 
 
-def get_kb(request: Request) -> Knowledge:
-    """The dependency every route uses to reach the facade."""
+async def get_kb(request: Request) -> Knowledge:
+    """The dependency every route uses to reach the facade (async: no threadpool hop)."""
     return request.app.state.kb
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, Depends, Query, Request
 
 from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http_models import (
@@ -37,25 +39,45 @@ def _results(base: Any, response: Any) -> list[dict[str, Any]]:
     return [{**asdict(r), "base_id": base.id, "base_name": base.name} for r in response.results]
 
 
+def _search_body(kb: Any, base: str, query: str, top_k: int | None) -> dict[str, Any]:
+    b, response = _search_one(kb, base, query, top_k)
+    return {"results": _results(b, response), "mode": response.mode, "explain": response.explain}
+
+
+async def _run_search(request: Request, fn: Any, *args: Any) -> Any:
+    """Run a search in the threadpool under the app's search limiter.
+
+    A search is ~10 ms of CPU under the GIL; fifty of them in fifty threads thrash the GIL and
+    all finish late. A few at a time, the rest waiting cheaply on the event loop, gives the
+    same throughput with a much shorter tail (bench/http_load.py), and other routes keep the
+    default threadpool. The search routes are async so the whole request makes one hop.
+    """
+    state = request.app.state
+    if state.search_limiter is None:  # created lazily: anyio needs a running loop
+        state.search_limiter = anyio.CapacityLimiter(state.search_concurrency)
+    return await anyio.to_thread.run_sync(lambda: fn(*args), limiter=state.search_limiter)
+
+
 @router.get("/bases/{base}/search", response_model=SearchOut, tags=["search"])
-def search_get(
+async def search_get(
     base: str,
+    request: Request,
     q: str = Query(min_length=1, max_length=1000, description="the query"),
     top_k: int | None = Query(None, ge=1, le=1000),
     kb: Any = Depends(get_kb),
 ) -> dict[str, Any]:
     """Hybrid (or BM25-only) search over the base's completed items, with citations."""
-    b, response = _search_one(kb, base, q, top_k)
-    return {"results": _results(b, response), "mode": response.mode, "explain": response.explain}
+    return await _run_search(request, _search_body, kb, base, q, top_k)
 
 
 @router.post(
     "/bases/{base}/search", response_model=SearchOut, tags=["search"], responses=BODY_ERRORS
 )
-def search_post(base: str, body: SearchRequest, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+async def search_post(
+    base: str, body: SearchRequest, request: Request, kb: Any = Depends(get_kb)
+) -> dict[str, Any]:
     """Same as ``GET``, with the query in a JSON body."""
-    b, response = _search_one(kb, base, body.query, body.top_k)
-    return {"results": _results(b, response), "mode": response.mode, "explain": response.explain}
+    return await _run_search(request, _search_body, kb, base, body.query, body.top_k)
 
 
 @router.post("/search", response_model=MultiSearchOut, tags=["search"], responses=BODY_ERRORS)
