@@ -85,3 +85,24 @@ def test_sweep_reenqueues_orphaned_deletes_in_chunks(
     with kb.rt.catalog.read() as conn:
         assert item_repo.list_items(conn, bm25_base.id, include_deleting=True) == []
     assert kb.rt.store(kb.get_base(bm25_base.id)).material_ids() == set()
+
+
+def test_sweep_leaves_a_folder_whose_children_are_still_running(kb: Knowledge, src: Path) -> None:
+    """Once prepare-root is done no job names the folder rows; they are roll-ups of their
+    children and must not be failed as interrupted while the children index."""
+    base = kb.create_base("slow", embedding_model_id="hash:d64?delay=0.3", file_processor_id=None)
+    for i in range(6):
+        write(src / "docs" / f"sub{i % 2}" / f"f{i}.md", f"file {i}")
+    result = kb.add(base.id, [AddInput.directory(src / "docs")])
+    kb.start_workers(threads=1)
+    import time
+
+    deadline = time.monotonic() + 30
+    while kb.get_job(result.job_ids[0]).status != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    report = kb.recover()
+    assert report.interrupted == []
+    assert "failed" not in {i.status for i in kb.list_items(base.id)}
+    kb.wait(result.job_ids, timeout_s=30)
+    assert {i.status for i in kb.list_items(base.id)} == {"completed"}

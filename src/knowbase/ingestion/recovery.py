@@ -57,7 +57,12 @@ def sweep(rt: Runtime) -> SweepReport:
             active = item_repo.active_items(conn)
             if active:
                 parents = _parents(conn, active)
-                lost = [i.id for i in active if not _is_covered(i, covered, parents)]
+                uncovered = [i for i in active if not _is_covered(i, covered, parents)]
+                # A ``processing`` container is a roll-up of its children, not a job's work:
+                # no job names it once its expansion is done. Failing it would report a live
+                # import as interrupted; re-derive it from its children instead.
+                rolled_up = {i.id for i in uncovered if i.is_container and i.status == "processing"}
+                lost = [i.id for i in uncovered if i.id not in rolled_up]
                 if lost:
                     report.interrupted = item_repo.fail_items(
                         conn,
@@ -65,6 +70,8 @@ def sweep(rt: Runtime) -> SweepReport:
                         "indexing_interrupted",
                         "Indexing was interrupted (the process running it stopped)",
                     )
+                for container_id in rolled_up:
+                    item_repo.reconcile_containers(conn, container_id)
             roots_by_base: dict[str, list[str]] = {}
             for root in item_repo.deleting_roots(conn):
                 if root.id not in covered:
