@@ -106,9 +106,7 @@ def add_items(base: str, body: AddRequest, request: Request, kb: Any = Depends(g
     return _add_response(kb.add(base, inputs, strategy=body.conflict))
 
 
-@router.post(
-    "/bases/{base}/uploads", status_code=201, response_model=AddOut, responses=BODY_ERRORS
-)
+@router.post("/bases/{base}/uploads", status_code=201, response_model=AddOut, responses=BODY_ERRORS)
 def upload_items(
     base: str,
     files: list[UploadFile] = File(description="the files to store into the base"),
