@@ -35,10 +35,22 @@ from knowbase.service import Knowledge
 from knowbase.settings import load_settings
 home, port, root = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 with Knowledge(load_settings(home)) as kb:
-    kb.start_workers()
+    if sys.argv[4] == "workers":
+        kb.start_workers()
     concurrency = int(os.environ.get("KB_BENCH_SEARCH_CONCURRENCY", "0")) or None
     app = create_app(kb, local_path_roots=[root], search_concurrency=concurrency)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+"""
+
+
+WORKER = """
+import signal, sys, threading
+from knowbase.service import Knowledge
+from knowbase.settings import load_settings
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: stop.set())
+with Knowledge(load_settings(sys.argv[1]), start_workers=True):
+    stop.wait()
 """
 
 
@@ -190,6 +202,11 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=1000, help="files in the base (10 chunks each)")
     ap.add_argument("--import-files", type=int, default=300, help="files imported under load")
     ap.add_argument(
+        "--separate-worker",
+        action="store_true",
+        help="kb serve --no-workers plus a kb worker process (the import leaves the API's GIL)",
+    )
+    ap.add_argument(
         "--home", type=Path, default=None, help="keep the home here; reused when it exists"
     )
     args = ap.parse_args()
@@ -208,8 +225,14 @@ def main() -> None:
 
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    mode = "no-workers" if args.separate_worker else "workers"
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(home), str(port), str(tmp / "corpus")], env=env
+        [sys.executable, "-c", SERVER, str(home), str(port), str(tmp / "corpus"), mode], env=env
+    )
+    worker = (
+        subprocess.Popen([sys.executable, "-c", WORKER, str(home)], env=env)
+        if args.separate_worker
+        else None
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -229,15 +252,18 @@ def main() -> None:
         )
         server_cpu = _cpu_seconds(server.pid)
     finally:
-        server.terminate()
-        server.wait(30)
+        for proc in (server, worker):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
 
     client_cpu = time.process_time() - client0
     lat = sorted(out["latencies"])
     imported = [i for i in items if i["data"].get("relative_path", "").startswith("import")]
     done = sum(1 for i in imported if i["status"] == "completed")
     print(
-        f"base: {chunks} chunks; {args.clients} clients for {args.seconds:.0f} s\n"
+        f"base: {chunks} chunks; {args.clients} clients for {args.seconds:.0f} s; "
+        f"workers {'in a separate process' if args.separate_worker else 'in the server'}\n"
         f"requests ok: {len(lat)}  ({len(lat) / args.seconds:.0f}/s)\n"
         f"latency ms: p50 {pct(lat, 50) * 1000:.1f}  p95 {pct(lat, 95) * 1000:.1f}  "
         f"p99 {pct(lat, 99) * 1000:.1f}  max {(lat[-1] if lat else float('nan')) * 1000:.1f}\n"
