@@ -380,12 +380,8 @@ class Knowledge:
 
         def visible(material_ids: set[str]) -> dict[str, VisibleItem]:
             with self.rt.catalog.read() as conn:
-                found = item_repo.find_many(conn, material_ids)
-            return {
-                i.id: VisibleItem(i.id, i.type, i.title, i.source)
-                for i in found.values()
-                if i.base_id == base_id and i.status == "completed"
-            }
+                found = item_repo.find_completed(conn, base_id, material_ids)
+            return {i.id: VisibleItem(i.id, i.type, i.title, i.source) for i in found.values()}
 
         return visible
 

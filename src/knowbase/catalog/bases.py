@@ -97,7 +97,14 @@ def find_by_name(conn: Connection, name: str) -> Base | None:
 
 def resolve(conn: Connection, name_or_id: str) -> Base:
     """Every surface takes a name or an id."""
-    base = find(conn, name_or_id) or find_by_name(conn, name_or_id)
+    rows = conn.execute(
+        sa.select(kb_t).where(
+            sa.or_(kb_t.c.id == name_or_id, kb_t.c.name_key == name_key(name_or_id))
+        )
+    ).all()
+    # An id wins over a name that happens to look like another base's id.
+    rows.sort(key=lambda r: r.id != name_or_id)
+    base = Base.from_row(rows[0]) if rows else None
     if base is None:
         raise NotFound(f"no knowledge base named or with id {name_or_id!r}", base=name_or_id)
     return base

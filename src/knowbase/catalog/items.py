@@ -85,6 +85,19 @@ def find_many(conn: Connection, item_ids: Iterable[str]) -> dict[str, Item]:
     return out
 
 
+def find_completed(conn: Connection, base_id: str, item_ids: Iterable[str]) -> dict[str, Item]:
+    """The ``completed`` items of ``base_id`` among ``item_ids`` (search visibility, §7)."""
+    ids = list(dict.fromkeys(item_ids))
+    out: dict[str, Item] = {}
+    for part in _chunks(ids):
+        q = sa.select(it).where(
+            it.c.id.in_(part), it.c.base_id == base_id, it.c.status == "completed"
+        )
+        for row in conn.execute(q):
+            out[row.id] = Item.from_row(row)
+    return out
+
+
 def list_items(
     conn: Connection,
     base_id: str,
