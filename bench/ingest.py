@@ -169,6 +169,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument("--model", default="local:all-minilm-l6-v2")
+    parser.add_argument("--workers", type=int, default=5, help="worker threads (default 5)")
     parser.add_argument("--home", type=Path, help="default: a temporary directory")
     parser.add_argument(
         "--wait",
@@ -188,7 +189,7 @@ def main() -> None:
         home = args.home or Path(tmp) / "home"
         corpus = Path(tmp) / "corpus"
         make_corpus(corpus, args.docs)
-        kb = Knowledge(Settings(home=home))
+        kb = Knowledge(Settings(home=home, workers=args.workers))
         try:
             base = kb.create_base(
                 f"bench-{int(time.time())}", embedding_model_id=args.model, file_processor_id=None
