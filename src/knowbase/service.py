@@ -273,26 +273,14 @@ class Knowledge:
             while any(not j.is_terminal for j in self.job_tree(roots)):
                 if time.monotonic() > deadline:
                     raise Unavailable(f"jobs still running after {timeout_s:.0f} s", jobs=roots)
-                time.sleep(0.1)
+                time.sleep(0.25)
         finally:
             if started_here:
                 self.stop_workers()
 
     def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
         """The jobs and all their descendants (parent links)."""
-        out: list[Job] = []
-        todo = list(job_ids)
-        seen: set[str] = set()
-        while todo:
-            job_id = todo.pop()
-            if job_id in seen:
-                continue
-            seen.add(job_id)
-            job = self.rt.jobs.get(job_id)
-            if job is not None:
-                out.append(job)
-                todo.extend(c.id for c in self.rt.jobs.children(job_id))
-        return out
+        return self.rt.jobs.tree(job_ids)
 
     def delete_items(self, base: str, item_ids: list[str], *, wait: bool = False) -> str | None:
         job_id = delete_items(self.rt, self.get_base(base).id, item_ids)

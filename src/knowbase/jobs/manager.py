@@ -245,6 +245,18 @@ class JobManager(LeaseOps):
             rows = conn.execute(q.order_by(job_t.c.created_at, job_t.c.id)).all()
         return [Job.from_row(r) for r in rows]
 
+    def tree(self, job_ids: Iterable[str]) -> list[Job]:
+        """The jobs and all their descendants by ``parent_id`` (one recursive query)."""
+        roots = list(dict.fromkeys(job_ids))
+        if not roots:
+            return []
+        tree = sa.select(job_t.c.id).where(job_t.c.id.in_(roots)).cte("tree", recursive=True)
+        tree = tree.union_all(sa.select(job_t.c.id).where(job_t.c.parent_id == tree.c.id))
+        q = sa.select(job_t).where(job_t.c.id.in_(sa.select(tree.c.id)))
+        with self.catalog.read() as conn:
+            rows = conn.execute(q.order_by(job_t.c.created_at, job_t.c.id)).all()
+        return [Job.from_row(r) for r in rows]
+
     def wait_for(
         self, job_ids: Iterable[str], *, timeout_s: float | None = None, poll_s: float = 0.1
     ) -> list[Job]:

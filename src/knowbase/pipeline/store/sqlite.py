@@ -786,8 +786,12 @@ class SqliteIndexStore:
     def integrity_check(self) -> str:
         """``"ok"``, or what SQLite's and FTS5's integrity checks (and the FTS row sync) found."""
         problems: list[str] = []
-        with self._edge("integrity_check"):
-            conn = self._reader()
+        # A fresh connection: FTS5's check on a long-lived reader can see a stale structure
+        # record after many rebuilds and report a false "corruption found".
+        with (
+            self._edge("integrity_check"),
+            contextlib.closing(_connect(self.path, create=False)) as conn,
+        ):
             rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
             if rows != ["ok"]:
                 problems.extend(rows)
