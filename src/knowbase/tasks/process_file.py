@@ -10,6 +10,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from sqlalchemy.engine import Connection
+
 from knowbase.catalog import items as item_repo
 from knowbase.errors import UnreadableFile
 from knowbase.jobs.context import JobContext
@@ -54,23 +56,24 @@ def process_file(rt: Runtime, ctx: JobContext) -> None:
                     return
                 storage.copy_in(out, processed_rel, overwrite=storage.exists(processed_rel))
                 current = item_repo.update_data(conn, item.id, indexed_relative_path=processed_rel)
-                rt.jobs.enqueue(
-                    conn,
-                    INDEX_DOCUMENTS.name,
-                    {"base_id": base.id, "item_id": item.id},
-                    queue=ctx.job.queue,
-                    parent_id=ctx.job.id,
-                )
+                _enqueue_index(rt, ctx, conn, base.id, item.id)
         ctx.progress("done", 100)
         return
     # No processor installed: read the file as it is (images then fail no_text_extracted).
     with rt.catalog.write_tx() as conn:
         current = item_repo.find(conn, item.id)
         if current is not None and current.status != "deleting":
-            rt.jobs.enqueue(
-                conn,
-                INDEX_DOCUMENTS.name,
-                {"base_id": base.id, "item_id": item.id},
-                queue=ctx.job.queue,
-                parent_id=ctx.job.id,
-            )
+            _enqueue_index(rt, ctx, conn, base.id, item.id)
+
+
+def _enqueue_index(
+    rt: Runtime, ctx: JobContext, conn: Connection, base_id: str, item_id: str
+) -> None:
+    """Continue the chain: index the item, as a child of this job (in the caller's tx)."""
+    rt.jobs.enqueue(
+        conn,
+        INDEX_DOCUMENTS.name,
+        {"base_id": base_id, "item_id": item_id},
+        queue=ctx.job.queue,
+        parent_id=ctx.job.id,
+    )
