@@ -66,6 +66,8 @@ class Knowledge:
         register_all(self.rt)
         self._worker: Any = None
         self._concepts: Any = None
+        # (item id, updated_at) → search display fields; a row's update makes a new key.
+        self._visible_cache: dict[tuple[str, int], Any] = {}
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()
         if start_workers:
@@ -366,10 +368,19 @@ class Knowledge:
         """A function: material ids → the completed items of this base among them."""
         from knowbase.query.search import VisibleItem
 
+        cache = self._visible_cache
+
         def visible(material_ids: set[str]) -> dict[str, VisibleItem]:
             with self.rt.catalog.read() as conn:
-                found = item_repo.find_completed(conn, base_id, material_ids)
-            return {i.id: VisibleItem(i.id, i.type, i.title, i.source) for i in found.values()}
+                versions = item_repo.completed_versions(conn, base_id, material_ids)
+                missing = [i for i, v in versions.items() if (i, v) not in cache]
+                if missing:
+                    if len(cache) > 50_000:
+                        cache.clear()
+                    for i in item_repo.find_completed(conn, base_id, missing).values():
+                        cache[(i.id, i.updated_at)] = VisibleItem(i.id, i.type, i.title, i.source)
+            found = {i: cache.get((i, v)) for i, v in versions.items()}
+            return {i: item for i, item in found.items() if item is not None}
 
         return visible
 

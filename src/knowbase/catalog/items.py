@@ -98,6 +98,22 @@ def find_completed(conn: Connection, base_id: str, item_ids: Iterable[str]) -> d
     return out
 
 
+def completed_versions(conn: Connection, base_id: str, item_ids: Iterable[str]) -> dict[str, int]:
+    """``{id: updated_at}`` of the ``completed`` items of ``base_id`` among ``item_ids``.
+
+    Cheap (no ``data`` column, which holds a note's whole text): search visibility checks this
+    on every query and loads full rows only for items it has not seen at this version.
+    """
+    ids = list(dict.fromkeys(item_ids))
+    out: dict[str, int] = {}
+    for part in _chunks(ids):
+        q = sa.select(it.c.id, it.c.updated_at).where(
+            it.c.id.in_(part), it.c.base_id == base_id, it.c.status == "completed"
+        )
+        out.update({r.id: r.updated_at for r in conn.execute(q)})
+    return out
+
+
 def list_items(
     conn: Connection,
     base_id: str,
