@@ -2,7 +2,8 @@
 
 Connections (DESIGN "SQLite connections"): one writer connection, used by callers that hold the
 base lock, and one reader connection per thread; every connection runs WAL,
-``busy_timeout=5000``, ``foreign_keys=ON``, ``synchronous=NORMAL`` and loads sqlite-vec.
+``busy_timeout=5000``, ``foreign_keys=ON``, ``synchronous=NORMAL`` and loads sqlite-vec. The DDL,
+the ``meta`` checks and the connection setup live in :mod:`.sqlite_schema`.
 
 The keyword index is a contentless FTS5 table keyed by ``search_text.fts_rowid`` holding the
 CJK-bigram keyword text (:mod:`.fts_query`). Inserts are done here (the keyword text is computed
@@ -20,13 +21,11 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import apsw
 import numpy as np
-import sqlite_vec
 
 from knowbase.errors import (
     Conflict,
@@ -37,8 +36,9 @@ from knowbase.errors import (
     VectorStoreUnavailable,
 )
 from knowbase.pipeline.store import hashing
-from knowbase.pipeline.store.base import SCHEMA_VERSION, MaterialInput, SearchHit, UnitRecord
+from knowbase.pipeline.store.base import MaterialInput, SearchHit, UnitRecord
 from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
+from knowbase.pipeline.store.sqlite_schema import connect, prepare, utc_now, write_tx
 from knowbase.pipeline.store.vector_matrix import CACHE, VectorMatrix
 
 log = logging.getLogger(__name__)
@@ -46,76 +46,6 @@ log = logging.getLogger(__name__)
 BATCH = 500  # coverage checks and IN lists, as §3
 RECLAIM_MIN_RATIO = 0.2
 RECLAIM_MIN_BYTES = 8 << 20
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  schema_version INTEGER NOT NULL,
-  base_id TEXT NOT NULL,
-  vectors_version INTEGER NOT NULL DEFAULT 0,
-  created_at TEXT NOT NULL,
-  updated_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS content (
-  content_hash TEXT PRIMARY KEY,
-  text TEXT NOT NULL,
-  created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS material (
-  material_id TEXT PRIMARY KEY,
-  relative_path TEXT NOT NULL UNIQUE CHECK (
-    relative_path <> '' AND relative_path NOT LIKE '/%'
-    AND relative_path <> '.kb' AND relative_path NOT LIKE '.kb/%'),
-  current_content_hash TEXT REFERENCES content(content_hash),
-  created_at TEXT NOT NULL,
-  updated_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS material_content_idx ON material(current_content_hash);
-CREATE TABLE IF NOT EXISTS search_unit (
-  unit_id TEXT PRIMARY KEY,
-  material_id TEXT NOT NULL REFERENCES material(material_id) ON DELETE CASCADE,
-  content_hash TEXT NOT NULL REFERENCES content(content_hash) ON DELETE CASCADE,
-  unit_type TEXT NOT NULL CHECK (unit_type = 'chunk'),
-  unit_index INTEGER NOT NULL CHECK (unit_index >= 0),
-  title TEXT,
-  char_start INTEGER NOT NULL CHECK (char_start >= 0),
-  char_end INTEGER NOT NULL CHECK (char_end >= char_start),
-  locator_json TEXT,
-  created_at TEXT NOT NULL,
-  UNIQUE (material_id, unit_type, unit_index)
-);
-CREATE INDEX IF NOT EXISTS search_unit_content_idx ON search_unit(content_hash);
-CREATE TABLE IF NOT EXISTS search_text (
-  search_text_id TEXT PRIMARY KEY,
-  target_type TEXT NOT NULL CHECK (target_type = 'search_unit'),
-  target_id TEXT NOT NULL,
-  kind TEXT NOT NULL CHECK (kind = 'body'),
-  text TEXT NOT NULL,
-  embedding_text_hash TEXT NOT NULL,
-  fts_rowid INTEGER UNIQUE,
-  created_at TEXT NOT NULL,
-  UNIQUE (target_type, target_id, kind)
-);
-CREATE INDEX IF NOT EXISTS search_text_hash_idx ON search_text(embedding_text_hash);
-CREATE INDEX IF NOT EXISTS search_text_kind_idx ON search_text(kind);
-CREATE TABLE IF NOT EXISTS embedding (
-  embedding_text_hash TEXT PRIMARY KEY,
-  vector_blob BLOB NOT NULL,
-  created_at TEXT NOT NULL
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS search_text_fts USING fts5(
-  text, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2');
-CREATE TRIGGER IF NOT EXISTS search_text_fts_delete AFTER DELETE ON search_text
-  WHEN old.fts_rowid IS NOT NULL
-BEGIN DELETE FROM search_text_fts WHERE rowid = old.fts_rowid; END;
-CREATE TRIGGER IF NOT EXISTS search_text_immutable BEFORE UPDATE OF text, fts_rowid ON search_text
-BEGIN SELECT RAISE(ABORT, 'search_text rows are replaced, never updated'); END;
-CREATE TRIGGER IF NOT EXISTS search_unit_text_delete AFTER DELETE ON search_unit
-BEGIN DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id = old.unit_id; END;
-"""
-
-_TABLES_CHILD_FIRST = ("search_text_fts", "embedding", "search_text", "search_unit", "material")
-_TABLES_CHILD_FIRST += ("content", "meta")
 
 _HIT_COLUMNS = """su.unit_id, su.material_id, m.relative_path, su.unit_index, su.char_start,
   su.char_end, st.text, su.title, su.locator_json"""
@@ -132,10 +62,6 @@ _GC_SQL = (
 )
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
 def _map_error(exc: apsw.Error, op: str, path: Path) -> KnowbaseError:
     """One place that turns apsw's exceptions into ours."""
     details = {"op": op, "path": str(path), "sqlite_error": type(exc).__name__}
@@ -150,35 +76,6 @@ def _map_error(exc: apsw.Error, op: str, path: Path) -> KnowbaseError:
     if isinstance(exc, apsw.ConstraintError):
         return InvalidInput(f"index constraint failed ({op}): {exc}", **details)
     return KnowbaseError(f"index error ({op}): {exc}", **details)
-
-
-def _connect(path: Path, *, create: bool) -> apsw.Connection:
-    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
-    conn = apsw.Connection(str(path), flags=flags)
-    conn.execute("PRAGMA busy_timeout=5000")
-    conn.execute("PRAGMA journal_mode=WAL").fetchall()
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.enable_load_extension(True)
-    sqlite_vec.load(conn)
-    conn.enable_load_extension(False)
-    return conn
-
-
-@contextlib.contextmanager
-def _write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``; anything raised rolls back.
-
-    Not apsw's ``with conn``: that is a SAVEPOINT, which takes the write lock only at the first
-    write, so a check-then-write could race another process.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def _hit(row: Sequence[Any], score: float) -> SearchHit:
@@ -242,8 +139,8 @@ class SqliteIndexStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = None
         try:
-            conn = _connect(path, create=create)
-            was_reset, created_at = cls._prepare(conn, base_id)
+            conn = connect(path, create=create)
+            was_reset, created_at = prepare(conn, base_id)
         except apsw.Error as exc:
             if conn is not None:
                 conn.close()
@@ -257,56 +154,6 @@ class SqliteIndexStore:
         if was_reset:
             log.warning("index %s had another schema version; recreated, reindex needed", path)
         return store
-
-    @staticmethod
-    def _prepare(conn: apsw.Connection, base_id: str) -> tuple[bool, str]:
-        was_reset = False
-        with _write_tx(conn):
-            names = {
-                r[0]
-                for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                if not r[0].startswith("sqlite_")
-            }
-            if "meta" in names:
-                cur = conn.execute("SELECT * FROM meta WHERE id = 1")
-                columns = [d[0] for d in cur.getdescription()]
-                rows = cur.fetchall()  # drain it: a pending statement blocks DROP TABLE
-                if rows:
-                    meta = dict(zip(columns, rows[0], strict=True))
-                    if meta.get("base_id") != base_id:
-                        raise VectorStoreUnavailable(
-                            "this index belongs to another base; refusing to mount it",
-                            base_id=base_id,
-                            index_base_id=meta.get("base_id"),
-                        )
-                    if meta.get("schema_version") != SCHEMA_VERSION:
-                        SqliteIndexStore._drop_all(conn)
-                        was_reset = True
-            elif names:
-                raise VectorStoreUnavailable("not a knowbase index file", base_id=base_id)
-            conn.execute(_SCHEMA)
-            now = _now()
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (id, schema_version, base_id, vectors_version,"
-                " created_at, updated_at) VALUES (1, ?, ?, 0, ?, ?)",
-                (SCHEMA_VERSION, base_id, now, now),
-            )
-            created_at = conn.execute("SELECT created_at FROM meta WHERE id = 1").fetchall()[0][0]
-        return was_reset, created_at
-
-    @staticmethod
-    def _drop_all(conn: apsw.Connection) -> None:
-        # FK checks wait for COMMIT, by which time every table is gone.
-        conn.execute("PRAGMA defer_foreign_keys=ON")
-        for name in _TABLES_CHILD_FIRST:
-            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
-        for kind in ("trigger", "view", "table"):
-            rows = conn.execute(
-                "SELECT name FROM sqlite_master WHERE type=? AND name NOT LIKE 'sqlite_%'", (kind,)
-            ).fetchall()
-            for (name,) in rows:
-                # FTS shadow tables vanish with their virtual table; skip those already gone.
-                conn.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
 
     def close(self) -> None:
         """Close the writer and every reader connection. Idempotent."""
@@ -338,7 +185,7 @@ class SqliteIndexStore:
             with self._lock:
                 if self._closed:
                     raise VectorStoreUnavailable("the index store is closed", path=str(self.path))
-                conn = _connect(self.path, create=False)
+                conn = connect(self.path, create=False)
                 self._readers.append(conn)
             self._local.conn = conn
         return conn
@@ -346,7 +193,7 @@ class SqliteIndexStore:
     def _bump(self, conn: apsw.Connection) -> None:
         conn.execute(
             "UPDATE meta SET vectors_version = vectors_version + 1, updated_at = ? WHERE id = 1",
-            (_now(),),
+            (utc_now(),),
         )
 
     @staticmethod
@@ -399,9 +246,9 @@ class SqliteIndexStore:
             units.append((uid, chunk, body, hashing.text_hash(body)))
         needed = sorted({h for *_, h in units})
         blobs = self._encode(embeddings, needed) if self.dims is not None else {}
-        now = _now()
+        now = utc_now()
         conn = self._writer
-        with self._edge("rebuild_material"), _write_tx(conn):
+        with self._edge("rebuild_material"), write_tx(conn):
             row = _first(
                 conn.execute(
                     "SELECT current_content_hash FROM material WHERE material_id = ?",
@@ -540,7 +387,7 @@ class SqliteIndexStore:
         last_yield = time.monotonic()
         with self._edge("delete_materials"):
             for mid in material_ids:
-                with _write_tx(conn):
+                with write_tx(conn):
                     conn.execute(
                         "DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id"
                         " IN (SELECT unit_id FROM search_unit WHERE material_id = ?)",
@@ -552,7 +399,7 @@ class SqliteIndexStore:
                 if time.monotonic() - last_yield > 0.05:
                     time.sleep(0)  # let readers and heartbeats in on long deletes
                     last_yield = time.monotonic()
-            with _write_tx(conn):
+            with write_tx(conn):
                 self._gc(conn)
 
     def reclaim(
@@ -790,7 +637,7 @@ class SqliteIndexStore:
         # record after many rebuilds and report a false "corruption found".
         with (
             self._edge("integrity_check"),
-            contextlib.closing(_connect(self.path, create=False)) as conn,
+            contextlib.closing(connect(self.path, create=False)) as conn,
         ):
             rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
             if rows != ["ok"]:
