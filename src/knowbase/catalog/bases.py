@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -74,8 +76,22 @@ def insert(conn: Connection, *, name: str, **values: Any) -> Base:
         "updated_at": ts,
     }
     row.update({k: v for k, v in values.items() if v is not None})
-    conn.execute(kb_t.insert().values(**row))
+    with _name_taken_is_conflict(name):
+        conn.execute(kb_t.insert().values(**row))
     return get(conn, row["id"])
+
+
+@contextmanager
+def _name_taken_is_conflict(name: str) -> Iterator[None]:
+    """PostgreSQL READ COMMITTED lets two transactions pass the name check; the loser hits
+    the unique index on ``name_key``, which is the same Conflict (SQLite's ``BEGIN IMMEDIATE``
+    serialises the check instead)."""
+    try:
+        yield
+    except sa.exc.IntegrityError as exc:
+        if "name_key" not in str(exc.orig):
+            raise
+        raise Conflict(f"a base named {name!r} already exists", name=name) from exc
 
 
 def get(conn: Connection, base_id: str) -> Base:
@@ -128,7 +144,10 @@ def update(conn: Connection, base_id: str, **values: Any) -> Base:
         if other is not None and other.id != base_id:
             raise Conflict(f"a base named {values['name']!r} already exists")
         values["name_key"] = name_key(values["name"])
-    conn.execute(kb_t.update().where(kb_t.c.id == base_id).values(**values, updated_at=now_ms()))
+    with _name_taken_is_conflict(values.get("name", current.name)):
+        conn.execute(
+            kb_t.update().where(kb_t.c.id == base_id).values(**values, updated_at=now_ms())
+        )
     return get(conn, base_id)
 
 
