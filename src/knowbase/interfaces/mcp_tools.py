@@ -1,0 +1,402 @@
+"""The bodies of the four MCP tools (§8) and the shape of their results.
+
+:mod:`.mcp` registers the tools (names, argument schemas, approval) and calls these functions;
+they take a :class:`~knowbase.interfaces.mcp.Scope` and return a ``CallToolResult``: the
+structured data plus a text block, with an ``error`` (and guidance) on failure.
+
+This module never imports :mod:`.mcp`: under ``python -m knowbase.interfaces.mcp`` that module
+is ``__main__``, and a second copy would carry a second :class:`OutOfScope` class that the
+``except`` clauses here would not catch. The SDK is imported inside functions only, so that
+``kb --help`` never imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from knowbase.catalog.models import Base, Item
+from knowbase.errors import InvalidInput, KnowbaseError, NotFound
+
+if TYPE_CHECKING:
+    from knowbase.interfaces.mcp import Scope
+
+CITE_PREFIX = "kb"
+LIST_DEFAULT_LIMIT = 20
+LIST_MAX_LIMIT = 50
+SAMPLE_SOURCES = 8
+SEARCH_MAX_BASES = 20
+MANAGE_MAX_IDS = 100
+NOTE_MAX_CHARS = 1_000_000
+
+
+class OutOfScope(Exception):
+    def __init__(self, ref: str) -> None:
+        super().__init__(f'Knowledge base "{ref}" is not available to this assistant.')
+
+
+# --- result shapes -----------------------------------------------------------------------------
+def _camel(value: Any) -> Any:
+    """snake_case keys → camelCase, except inside ``locator`` (reader-defined keys)."""
+    if isinstance(value, dict):
+        out = {}
+        for key, inner in value.items():
+            head, *rest = str(key).split("_")
+            name = head + "".join(p[:1].upper() + p[1:] for p in rest)
+            out[name] = inner if key == "locator" else _camel(inner)
+        return out
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    return value
+
+
+def _ok(data: dict[str, Any], text: str | None = None) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
+    body = text if text is not None else json.dumps(data, ensure_ascii=False, indent=1)
+    return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
+
+
+def _fail(message: str, **extra: Any) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
+    data = {"error": message, **{k: v for k, v in extra.items() if v is not None}}
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+        is_error=True,
+    )
+
+
+def _from_error(exc: KnowbaseError, guidance: str | None = None) -> Any:
+    return _fail(exc.message, code=exc.code, hint=exc.hint, guidance=guidance)
+
+
+def _not_found_guidance(exc: NotFound) -> str:
+    """§8: base gone → kb_list; content missing → retry; otherwise → check the id."""
+    kind = exc.details.get("kind")
+    if kind == "concept_content":
+        return "The document is being rebuilt; retry kb_read in a moment."
+    if kind == "concept":
+        return (
+            "No readable document has this conceptId in this base. Check the id with kb_list "
+            "(baseId for the outline) or kb_search; it must be copied exactly."
+        )
+    return "This knowledge base does not exist (any more). Call kb_list to see the bases."
+
+
+class _Cites:
+    """Cite ids ``kb-1``, ``kb-2``… unique for the server's lifetime."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def next(self) -> str:
+        self.n += 1
+        return f"{CITE_PREFIX}-{self.n}"
+
+
+# --- listing helpers ---------------------------------------------------------------------------
+def _sample(item: Item) -> str:
+    if item.type in ("url", "sitemap"):
+        return str(item.data.get("url") or item.source)
+    if item.type == "note":
+        first = next(
+            (ln.strip() for ln in str(item.data.get("content") or "").splitlines() if ln.strip()),
+            item.source,
+        )
+        return first if len(first) <= 79 else first[:79] + "…"
+    return item.source or str(item.relative_path or "")
+
+
+def _haystack(item: Item) -> list[str]:
+    d = item.data
+    return [str(v) for v in (d.get("source"), d.get("url"), d.get("relative_path"),
+                             d.get("content")) if v]  # fmt: skip
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> int | None:
+    try:
+        kind, _, num = base64.urlsafe_b64decode(cursor.encode()).decode().partition(":")
+        return int(num) if kind == "o" and int(num) >= 0 else None
+    except (ValueError, UnicodeError):
+        return None
+
+
+# --- kb_list -----------------------------------------------------------------------------------
+def _list_bases(scope: Scope, query: str | None, limit: int, cursor: str | None) -> Any:
+    kb = scope.kb
+    bases = scope.bases()
+    if not bases:
+        return _ok(
+            {"items": [], "total": 0},
+            "No knowledge base is configured for this assistant. Ask the user to create "
+            "one (kb base create) or to start the server with access to one.",
+        )
+    rows = []
+    needle = query.casefold() if query else None
+    for b in bases:
+        roots = [] if b.status == "failed" else kb.list_items(b.id, roots_only=True)
+        done = [r for r in roots if r.status == "completed"]
+        name_hit = not needle or needle in b.name.casefold()
+        if not name_hit and (
+            b.status != "completed"
+            or not any(needle in h.casefold() for r in done for h in _haystack(r))
+        ):
+            continue
+        row: dict[str, Any] = {"id": b.id, "name": b.name, "status": b.status}
+        if b.status == "failed":
+            row.update(itemCount=0, itemsUnavailable=True)
+        else:
+            row["itemCount"] = len(roots)
+        row["sampleSources"] = [_sample(r) for r in done[:SAMPLE_SOURCES]]
+        rows.append(row)
+    offset = 0
+    if cursor is not None:
+        decoded = _decode_cursor(cursor)
+        if decoded is None or (decoded >= len(rows) and rows):
+            return _ok(
+                {"items": [], "total": len(rows)},
+                "This cursor is stale or invalid. Call kb_list again without a cursor.",
+            )
+        offset = decoded
+    if not rows:
+        return _ok(
+            {"items": [], "total": 0},
+            f"No knowledge base matches {query!r}. Call kb_list without a query to see all "
+            "bases, or use kb_search to search inside them.",
+        )
+    page = rows[offset : offset + limit]
+    data: dict[str, Any] = {"items": page, "total": len(rows)}
+    if offset + limit < len(rows):
+        data["nextCursor"] = _encode_cursor(offset + limit)
+    return _ok(data)
+
+
+def kb_list(
+    scope: Scope,
+    *,
+    query: str | None,
+    limit: int,
+    cursor: str | None,
+    base_id: str | None,
+    max_depth: int | None,
+) -> Any:
+    """The bases in scope (filtered, paged), or with ``base_id`` that base's outline."""
+    try:
+        if base_id is None:
+            return _list_bases(scope, query, limit, cursor)
+        b = scope.base(base_id)
+        tree = _camel(scope.kb.concepts.organization_tree(b.id, max_depth=max_depth))
+        if not tree["nodes"]:
+            return _ok(
+                tree,
+                f"Knowledge base {b.name!r} is empty. Items can be added with kb_manage "
+                "(action add), with the user's approval.",
+            )
+        return _ok(tree)
+    except OutOfScope as exc:
+        return _fail(str(exc))
+    except NotFound as exc:
+        return _from_error(exc, _not_found_guidance(exc))
+    except KnowbaseError as exc:
+        return _from_error(exc)
+
+
+# --- kb_search ---------------------------------------------------------------------------------
+def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -> Any:
+    """Search the bases in parallel; merge, dedupe by passage text, clamp scores, cite."""
+    kb = scope.kb
+    refs = list(dict.fromkeys(base_ids))
+    errors: dict[str, str] = {}
+    targets: list[Base] = []
+    for ref in refs:
+        try:
+            targets.append(scope.base(ref))
+        except OutOfScope as exc:
+            errors[ref] = str(exc)
+        except KnowbaseError as exc:
+            errors[ref] = exc.message
+
+    def one(b: Base) -> tuple[Base, Any]:
+        try:
+            return b, kb.search(b.id, query)
+        except KnowbaseError as exc:
+            return b, exc
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(targets), 8))) as pool:
+        outcomes = list(pool.map(one, targets))
+    invalid = [o for _, o in outcomes if isinstance(o, InvalidInput)]
+    if invalid:
+        return _from_error(invalid[0])
+    best: dict[str, dict[str, Any]] = {}
+    for b, outcome in outcomes:
+        if isinstance(outcome, KnowbaseError):
+            errors[b.id] = outcome.message
+            continue
+        for r in outcome.results:
+            hit = {
+                "baseId": b.id,
+                "conceptId": r.concept_id,
+                "title": r.title,
+                "type": r.item_type,
+                "content": r.text,
+                "score": min(max(float(r.score), 0.0), 1.0),
+                "charStart": r.char_start,
+                "charEnd": r.char_end,
+                "locator": r.locator or {},
+            }
+            seen = best.get(r.text)
+            if seen is None or hit["score"] > seen["score"]:
+                best[r.text] = hit
+    if errors and not best and len(errors) == len(refs):
+        return _fail(
+            "Knowledge search failed for every requested base; tell the user the knowledge "
+            "bases could not be searched right now.",
+            bases=errors,
+        )
+    results = sorted(best.values(), key=lambda h: -h["score"])
+    items = [{"id": cites.next(), **{k: v for k, v in h.items() if v is not None}}
+             for h in results]  # fmt: skip
+    data: dict[str, Any] = {"items": items}
+    if errors:
+        data["failedBases"] = errors
+    if not items:
+        return _ok(
+            data,
+            f"No passages match {query!r}. Try other words, or call kb_list (with baseId "
+            "for an outline) to see what these bases hold.",
+        )
+    return _ok(data)
+
+
+# --- kb_read -----------------------------------------------------------------------------------
+def kb_read(
+    scope: Scope,
+    cites: _Cites,
+    *,
+    base_id: str,
+    concept_id: str,
+    char_start: int | None,
+    char_end: int | None,
+    pattern: str | None,
+    ignore_case: bool,
+    max_matches: int | None,
+) -> Any:
+    """A slice of the document, or with ``pattern`` its matching lines; both get a cite id."""
+    kb = scope.kb
+    try:
+        b = scope.base(base_id)
+        if pattern is not None:
+            found = kb.concepts.grep_concept(
+                b.id, concept_id, pattern, ignore_case=ignore_case, max_matches=max_matches
+            )
+            data = _camel(found)
+            data["type"] = data.pop("itemType")
+            data = {"id": cites.next(), **data}
+            if not found["matches"]:
+                return _ok(data, f"No line of {concept_id!r} matches {pattern!r}.")
+            return _ok(data)
+        page = _camel(
+            kb.concepts.read_concept(b.id, concept_id, char_start=char_start, char_end=char_end)
+        )
+        return _ok({"id": cites.next(), **page})
+    except OutOfScope as exc:
+        return _fail(str(exc))
+    except NotFound as exc:
+        return _from_error(exc, _not_found_guidance(exc))
+    except KnowbaseError as exc:
+        return _from_error(exc)
+
+
+# --- kb_manage ---------------------------------------------------------------------------------
+def kb_manage(
+    scope: Scope,
+    *,
+    base_id: str,
+    action: str,
+    type: str | None,
+    path: str | None,
+    url: str | None,
+    content: str | None,
+    title: str | None,
+    concept_ids: list[str] | None,
+) -> Any:
+    """Apply an approved change (blocking: run it off the event loop)."""
+    kb = scope.kb
+    try:
+        b = scope.base(base_id)
+        if action == "add":
+            inp = _add_input(kb, b, type, path, url, content, title)
+            result = kb.add(b.id, [inp], strategy="rename")
+            return _ok(
+                {
+                    "action": "add",
+                    "added": [i.source for i in result.items],
+                    "items": [{"itemId": i.id, "status": i.status} for i in result.items],
+                    "note": "Indexing runs in the background; the conceptId appears in "
+                    "kb_list (baseId) once the item is completed.",
+                }
+            )
+        ids = list(concept_ids or [])
+        if action == "delete":
+            done = kb.concepts.delete_concepts(b.id, ids)
+            key = "deleted"
+        else:
+            done = kb.concepts.refresh_concepts(b.id, ids)
+            key = "refreshed"
+        return _ok({"action": action, key: done["applied"], "notFound": done["not_found"]})
+    except OutOfScope as exc:
+        return _fail(str(exc))
+    except NotFound as exc:
+        return _from_error(exc, _not_found_guidance(exc))
+    except KnowbaseError as exc:
+        return _from_error(exc)
+
+
+def _manage_problem(
+    action: str, type: str | None, path: str | None, url: str | None, ids: list[str] | None
+) -> str | None:
+    if action == "add":
+        if type is None:
+            return "action add needs type: file, url or note"
+        if type == "file" and not (path and os.path.isabs(path)):
+            return "type file needs an absolute path"
+        if type == "url" and not url:
+            return "type url needs a url"
+        return None
+    if not ids:
+        return f"action {action} needs a non-empty conceptIds list"
+    return None
+
+
+def _add_input(
+    kb: Any,
+    b: Base,
+    type: str | None,
+    path: str | None,
+    url: str | None,
+    content: str | None,
+    title: str | None,
+) -> Any:
+    """§8's source derivation; agent file adds keep no origin; URLs pass the SSRF guard."""
+    from knowbase.ingestion.inputs import AddInput
+
+    if type == "file":
+        assert path is not None
+        return AddInput.file(path, source=os.path.basename(path), keep_origin=False)
+    if type == "url":
+        from knowbase.pipeline.sources.ssrf import check_url
+
+        checked = check_url(
+            url or "", allow_local=b.allow_local_urls or kb.settings.allow_local_urls
+        )
+        return AddInput("url", checked, url=checked, origin=checked)
+    return AddInput.note(content or "", title=title)
