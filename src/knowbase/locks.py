@@ -3,8 +3,10 @@
 In a process, waiters are served in arrival order (a ticket handoff, not a free-for-all). With
 ``locks_dir`` set, the holder then also takes ``filelock.FileLock(locks_dir/<key>.lock)``, so
 processes sharing a SQLite home exclude each other; the kernel frees that lock when a process
-dies. Take the lock, then open transactions, never the reverse; never hold it while cancelling
-jobs, fetching, reading, OCR-ing or embedding.
+dies. On a PostgreSQL catalog (several hosts) ``cross_process=pg_advisory_lock(engine)`` takes
+a session-level advisory lock on a dedicated connection instead; the server frees it when the
+connection drops. Take the lock, then open transactions, never the reverse; never hold it
+while cancelling jobs, fetching, reading, OCR-ing or embedding.
 
     mutex = KeyedMutex(home / "locks")
     with mutex.hold(base_id):
@@ -16,10 +18,11 @@ from __future__ import annotations
 import re
 import threading
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -41,8 +44,14 @@ class KeyedMutex:
     instead of deadlocking.
     """
 
-    def __init__(self, locks_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        locks_dir: Path | None = None,
+        *,
+        cross_process: Callable[[str], AbstractContextManager[object]] | None = None,
+    ) -> None:
         self.locks_dir = None if locks_dir is None else Path(locks_dir)
+        self.cross_process = cross_process
         if self.locks_dir is not None:
             self.locks_dir.mkdir(parents=True, exist_ok=True)
         self._guard = threading.Lock()
@@ -62,7 +71,11 @@ class KeyedMutex:
                 file_lock = FileLock(self.locks_dir / f"{key}.lock", thread_local=False)
                 file_lock.acquire()
             try:
-                yield
+                if self.cross_process is not None:
+                    with self.cross_process(key):
+                        yield
+                else:
+                    yield
             finally:
                 if file_lock is not None:
                     file_lock.release()
@@ -101,3 +114,24 @@ class KeyedMutex:
 
 
 __all__ = ["KeyedMutex"]
+
+
+def pg_advisory_lock(engine: Any) -> Callable[[str], AbstractContextManager[object]]:
+    """A ``cross_process`` lock for PostgreSQL catalogs: ``pg_advisory_lock`` per key."""
+    import hashlib
+
+    import sqlalchemy as sa
+
+    @contextmanager
+    def hold(key: str) -> Iterator[None]:
+        lock_id = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": lock_id})
+            conn.commit()  # session-level: the lock outlives this tx, the connection holds it
+            try:
+                yield
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": lock_id})
+                conn.commit()
+
+    return hold

@@ -29,7 +29,7 @@ from knowbase.ingestion.reindex import reindex_items
 from knowbase.ingestion.restore import RestoreResult, restore_base
 from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Job
-from knowbase.locks import KeyedMutex
+from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.store.base import UnitRecord
 from knowbase.runtime import Runtime, queue_of
@@ -60,7 +60,11 @@ class Knowledge:
             settings=settings,
             catalog=catalog,
             jobs=JobManager(catalog, clock=clock),
-            mutex=KeyedMutex(settings.locks_dir),
+            mutex=(
+                KeyedMutex(settings.locks_dir)
+                if catalog.is_sqlite
+                else KeyedMutex(cross_process=pg_advisory_lock(catalog.engine))
+            ),
             clock=clock,
         )
         register_all(self.rt)
