@@ -418,7 +418,9 @@ def status(
         from knowbase.jobs.worker import live_workers
 
         workers = live_workers(kb.rt.catalog)
-        skipped = {i.id: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
+        skipped = {
+            i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")
+        }
     data = {
         "base": b,
         "counts": counts,
@@ -439,9 +441,9 @@ def status(
         for item in failed:
             hint = f" — {item.error_message}" if item.error_message != item.error_code else ""
             console.print(f"  [red]failed[/] {item.title}: {item.error_code}{hint}")
-        for item_id, report in skipped.items():
+        for folder, report in skipped.items():
             parts = ", ".join(f"{r}: {v['count']}" for r, v in report.items())
-            console.print(f"  skipped in folder {item_id}: {parts}")
+            console.print(f"  skipped in {folder}: {parts}")
 
     emit(data, as_json, render)
 

@@ -62,6 +62,10 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
     expansion = expand(Path(origin), rules, check_cancelled=ctx.check_cancelled)
     report = expansion.skip_report()
     if not expansion.files:
+        with rt.catalog.write_tx() as conn:  # so `kb status` can say what was left out and why
+            current = item_repo.find(conn, item.id)
+            if current is not None and current.status != "deleting":
+                item_repo.update_data(conn, item.id, skipped=report)
         raise NoIndexableFiles("Directory contains no indexable files", path=origin, skipped=report)
     storage = rt.storage(base.id)
     with rt.lock(base.id):
