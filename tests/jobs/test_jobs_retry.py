@@ -86,9 +86,10 @@ def test_kind_validates_its_policy() -> None:
 
 
 def test_spec_kind_table() -> None:
-    from knowbase.jobs.kinds import ALL_KINDS, DELETE_SUBTREE, PROCESS_FILE, queue_for_base
+    from knowbase.runtime import queue_of
+    from knowbase.tasks.kinds import ALL_KINDS, DELETE_SUBTREE, PROCESS_FILE
 
     assert [k for k in ALL_KINDS if k.recovery == "retry"] == [DELETE_SUBTREE]
     assert (PROCESS_FILE.max_attempts, PROCESS_FILE.timeout_s) == (2, 1800)
     assert len({k.name for k in ALL_KINDS}) == len(ALL_KINDS)
-    assert queue_for_base("b1") == "base.b1"
+    assert queue_of("b1") == "base.b1"
