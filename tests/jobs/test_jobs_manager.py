@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from knowbase.catalog.db import Catalog
+from knowbase.clock import ManualClock as FakeClock
 from knowbase.errors import KnowbaseError, Unavailable
 from knowbase.jobs.context import JobContext
 from knowbase.jobs.manager import JobManager
@@ -19,20 +20,6 @@ pytestmark = pytest.mark.timeout(60)
 
 KIND = JobKind("test.echo", 3, 1, 30, 600, "abandon")
 RETRY_KIND = JobKind("test.retry", 3, 2, 60, 600, "retry")
-
-
-class FakeClock:
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.t
-
-    def advance(self, s: float) -> None:
-        with self._lock:
-            self.t += s
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from knowbase.catalog.db import Catalog
+from knowbase.clock import ManualClock as FakeClock
 from knowbase.jobs import Job, JobKind, JobManager
 from knowbase.jobs.liveness import make_worker_id, parse_worker_id, pid_alive, worker_is_dead_here
 
@@ -21,20 +21,6 @@ pytestmark = pytest.mark.timeout(60)
 
 ABANDON = JobKind("t.abandon", 3, 1, 30, 600, "abandon")
 RETRY = JobKind("t.retry", 3, 1, 30, 600, "retry")
-
-
-class FakeClock:
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.t
-
-    def advance(self, s: float) -> None:
-        with self._lock:
-            self.t += s
 
 
 @pytest.fixture

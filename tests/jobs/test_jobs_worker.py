@@ -10,24 +10,11 @@ from pathlib import Path
 import pytest
 
 from knowbase.catalog.db import Catalog
+from knowbase.clock import ManualClock as FakeClock
 from knowbase.errors import NoTextExtracted, ProviderUnavailable
 from knowbase.jobs import Cancelled, Job, JobContext, JobKind, JobManager, Worker, live_workers
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class FakeClock:
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.t
-
-    def advance(self, s: float) -> None:
-        with self._lock:
-            self.t += s
 
 
 def wait_until(pred: Callable[[], object], timeout: float = 10.0) -> None:

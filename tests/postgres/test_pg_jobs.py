@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from knowbase.catalog.db import Catalog
+from knowbase.clock import ManualClock as FakeClock
 from knowbase.errors import ProviderUnavailable
 from knowbase.jobs import Job, JobContext, JobKind, JobManager, Worker
 from knowbase.jobs.retry import Decision
@@ -16,20 +17,6 @@ pytestmark = pytest.mark.timeout(60)
 
 KIND = JobKind("test.echo", 3, 1, 30, 600, "abandon")
 RETRY_KIND = JobKind("test.retry", 3, 1, 30, 600, "retry")
-
-
-class FakeClock:
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.t
-
-    def advance(self, s: float) -> None:
-        with self._lock:
-            self.t += s
 
 
 @pytest.fixture
