@@ -349,11 +349,14 @@ class Knowledge:
             return item_repo.count_by_status(conn, self.get_base(base).id)
 
     # --- search --------------------------------------------------------------------------------
-    def search(self, base: str, query: str, *, top_k: int | None = None):  # type: ignore[no-untyped-def]
-        """Hybrid (or BM25-only) search over one base's completed items (§7)."""
+    def search(self, base: str | Base, query: str, *, top_k: int | None = None):  # type: ignore[no-untyped-def]
+        """Hybrid (or BM25-only) search over one base's completed items (§7).
+
+        ``base`` is a name, an id, or a ``Base`` the caller has just resolved (saves a lookup).
+        """
         from knowbase.query.search import SearchConfig, search
 
-        b = self.get_base(base)
+        b = base if isinstance(base, Base) else self.get_base(base)
         assert_base_runnable(b, "searching")
         store = self.rt.store(b)
         config = SearchConfig(

@@ -31,7 +31,7 @@ router = APIRouter(responses=COMMON_ERRORS)
 # --- search ------------------------------------------------------------------------------------
 def _search_one(kb: Any, base: str, query: str, top_k: int | None) -> tuple[Any, Any]:
     b = kb.get_base(base)
-    response = kb.search(b.id, query, top_k=top_k)
+    response = kb.search(b, query, top_k=top_k)
     return b, response
 
 

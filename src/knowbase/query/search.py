@@ -205,9 +205,11 @@ def search(
         explain["lanes"] = {"keyword": len(khits)}
         ranked = [(h, h.score) for h in khits]
 
-    shown = visible({h.material_id for h, _ in ranked}) if ranked else {}
-    kept = [(h, s) for h, s in ranked if h.material_id in shown]
-    explain["hidden"] = len(ranked) - len(kept)
+    # A reranker sees every candidate, so check them all; otherwise only as many as it takes
+    # to fill top_k (the catalog lookup is a good part of a search's cost).
+    need = len(ranked) if reranker is not None else top_k
+    shown, kept, checked = _visible_prefix(ranked, need, visible)
+    explain["hidden"] = checked - len(kept)
     scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, "ranking") for h, s in kept]
 
     if reranker is not None and scored:
@@ -221,6 +223,36 @@ def search(
         for rank, (hit, score, kind) in enumerate(scored, start=1)
     ]
     return SearchResponse(results=results, mode=mode, explain=explain)
+
+
+def _visible_prefix(
+    ranked: list[tuple[SearchHit, float]],
+    need: int,
+    visible: Callable[[set[str]], dict[str, VisibleItem]],
+) -> tuple[dict[str, VisibleItem], list[tuple[SearchHit, float]], int]:
+    """Walk ``ranked`` in order, asking ``visible`` about its items a window at a time, until
+    ``need`` hits are kept. Returns (the visible items, the kept hits, how many were checked)."""
+    shown: dict[str, VisibleItem] = {}
+    asked: set[str] = set()
+    kept: list[tuple[SearchHit, float]] = []
+    pos = 0
+    while pos < len(ranked) and len(kept) < need:
+        window: set[str] = set()
+        end = pos
+        # the next hits, up to ``need - len(kept)`` items not asked about yet
+        while end < len(ranked) and len(window) < need - len(kept):
+            mid = ranked[end][0].material_id
+            if mid not in asked:
+                window.add(mid)
+            end += 1
+        while end < len(ranked) and ranked[end][0].material_id in asked | window:
+            end += 1  # hits of items already settled cost nothing: take them along
+        if window:
+            shown.update(visible(window))
+            asked |= window
+        kept.extend((h, s) for h, s in ranked[pos:end] if h.material_id in shown)
+        pos = end
+    return shown, kept, pos
 
 
 def _rerank(

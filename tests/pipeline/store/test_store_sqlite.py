@@ -369,3 +369,42 @@ def test_reader_per_thread(vstore: SqliteIndexStore) -> None:
     for t in threads:
         t.join()
     assert len({id(c) for c in seen}) == 3
+
+
+# The reference for the BM25 lane: one joined query sorted by (bm25, unit_id). The store ranks
+# inside FTS5 first and joins only the winners; ties across the cut must not change the answer.
+_REFERENCE_LANE = """SELECT su.unit_id, bm25(search_text_fts) AS r FROM search_text_fts
+  JOIN search_text st ON st.fts_rowid = search_text_fts.rowid
+  JOIN search_unit su ON su.unit_id = st.target_id
+  WHERE search_text_fts MATCH ? ORDER BY r, su.unit_id LIMIT ?"""
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    docs=st.lists(
+        st.lists(st.sampled_from(["owl", "fox", "elk", "yak"]), min_size=1, max_size=4),
+        min_size=1,
+        max_size=60,
+    ),
+    limit=st.integers(min_value=1, max_value=40),
+)
+def test_keyword_lane_equals_the_joined_query_with_ties(
+    tmp_path_factory: pytest.TempPathFactory, docs: list[list[str]], limit: int
+) -> None:
+    store = SqliteIndexStore.open(tmp_path_factory.mktemp("k") / "i.sqlite", base_id="b", dims=None)
+    try:
+        for n, words in enumerate(docs):  # few words, short docs: equal scores everywhere
+            text = " ".join(words)
+            store.rebuild_material(
+                MaterialInput(f"m{n:03d}", f"d{n:03d}.md", text, [Chunk(text, 0, len(text), 0)]),
+                {},
+            )
+        got = [(h.unit_id, -h.score) for h in store.keyword_search("owl fox", limit)]
+        expected = [
+            (uid, r) for uid, r in store._writer.execute(_REFERENCE_LANE, ('"owl" OR "fox"', limit))
+        ]
+        assert got == expected
+    finally:
+        store.close()
