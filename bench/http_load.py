@@ -5,10 +5,10 @@ import runs. Prints p50/p95/p99 latency, throughput and the error count.
     .venv/bin/python bench/http_load.py --clients 10 --seconds 5 --files 200   # a quick look
 
 Target on the 2-core dev machine: zero errors, p99 < 250 ms. The base is BM25-only (no model
-load); its corpus is generated Markdown under a temp home, added as a folder. The server is a
-separate process (uvicorn + the job workers, as ``kb serve`` runs), so client and server do not
-share a GIL; the import (another folder, added over HTTP by local path) runs in its workers
-while the clients search.
+load); its corpus is generated Markdown under a temp home, added as a folder. The server is
+``kb serve`` in a subprocess (``--processes N`` API processes; with N > 1 its job workers run in
+one more process), so client and server do not share a GIL; the import (another folder, added
+over HTTP by local path) runs in its workers while the clients search.
 """
 
 from __future__ import annotations
@@ -26,22 +26,6 @@ import urllib.parse
 from pathlib import Path
 
 import httpx
-
-SERVER = """
-import os, sys, uvicorn
-from pathlib import Path
-from knowbase.interfaces.http import create_app
-from knowbase.service import Knowledge
-from knowbase.settings import load_settings
-home, port, root = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-with Knowledge(load_settings(home)) as kb:
-    if sys.argv[4] == "workers":
-        kb.start_workers()
-    concurrency = int(os.environ.get("KB_BENCH_SEARCH_CONCURRENCY", "0")) or None
-    app = create_app(kb, local_path_roots=[root], search_concurrency=concurrency)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-"""
-
 
 WORKER = """
 import signal, sys, threading
@@ -96,12 +80,28 @@ def build_base(home: Path, corpus: Path) -> int:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (Linux /proc), to tell a CPU-bound server from a slow client."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
+    """utime + stime of a process and its descendants (Linux /proc): ``kb serve --processes``
+    forks API processes and a worker, and a CPU-bound server must be told from a slow client."""
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (ppid, cpu s)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        stats[int(entry.name)] = (
+            int(fields[1]),
+            (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+        )
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, _) in stats.items():
+            if ppid == parent and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return sum(stats[p][1] for p in tree if p in stats)
 
 
 def free_port() -> int:
@@ -201,6 +201,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--files", type=int, default=1000, help="files in the base (10 chunks each)")
     ap.add_argument("--import-files", type=int, default=300, help="files imported under load")
+    ap.add_argument("--processes", type=int, default=1, help="kb serve --processes (API processes)")
     ap.add_argument(
         "--separate-worker",
         action="store_true",
@@ -225,10 +226,10 @@ def main() -> None:
 
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    mode = "no-workers" if args.separate_worker else "workers"
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(home), str(port), str(tmp / "corpus"), mode], env=env
-    )
+    serve = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--home", str(home)]
+    serve += ["--port", str(port), "--allow-path", str(tmp / "corpus")]
+    serve += ["--processes", str(args.processes)]
+    server = subprocess.Popen(serve + (["--no-workers"] if args.separate_worker else []), env=env)
     worker = (
         subprocess.Popen([sys.executable, "-c", WORKER, str(home)], env=env)
         if args.separate_worker
@@ -263,7 +264,8 @@ def main() -> None:
     done = sum(1 for i in imported if i["status"] == "completed")
     print(
         f"base: {chunks} chunks; {args.clients} clients for {args.seconds:.0f} s; "
-        f"workers {'in a separate process' if args.separate_worker else 'in the server'}\n"
+        f"{args.processes} API process(es); "
+        f"workers {'in a separate process' if args.separate_worker else 'by kb serve'}\n"
         f"requests ok: {len(lat)}  ({len(lat) / args.seconds:.0f}/s)\n"
         f"latency ms: p50 {pct(lat, 50) * 1000:.1f}  p95 {pct(lat, 95) * 1000:.1f}  "
         f"p99 {pct(lat, 99) * 1000:.1f}  max {(lat[-1] if lat else float('nan')) * 1000:.1f}\n"

@@ -418,9 +418,7 @@ def status(
         from knowbase.jobs.worker import live_workers
 
         workers = live_workers(kb.rt.catalog)
-        skipped = {
-            i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")
-        }
+        skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
     data = {
         "base": b,
         "counts": counts,

@@ -61,6 +61,15 @@ def serve(
     max_upload_mb: Annotated[
         int, typer.Option(min=1, help="Largest request body accepted, in MiB.")
     ] = 100,
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="API processes sharing the port (one per core scales search); with more "
+            "than one, the job workers run in one extra process.",
+        ),
+    ] = 1,
 ) -> None:
     """Run the HTTP API (OpenAPI at /docs) and, unless --no-workers, the job workers."""
     token = os.environ.get(TOKEN_ENV) or None
@@ -68,6 +77,31 @@ def serve(
     roots = list(allow_path or [])
     if not roots and os.environ.get(PATH_ROOTS_ENV):
         roots = [Path(p) for p in os.environ[PATH_ROOTS_ENV].split(os.pathsep) if p]
+
+    if processes > 1:
+        from knowbase.interfaces.http_processes import serve_processes
+
+        typer.echo(
+            f"knowbase API on http://{host}:{port} (docs at /docs), {processes} processes; "
+            f"workers {'off' if no_workers else 'in one more process'}; "
+            f"auth {'bearer token' if token else 'off'}",
+            err=True,
+        )
+        config = {
+            "token": token,
+            "require_token": not is_loopback(host),
+            "max_upload_bytes": max_upload_mb * 1024 * 1024,
+            "roots": [str(r) for r in roots],
+        }
+        serve_processes(
+            home=home,
+            host=host,
+            port=port,
+            processes=processes,
+            workers=not no_workers,
+            config=config,
+        )
+        return
 
     import uvicorn
 

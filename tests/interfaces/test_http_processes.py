@@ -1,0 +1,96 @@
+"""``kb serve --processes 2``: two API processes share the port and one worker process runs
+the jobs; a note added through one process is searchable through either; SIGTERM stops all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(check: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                out.add(int(entry.name))
+    return out
+
+
+@pytest.mark.timeout(180)
+def test_two_api_processes_and_one_worker(tmp_path: Path) -> None:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--home", str(tmp_path)]
+    server = subprocess.Popen(
+        [*cmd, "--port", str(port), "--processes", "2"],
+        env={**os.environ, "KNOWBASE_API_TOKEN": ""},
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/status", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        _wait_for(up)
+        # the supervisor's children: the worker process plus uvicorn's process manager or
+        # its API processes (the layout is uvicorn's; at least the worker and one API one)
+        assert len(_children(server.pid)) >= 2
+        with httpx.Client(base_url=url, timeout=30) as client:
+            client.post("/bases", json={"name": "docs"}).raise_for_status()
+            text = "Owls hunt at night. The barn owl nests in old barns."
+            client.post(
+                "/bases/docs/items", json={"inputs": [{"type": "note", "content": text}]}
+            ).raise_for_status()
+            _wait_for(
+                lambda: (
+                    [i["status"] for i in client.get("/bases/docs/items").json()] == ["completed"]
+                )
+            )
+            # new connections land on either process; each must see the worker's writes
+            for _ in range(6):
+                with httpx.Client(base_url=url, timeout=30) as fresh:
+                    hits = fresh.get("/bases/docs/search", params={"q": "barn owl"}).json()
+                assert hits["results"][0]["text"].startswith("Owls hunt")
+    finally:
+        kids = _children(server.pid)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0
+    for pid in kids:  # nothing left behind
+        _wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
