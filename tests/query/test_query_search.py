@@ -169,7 +169,28 @@ def test_lane_limits(store: RecordingStore) -> None:
     assert store.asked == [("vector", 1000), ("keyword", 1000)]
     store.asked = []
     search(store, "cat", config=SearchConfig(), embedder=None, reranker=None, visible=everything)
-    assert store.asked == [("keyword", 50)]
+    assert store.asked == [("keyword", 10)]  # BM25 without a reranker: top_k first
+    store.asked = []
+    search(store, "cat", config=SearchConfig(), embedder=None, reranker=ListReranker([]),
+           visible=everything)  # fmt: skip
+    assert store.asked == [("keyword", 50)]  # a reranker sees every candidate
+
+
+@pytest.mark.parametrize("top_k", [1, 2, 3])
+def test_bm25_widens_only_when_hidden_items_leave_a_gap(store: RecordingStore, top_k: int) -> None:
+    """Every subset of visible items: the shown hits are those of the full candidate list."""
+    mids = sorted(DOCS)
+    full = store.keyword_search("cat dog bird", top_k * 5)
+    for mask in range(2 ** len(mids)):
+        allowed = {m for n, m in enumerate(mids) if mask >> n & 1}
+        store.asked = []
+        r = search(store, "cat dog bird", config=SearchConfig(top_k=top_k), embedder=None,
+                   reranker=None, visible=only(*allowed))  # fmt: skip
+        expected = [h.unit_id for h in full if h.material_id in allowed][:top_k]
+        assert [x.chunk_id for x in r.results] == expected
+        first = [h.material_id for h in full[:top_k]]
+        widened = len(full) >= top_k and not set(first) <= allowed
+        assert store.asked == [("keyword", top_k)] + ([("keyword", top_k * 5)] * widened)
 
 
 def test_visibility_drops_hidden_items(store: SqliteIndexStore) -> None:

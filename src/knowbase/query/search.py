@@ -186,6 +186,7 @@ def search(
     explain["mode"] = mode
 
     hits: dict[str, SearchHit] = {}
+    first = candidates
     if mode == "hybrid":
         assert embedder is not None and config.dims
         vector = _embed_query(embedder, q, config.dims)
@@ -201,14 +202,22 @@ def search(
         explain["lanes"] = {"vector": len(vhits), "keyword": len(khits), "lane_limit": lane_limit}
         ranked = [(hits[uid], score) for uid, score in fused]
     else:
-        khits = store.keyword_search(q, candidates)
-        explain["lanes"] = {"keyword": len(khits)}
-        ranked = [(h, h.score) for h in khits]
+        # Without a reranker only top_k hits are shown: ask the lane for that many first and
+        # widen to the candidate limit only when hidden items leave a gap (below). The lane's
+        # order is total (ties by unit id), so the short list is a prefix of the long one;
+        # fetching text for 5x the hits shown was half of a BM25 search's cost.
+        first = candidates if reranker is not None else top_k
+        ranked = [(h, h.score) for h in store.keyword_search(q, first)]
 
     # A reranker sees every candidate, so check them all; otherwise only as many as it takes
     # to fill top_k (the catalog lookup is a good part of a search's cost).
     need = len(ranked) if reranker is not None else top_k
     shown, kept, checked = _visible_prefix(ranked, need, visible)
+    if mode == "bm25" and len(kept) < need and len(ranked) == first < candidates:
+        ranked = [(h, h.score) for h in store.keyword_search(q, candidates)]
+        shown, kept, checked = _visible_prefix(ranked, need, visible)
+    if mode == "bm25":
+        explain["lanes"] = {"keyword": len(ranked), "lane_limit": candidates}
     explain["hidden"] = checked - len(kept)
     scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, "ranking") for h, s in kept]
 
