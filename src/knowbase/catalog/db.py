@@ -3,10 +3,15 @@
 pysqlite opens a transaction only at the first write, so check-then-write steps would race
 across processes. Following SQLAlchemy's pysqlite recipe we put the driver in autocommit and emit
 ``BEGIN IMMEDIATE`` ourselves in :meth:`Catalog.write_tx` (``BEGIN`` for reads).
+
+SQLite has one writer at a time, and a writer that finds the lock taken polls it through the
+busy handler, sleeping 1, 2, 5 … 100 ms between tries. Threads of one process therefore queue
+on a lock of ours first and hand the write lock on at once; only other processes still poll.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,6 +60,9 @@ class Catalog:
         self.url = url
         self.engine = _make_engine(url)
         self.is_sqlite = url.startswith("sqlite")
+        # re-entrant: a nested write_tx (another pooled connection) then fails with SQLite's
+        # "database is locked" after the busy timeout, as it always did, instead of hanging
+        self._sqlite_writer = threading.RLock()
 
     def create_schema(self) -> None:
         """Bring the schema to head with Alembic (idempotent)."""
@@ -65,9 +73,12 @@ class Catalog:
     @contextmanager
     def write_tx(self) -> Iterator[Connection]:
         """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so check-then-write is atomic."""
-        with self.engine.connect() as conn:
-            if self.is_sqlite:
-                conn.info["begin_mode"] = "IMMEDIATE"
+        if not self.is_sqlite:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+            return
+        with self._sqlite_writer, self.engine.connect() as conn:
+            conn.info["begin_mode"] = "IMMEDIATE"
             with conn.begin():
                 yield conn
 
