@@ -65,6 +65,10 @@ def test_two_api_processes_and_one_worker(tmp_path: Path) -> None:
         # the supervisor's children: the worker process plus uvicorn's process manager or
         # its API processes (the layout is uvicorn's; at least the worker and one API one)
         assert len(_children(server.pid)) >= 2
+        # the job worker runs --worker-nice (default 10) nicer than the API processes
+        (worker,) = [p for p in _children(server.pid) if b"worker" in _argv(p)]
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, worker) == min(19, base + 10)
         with httpx.Client(base_url=url, timeout=30) as client:
             client.post("/bases", json={"name": "docs"}).raise_for_status()
             text = "Owls hunt at night. The barn owl nests in old barns."
@@ -87,6 +91,13 @@ def test_two_api_processes_and_one_worker(tmp_path: Path) -> None:
         assert server.wait(60) == 0
     for pid in kids:  # nothing left behind
         _wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30)
+
+
+def _argv(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
 
 
 def _zombie(pid: int) -> bool:

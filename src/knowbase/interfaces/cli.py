@@ -7,6 +7,7 @@ machine-readable output on stdout. Exit codes: 0 ok, 1 error, 3 detect-strategy 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -506,12 +507,23 @@ def retry(
 @app.command("worker")
 def worker(
     threads: Annotated[int | None, typer.Option(help="Worker threads.")] = None,
+    nice: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=19,
+            help="Lower this process's CPU priority by this much (POSIX nice): imports then "
+            "use the CPU that searches leave.",
+        ),
+    ] = 0,
     home: HomeOpt = None,
 ) -> None:
     """Run job workers until interrupted (Ctrl-C / SIGTERM)."""
     import signal
     import threading
 
+    if nice and hasattr(os, "nice"):
+        os.nice(nice)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with open_kb(home) as kb:

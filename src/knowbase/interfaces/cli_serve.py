@@ -70,6 +70,15 @@ def serve(
             "than one, the job workers run in one extra process.",
         ),
     ] = 1,
+    worker_nice: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=19,
+            help="With --processes > 1: the job-worker process runs this much nicer, so "
+            "imports use the CPU that searches leave (0: equal priority).",
+        ),
+    ] = 10,
 ) -> None:
     """Run the HTTP API (OpenAPI at /docs) and, unless --no-workers, the job workers."""
     token = os.environ.get(TOKEN_ENV) or None
@@ -99,6 +108,7 @@ def serve(
             port=port,
             processes=processes,
             workers=not no_workers,
+            worker_nice=worker_nice,
             config=config,
         )
         return

@@ -5,6 +5,9 @@ the API scales by processes. uvicorn forks N processes that share the listening 
 imports :func:`app_from_env`, which opens its own ``Knowledge`` on the shared home (catalog
 transactions, leases and file locks make that safe, as for ``kb worker``). Job workers run in
 ONE separate ``kb worker`` process, so N API processes never mean N times the job concurrency.
+That process runs ``worker_nice`` nicer (default 10): under search load an import gets the CPU
+the API leaves instead of half of it (bench/http_load.py: searches during an import ran at
+half the rate of those after it); on an idle machine it runs at full speed.
 """
 
 from __future__ import annotations
@@ -58,15 +61,18 @@ def serve_processes(
     processes: int,
     workers: bool,
     config: dict[str, Any],
+    worker_nice: int = 0,
 ) -> None:
     """Run ``processes`` API processes (uvicorn's supervisor) plus, unless ``workers`` is
-    False, one job-worker process; returns when uvicorn stops (Ctrl-C / SIGTERM)."""
+    False, one job-worker process ``worker_nice`` nicer; returns when uvicorn stops (Ctrl-C /
+    SIGTERM)."""
     import uvicorn
 
     os.environ[CONFIG_ENV] = json.dumps({"home": home, **config})
     worker = None
     if workers:
         cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "worker"]
+        cmd += ["--nice", str(worker_nice)]
         if home:
             cmd += ["--home", home]
         worker = subprocess.Popen(cmd)
