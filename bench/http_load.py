@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -79,9 +80,10 @@ def build_base(home: Path, corpus: Path) -> int:
         return chunks
 
 
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of a process and its descendants (Linux /proc): ``kb serve --processes``
-    forks API processes and a worker, and a CPU-bound server must be told from a slow client."""
+def _cpu_seconds(pid: int) -> dict[str, float]:
+    """utime + stime of a process and its descendants (Linux /proc), as ``{"all": s,
+    "worker": s}``: ``kb serve --processes`` forks API processes and a job-worker process,
+    and a CPU-bound server must be told from a slow client, the API from the import."""
     stats: dict[int, tuple[int, float]] = {}  # pid -> (ppid, cpu s)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -101,7 +103,16 @@ def _cpu_seconds(pid: int) -> float:
             if ppid == parent and child not in tree:
                 tree.add(child)
                 frontier.append(child)
-    return sum(stats[p][1] for p in tree if p in stats)
+
+    def is_worker(p: int) -> bool:
+        try:
+            argv = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return b"worker" in argv
+
+    cpu = {p: stats[p][1] for p in tree if p in stats}
+    return {"all": sum(cpu.values()), "worker": sum(c for p, c in cpu.items() if is_worker(p))}
 
 
 def free_port() -> int:
@@ -165,6 +176,8 @@ async def client_loop(
                 client = RawClient(host, port)
             if ok:
                 out["latencies"].append(time.perf_counter() - t0)
+                out["finished"].append(time.monotonic())
+                out["by_connection"].setdefault(seed, []).append(out["latencies"][-1])
     finally:
         await client.close()
 
@@ -177,7 +190,7 @@ def pct(sorted_values: list[float], p: float) -> float:
 
 
 async def run_load(url: str, clients: int, seconds: float, words: list[str], import_dir: Path):
-    out: dict = {"latencies": [], "errors": []}
+    out: dict = {"latencies": [], "finished": [], "by_connection": {}, "errors": []}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
         r = await client.post(
@@ -195,6 +208,29 @@ async def run_load(url: str, clients: int, seconds: float, words: list[str], imp
     return out, items
 
 
+def print_timeline(
+    finished: list[float], latencies: list[float], cpu: list[tuple[float, dict[str, float]]]
+) -> None:
+    """Per second of the run: requests done, p50, p99 and the cores the API processes and the
+    job worker used. A slow second points at a pause (GC, checkpoint, an import burst); a
+    uniformly long tail at queueing."""
+    start = min(finished)
+    seconds: dict[int, list[float]] = {}
+    for t, lat in zip(finished, latencies, strict=True):
+        seconds.setdefault(int(t - start), []).append(lat)
+    cores: dict[int, str] = {}
+    for (t0, a), (t1, b) in zip(cpu, cpu[1:], strict=False):
+        worker = (b["worker"] - a["worker"]) / (t1 - t0)
+        api = (b["all"] - a["all"]) / (t1 - t0) - worker
+        cores[int(t1 - start)] = f"  cores: api {api:.2f} worker {worker:.2f}"
+    for sec, lats in sorted(seconds.items()):
+        lats.sort()
+        print(
+            f"  t={sec:3d}s  n={len(lats):4d}  p50 {pct(lats, 50) * 1000:6.1f}  "
+            f"p99 {pct(lats, 99) * 1000:6.1f}{cores.get(sec, '')}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=50)
@@ -203,9 +239,15 @@ def main() -> None:
     ap.add_argument("--import-files", type=int, default=300, help="files imported under load")
     ap.add_argument("--processes", type=int, default=1, help="kb serve --processes (API processes)")
     ap.add_argument(
+        "--worker-nice", type=int, default=None, help="kb serve --worker-nice (default: its own)"
+    )
+    ap.add_argument(
         "--separate-worker",
         action="store_true",
         help="kb serve --no-workers plus a kb worker process (the import leaves the API's GIL)",
+    )
+    ap.add_argument(
+        "--timeline", action="store_true", help="also print p50/p99 for each second of the load"
     )
     ap.add_argument(
         "--home", type=Path, default=None, help="keep the home here; reused when it exists"
@@ -217,7 +259,10 @@ def main() -> None:
     words = vocabulary(3000, random.Random(0))
     if not (args.home and (home / "catalog.sqlite").exists()):
         write_corpus(tmp / "corpus" / "base", args.files, 10, words, seed=1)
-    write_corpus(tmp / "corpus" / "import", args.import_files, 10, words, seed=2)
+    # a new name and new text each run: a reused home must not see it as already imported
+    run_seed = int(time.time())
+    import_dir = tmp / "corpus" / f"import-{run_seed}"
+    write_corpus(import_dir, args.import_files, 10, words, seed=run_seed)
     if args.home and (home / "catalog.sqlite").exists():
         chunks = -1  # reused: built by an earlier run
         print(f"reusing the base in {home}", flush=True)
@@ -229,6 +274,8 @@ def main() -> None:
     serve = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--home", str(home)]
     serve += ["--port", str(port), "--allow-path", str(tmp / "corpus")]
     serve += ["--processes", str(args.processes)]
+    if args.worker_nice is not None:
+        serve += ["--worker-nice", str(args.worker_nice)]
     server = subprocess.Popen(serve + (["--no-workers"] if args.separate_worker else []), env=env)
     worker = (
         subprocess.Popen([sys.executable, "-c", WORKER, str(home)], env=env)
@@ -248,9 +295,17 @@ def main() -> None:
                 time.sleep(0.2)
         httpx.get(url + "/bases/bench/search", params={"q": words[0]}, timeout=30)  # warm
         cpu0, client0 = _cpu_seconds(server.pid), time.process_time()
-        out, items = asyncio.run(
-            run_load(url, args.clients, args.seconds, words, tmp / "corpus" / "import")
-        )
+        samples: list[tuple[float, dict[str, float]]] = []
+        done = threading.Event()
+
+        def sample_cpu() -> None:  # once a second, for the timeline
+            while not done.wait(1.0):
+                samples.append((time.monotonic(), _cpu_seconds(server.pid)))
+
+        sampler = threading.Thread(target=sample_cpu, daemon=True)
+        sampler.start()
+        out, items = asyncio.run(run_load(url, args.clients, args.seconds, words, import_dir))
+        done.set()
         server_cpu = _cpu_seconds(server.pid)
     finally:
         for proc in (server, worker):
@@ -260,7 +315,7 @@ def main() -> None:
 
     client_cpu = time.process_time() - client0
     lat = sorted(out["latencies"])
-    imported = [i for i in items if i["data"].get("relative_path", "").startswith("import")]
+    imported = [i for i in items if i["data"].get("relative_path", "").startswith(import_dir.name)]
     done = sum(1 for i in imported if i["status"] == "completed")
     print(
         f"base: {chunks} chunks; {args.clients} clients for {args.seconds:.0f} s; "
@@ -270,10 +325,20 @@ def main() -> None:
         f"latency ms: p50 {pct(lat, 50) * 1000:.1f}  p95 {pct(lat, 95) * 1000:.1f}  "
         f"p99 {pct(lat, 99) * 1000:.1f}  max {(lat[-1] if lat else float('nan')) * 1000:.1f}\n"
         f"errors: {len(out['errors'])}\n"
-        f"cpu s during load: server {server_cpu - cpu0:.1f}, client {client_cpu:.1f} "
+        f"cpu s during load: server {server_cpu['all'] - cpu0['all']:.1f} (of which the job "
+        f"worker {server_cpu['worker'] - cpu0['worker']:.1f}), client {client_cpu:.1f} "
         f"(wall {args.seconds:.0f})\n"
         f"import under load: {done}/{len(imported)} items completed when the clients stopped"
     )
+    if args.timeline and out["finished"]:
+        print_timeline(out["finished"], out["latencies"], samples)
+    # Each connection stays on the API process that accepted it: uneven shares show up here.
+    means = sorted(sum(v) / len(v) * 1000 for v in out["by_connection"].values())
+    if means:
+        print(
+            f"mean latency per connection ms: min {means[0]:.0f}  "
+            f"median {means[len(means) // 2]:.0f}  max {means[-1]:.0f}"
+        )
     for e in out["errors"][:5]:
         print("  error:", e)
 
