@@ -34,10 +34,14 @@ def _normalised(rows: list[Row], dims: int) -> tuple[list[str], np.ndarray]:
             "stored vectors do not match the base's dimensions", dims=dims, rows=len(rows)
         )
     mat = raw.reshape(len(rows), dims).astype(np.float32, copy=True)
-    norms = np.linalg.norm(mat, axis=1)
-    keep = np.isfinite(norms) & (norms > 0)
+    # Scale by the largest component before the norm: squaring a tiny float32 (1e-38)
+    # underflows to 0, which would drop a vector that SQL's cosine still ranks.
+    with np.errstate(invalid="ignore"):
+        scale = np.abs(mat).max(axis=1)
+    keep = np.isfinite(scale) & (scale > 0)  # NaN and inf rows have a non-finite max
     mat = mat[keep]
-    mat /= norms[keep, None]
+    mat /= scale[keep, None]
+    mat /= np.linalg.norm(mat, axis=1)[:, None]
     ids = [uid for (uid, _), k in zip(rows, keep, strict=True) if k]
     return ids, mat
 
