@@ -296,16 +296,16 @@ def main() -> None:
         httpx.get(url + "/bases/bench/search", params={"q": words[0]}, timeout=30)  # warm
         cpu0, client0 = _cpu_seconds(server.pid), time.process_time()
         samples: list[tuple[float, dict[str, float]]] = []
-        done = threading.Event()
+        stop_sampling = threading.Event()
 
         def sample_cpu() -> None:  # once a second, for the timeline
-            while not done.wait(1.0):
+            while not stop_sampling.wait(1.0):
                 samples.append((time.monotonic(), _cpu_seconds(server.pid)))
 
-        sampler = threading.Thread(target=sample_cpu, daemon=True)
-        sampler.start()
+        if args.timeline:
+            threading.Thread(target=sample_cpu, daemon=True).start()
         out, items = asyncio.run(run_load(url, args.clients, args.seconds, words, import_dir))
-        done.set()
+        stop_sampling.set()
         server_cpu = _cpu_seconds(server.pid)
     finally:
         for proc in (server, worker):

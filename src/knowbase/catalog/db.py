@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -61,8 +61,11 @@ class Catalog:
         self.engine = _make_engine(url)
         self.is_sqlite = url.startswith("sqlite")
         # re-entrant: a nested write_tx (another pooled connection) then fails with SQLite's
-        # "database is locked" after the busy timeout, as it always did, instead of hanging
-        self._sqlite_writer = threading.RLock()
+        # "database is locked" after the busy timeout, as it always did, instead of hanging.
+        # PostgreSQL has row locks and real waits: nothing to queue for.
+        self._writer_queue: AbstractContextManager[object] = (
+            threading.RLock() if self.is_sqlite else nullcontext()
+        )
 
     def create_schema(self) -> None:
         """Bring the schema to head with Alembic (idempotent)."""
@@ -73,12 +76,9 @@ class Catalog:
     @contextmanager
     def write_tx(self) -> Iterator[Connection]:
         """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so check-then-write is atomic."""
-        if not self.is_sqlite:
-            with self.engine.connect() as conn, conn.begin():
-                yield conn
-            return
-        with self._sqlite_writer, self.engine.connect() as conn:
-            conn.info["begin_mode"] = "IMMEDIATE"
+        with self._writer_queue, self.engine.connect() as conn:
+            if self.is_sqlite:
+                conn.info["begin_mode"] = "IMMEDIATE"
             with conn.begin():
                 yield conn
 

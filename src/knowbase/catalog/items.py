@@ -96,6 +96,12 @@ def find_completed(conn: Connection, base_id: str, item_ids: Iterable[str]) -> d
     return out
 
 
+# Built once (an expanding IN): it runs on every search; building it cost more than running it.
+_VERSIONS = sa.select(it.c.id, it.c.updated_at, it.c.base_id, it.c.status).where(
+    it.c.id.in_(sa.bindparam("ids", expanding=True))
+)
+
+
 def completed_versions(conn: Connection, base_id: str, item_ids: Iterable[str]) -> dict[str, int]:
     """``{id: updated_at}`` of the ``completed`` items of ``base_id`` among ``item_ids``.
 
@@ -115,12 +121,6 @@ def completed_versions(conn: Connection, base_id: str, item_ids: Iterable[str]) 
             }
         )
     return out
-
-
-# Built once (an expanding IN): it runs on every search, and building it cost more than running it.
-_VERSIONS = sa.select(it.c.id, it.c.updated_at, it.c.base_id, it.c.status).where(
-    it.c.id.in_(sa.bindparam("ids", expanding=True))
-)
 
 
 def list_items(

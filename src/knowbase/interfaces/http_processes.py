@@ -1,19 +1,20 @@
 """Several API processes on one home (``kb serve --processes N``).
 
 One Python process serves searches on one core at a time (the GIL); on a multi-core machine
-the API scales by processes. uvicorn forks N processes that share the listening socket; each
-imports :func:`app_from_env`, which opens its own ``Knowledge`` on the shared home (catalog
-transactions, leases and file locks make that safe, as for ``kb worker``). Job workers run in
-ONE separate ``kb worker`` process, so N API processes never mean N times the job concurrency.
+the API scales by processes. Each of N processes runs uvicorn on :func:`app_from_env`, which
+opens its own ``Knowledge`` on the shared home (catalog transactions, leases and file locks
+make that safe, as for ``kb worker``). Job workers run in ONE separate ``kb worker`` process,
+so N API processes never mean N times the job concurrency.
 
 Each API process listens on its own ``SO_REUSEPORT`` socket, so the kernel spreads connections
 over them by address hash. With one shared socket (uvicorn's ``workers=N``) whichever process
 woke first accepted every pending connection: the bench's 50 keep-alive clients split 35/15
 and the larger share waited 2.5x as long. Where ``SO_REUSEPORT`` is missing, uvicorn's
 supervisor runs instead.
-That process runs ``worker_nice`` nicer (default 10): under search load an import gets the CPU
-the API leaves instead of half of it (bench/http_load.py: searches during an import ran at
-half the rate of those after it); on an idle machine it runs at full speed.
+
+The job-worker process runs ``worker_nice`` nicer (default 10): under search load an import
+gets the CPU the API leaves instead of half of it (bench/http_load.py: searches during an
+import ran at half the rate of those after it); on an idle machine it runs at full speed.
 """
 
 from __future__ import annotations
@@ -75,9 +76,8 @@ def serve_processes(
     config: dict[str, Any],
     worker_nice: int = 0,
 ) -> None:
-    """Run ``processes`` API processes (uvicorn's supervisor) plus, unless ``workers`` is
-    False, one job-worker process ``worker_nice`` nicer; returns when uvicorn stops (Ctrl-C /
-    SIGTERM)."""
+    """Run ``processes`` API processes plus, unless ``workers`` is False, one job-worker
+    process ``worker_nice`` nicer; returns when the API processes stop (Ctrl-C / SIGTERM)."""
     import uvicorn
 
     os.environ[CONFIG_ENV] = json.dumps({"home": home, **config})

@@ -213,7 +213,7 @@ def search(
     # to fill top_k (the catalog lookup is a good part of a search's cost).
     need = len(ranked) if reranker is not None else top_k
     shown, kept, checked = _visible_prefix(ranked, need, visible)
-    if mode == "bm25" and len(kept) < need and len(ranked) == first < candidates:
+    if len(kept) < need and len(ranked) == first < candidates:  # a short BM25 page was full
         ranked = [(h, h.score) for h in store.keyword_search(q, candidates)]
         shown, kept, checked = _visible_prefix(ranked, need, visible)
     if mode == "bm25":

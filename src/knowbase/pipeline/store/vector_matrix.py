@@ -36,8 +36,7 @@ def _normalised(rows: list[Row], dims: int) -> tuple[list[str], np.ndarray]:
     mat = raw.reshape(len(rows), dims).astype(np.float32, copy=True)
     # Scale by the largest component before the norm: squaring a tiny float32 (1e-38)
     # underflows to 0, which would drop a vector that SQL's cosine still ranks.
-    with np.errstate(invalid="ignore"):
-        scale = np.abs(mat).max(axis=1)
+    scale = np.abs(mat).max(axis=1)
     keep = np.isfinite(scale) & (scale > 0)  # NaN and inf rows have a non-finite max
     mat = mat[keep]
     mat /= scale[keep, None]
