@@ -67,6 +67,8 @@ def test_cancelled_index_job_fails_the_item_interrupted(
     poll(lambda: kb.get_item(base.id, item.id).status == "embedding", what="embedding")
     kb.rt.jobs.cancel_and_wait([job_id], timeout_s=20)
     assert kb.get_job(job_id).status == "cancelled"
+    # on_settled fails the item in its own transaction just after the job's: wait for it
+    poll(lambda: kb.get_item(base.id, item.id).status != "embedding", what="item settled")
     after = kb.get_item(base.id, item.id)
     assert (after.status, after.error_code) == ("failed", "indexing_interrupted")
     assert kb.rt.store(kb.get_base(base.id)).material_ids() == set()
