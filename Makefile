@@ -13,7 +13,7 @@ setup: $(VENV)/bin/python
 	$(PIP) install -q torch==2.13.0 -e ".[local]"
 
 setup-test: $(VENV)/bin/python
-	$(PIP) install -q torch==2.13.0 -e ".[local,server,postgres,test]"
+	$(PIP) install -q torch==2.13.0 -e ".[local,multilingual,server,postgres,test]"
 
 demo: setup
 	$(KB) base create samples --embedding local:all-minilm-l6-v2 --if-not-exists

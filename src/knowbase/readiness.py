@@ -75,10 +75,13 @@ def _has(module: str) -> bool:
 
 def _check_local(model: str) -> tuple[str, str]:
     """The ``local`` extra's imports and packaged files, without importing torch or loading."""
+    from knowbase.providers import multilingual
     from knowbase.providers.local import MODEL_NAME, model_path
 
+    if model.lower() == multilingual.MODEL_NAME:
+        return multilingual.readiness_check()
     if model.lower() != MODEL_NAME:
-        return UNAVAILABLE, f"the local profile has only {MODEL_NAME!r}"
+        return UNAVAILABLE, f"the local profile has {MODEL_NAME!r} and {multilingual.MODEL_NAME!r}"
     missing = [m for m in ("sentence_transformers", "torch", "tokenizers") if not _has(m)]
     if missing:
         return UNAVAILABLE, f"missing {', '.join(missing)}: pip install 'knowbase[local]'"

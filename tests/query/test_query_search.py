@@ -278,3 +278,21 @@ def test_script_coverage_rule() -> None:
     assert script_coverage("Привет", latin)["covered"] is False
     assert script_coverage("Привет", frozenset({"Latin", "Cyrillic"}))["covered"] is True
     assert script_coverage("机器学习", None)["covered"] is True
+
+
+class QueryPrefixEmbedder(WordEmbedder):
+    """Like E5: queries go through ``embed_queries``, which here reads every query as "bird"."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.query_calls = [*getattr(self, "query_calls", []), list(texts)]
+        return self.embed(["bird"] * len(texts))
+
+
+def test_query_vector_comes_from_embed_queries_when_the_provider_has_it(
+    store: SqliteIndexStore,
+) -> None:
+    emb = QueryPrefixEmbedder()
+    r = search(store, "zebra", config=HYBRID, embedder=emb, reranker=None, visible=everything)
+    assert emb.query_calls == [["zebra"]]
+    assert r.explain["lanes"]["keyword"] == 0  # "zebra" is in no document: only vectors vote
+    assert r.results[0].item_id == "m5"  # nearest the pure-"bird" vector: "bird bird cat"

@@ -277,6 +277,7 @@ def add(
         raise typer.BadParameter("give at least one file, folder or URL, or --note")
     with open_kb(home) as kb:
         b = kb.get_base(base)
+        _warn_model_cannot_read(kb, b, targets or [])
         result = kb.add(b.id, inputs, strategy=conflict)  # type: ignore[arg-type]
         if result.status == "conflicts":
             emit(result, as_json, lambda: _render_conflicts(result))
@@ -289,6 +290,24 @@ def add(
         as_json,
         lambda: _render_items(items),
     )
+
+
+def _warn_model_cannot_read(kb: Any, b: Any, targets: list[str]) -> None:
+    """On stderr: suggest a multilingual model when the files are mostly CJK (never applied)."""
+    if not b.embedding_model_id:
+        return
+    from knowbase.pipeline.indexing.model_hint import model_hint, sample_text
+
+    local = [t for t in targets if not t.startswith(("http://", "https://"))]
+    try:
+        scripts = kb.rt.embedder(b).scripts
+    except KnowbaseError:
+        return  # the add itself reports an unusable model
+    hint = model_hint(sample_text(local), model_id=b.embedding_model_id, scripts=scripts)
+    if hint:
+        from rich.markup import escape
+
+        err_console.print(f"[yellow]hint:[/] {escape(hint)}", soft_wrap=True)
 
 
 def _render_conflicts(result: Any) -> None:

