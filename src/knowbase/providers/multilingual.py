@@ -26,8 +26,8 @@ install; the engine itself is code from the pinned release (pin it by hash with 
 ``--require-hashes`` to cover the wheel as a whole). The bundled sparse head (``sae.bin``)
 is not used and never loaded.
 
-**Speed** (:data:`SPEED`): ~2 chunks/s on 2 cores for full 512-token chunks, several times
-slower than all-MiniLM-L6-v2; a query encodes in ~10 ms.
+**Speed** (:data:`SPEED`, measured in docs/models.md): an import is several times slower than
+with all-MiniLM-L6-v2 (longer chunks, a bigger model); a query encodes in tens of ms.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb78
 DIMS = 384
 WINDOW = 512
 SPEED = (
-    "an import embeds ~2 chunks/s of 512 tokens on 2 CPU cores (~4x slower than "
-    "all-MiniLM-L6-v2's 256-token chunks per token); a query encodes in ~10 ms"
+    "slow to import: ~0.3-1.3 chunks/s of 512 tokens (~200-800 Chinese characters/s) on 2 CPU "
+    "cores, 4-8x slower than all-MiniLM-L6-v2; a query takes 10-50 ms"
 )
 """What an import costs, shown by ``kb status`` (measured here; see docs/models.md)."""
 
@@ -148,24 +148,28 @@ def verify_weights(path: Path, expected: str = WEIGHTS_SHA256) -> None:
 
 
 @contextmanager
-def _omp_threads(threads: int | None) -> Iterator[None]:
-    """Set ``OMP_NUM_THREADS`` while the engine (and its own libgomp) loads, then restore it.
+def _omp_env(threads: int | None) -> Iterator[None]:
+    """Set OpenMP's variables while the engine (and its own libgomp) loads, then restore them.
 
-    The bundled libgomp reads the variable once, when it is loaded; leaving it set would cap
-    every OpenMP library loaded later in this process (torch) and every child process.
+    The bundled libgomp reads them once, when it is loaded; leaving them set would reach every
+    OpenMP library loaded later in this process (torch) and every child process.
+    ``OMP_WAIT_POLICY=passive`` (unless the user set a policy): libgomp's default spin-waiting
+    collapses when the cores are shared — measured here with other work running, one query took
+    1,373 ms with 2 spinning threads and 70 ms with passive ones (43 ms on 1 thread).
     """
-    if not threads:
-        yield
-        return
-    before = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = str(threads)
+    wanted = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY") or "passive"}
+    if threads:
+        wanted["OMP_NUM_THREADS"] = str(threads)
+    before = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class MultilingualE5:
@@ -206,7 +210,7 @@ class MultilingualE5:
         # Only the dense vectors are used: point the optional sparse head at a file that does
         # not exist, so the engine never parses the unchecked sae.bin.
         no_sparse_head = str(path.with_name(path.name + ".no-sparse-head"))
-        with _omp_threads(threads):
+        with _omp_env(threads):
             try:
                 engine = E5(model_path=str(path), sae_path=no_sparse_head)
             except (OSError, RuntimeError) as exc:
