@@ -13,8 +13,10 @@ let baseId = null;
 let tracking = null; // {t0, done0} from the moment work was first seen active
 
 function title(item) {
-  if (item.type === "directory" && item.data.relative_path) {
-    return item.data.relative_path.split("/").pop();
+  if (item.type === "directory") {
+    // a folder shows its own name, not the absolute path it was read from
+    const path = (item.data.relative_path || item.data.source || "").replace(/\\/g, "/");
+    return path.replace(/\/+$/, "").split("/").pop() || item.id;
   }
   return item.title || item.data.source || item.id;
 }
