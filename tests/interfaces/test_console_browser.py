@@ -239,11 +239,11 @@ def test_console_needs_the_token_and_shows_readiness(  # type: ignore[no-untyped
         dialog = page.locator("#token-dialog")
         expect_(dialog).to_be_visible()
         expect_(page.locator("#bases-table tbody tr")).to_have_count(0)  # no data without it
-        page.get_by_label("API token").fill("wrong")
+        page.get_by_role("textbox", name="API token").fill("wrong")
         page.get_by_role("button", name="Use token").click()
         expect_(page.locator("#token-error")).to_be_visible()  # refused: asked again
         expect_(page.locator("#bases-table tbody tr")).to_have_count(0)
-        page.get_by_label("API token").fill(TOKEN)
+        page.get_by_role("textbox", name="API token").fill(TOKEN)
         page.get_by_role("button", name="Use token").click()
         expect_(page.locator('#bases-table tr[data-base="secret"]')).to_be_visible()
         banner = page.locator("#readiness")
@@ -253,7 +253,8 @@ def test_console_needs_the_token_and_shows_readiness(  # type: ignore[no-untyped
 
         # once per tab: other pages of the same tab do not ask again
         page.goto(url + "/console/bases/secret")
-        expect_(page.locator('#items-table tr[data-status="idle"]')).to_have_count(1)
+        queued = httpx.get(url + "/bases/secret/items", headers=auth).json()[0]["status"]
+        expect_(page.locator(f'#items-table tr[data-status="{queued}"]')).to_have_count(1)
         expect_(page.locator("#progress-text")).to_contain_text("1 active")  # from the stream
         expect_(dialog).not_to_be_visible()
         # a new tab (new session storage) asks again

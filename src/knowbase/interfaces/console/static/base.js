@@ -68,11 +68,12 @@ function row(item, depth) {
       "Delete", el("span", { class: "sr-only" }, ` ${name}`)));
   }
   const label = el("span", { class: "title" }, name);
-  const cell = el("th", { scope: "row", style: `padding-left:${0.5 + depth * 1.25}rem` },
-    CONTAINERS.has(item.type) ? "📁 " : "", label);
+  const cell = el("th", { scope: "row", class: CONTAINERS.has(item.type) ? "folder" : "" }, label);
+  // CSSOM, not a style attribute: the page's CSP refuses inline styles
+  cell.style.paddingLeft = `${0.5 + depth * 1.25}rem`;
   if (item.concept_id) cell.append(el("div", { class: "concept" }, item.concept_id));
   return el("tr", { "data-item": item.id, "data-title": name, "data-status": item.status,
-    "aria-level": depth + 1 }, cell, el("td", {}, item.type), status, actions);
+    "aria-level": depth + 1 }, cell, el("td", { class: "type" }, item.type), status, actions);
 }
 
 function render() {
