@@ -124,11 +124,18 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
 
-        # 1. create a base
+        # 1. create a base, by keyboard only: Tab to the labelled field, type, Enter
         page.goto(url + "/")
-        page.get_by_label("Name").fill("docs")
-        page.get_by_label("Embedding model").fill("hash:d64")
-        page.get_by_role("button", name="Create").click()
+        for _ in range(12):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.id") == "create-name":
+                break
+        expect_(page.get_by_label("Name")).to_be_focused()
+        page.keyboard.type("docs")
+        page.keyboard.press("Tab")
+        expect_(page.get_by_label("Embedding model")).to_be_focused()
+        page.keyboard.type("hash:d64")
+        page.keyboard.press("Enter")
         row = page.locator('#bases-table tr[data-base="docs"]')
         expect_(row).to_contain_text("hash:d64")
         expect_(row).to_contain_text("empty")
