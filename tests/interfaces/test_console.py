@@ -110,7 +110,10 @@ def test_folder_upload_keeps_relative_paths(url: str, kb: Knowledge) -> None:
     assert wait_for(concepts) == {"top/a.md", "top/sub/b.md", "other/c.txt"}
     hits = httpx.get(url + "/bases/docs/search", params={"q": "beta"}).json()["results"]
     assert hits[0]["concept_id"] == "top/sub/b.md"
-    assert httpx.get(url + "/bases/docs/counts").json() == {"completed": 6}
+    summary = httpx.get(url + "/bases/docs/summary").json()
+    assert summary["counts"] == {"completed": 6}
+    index = Path(kb.settings.home) / "bases" / kb.get_base("docs").id / ".kb" / "index.sqlite"
+    assert summary["index_bytes"] >= index.stat().st_size > 0
 
 
 @pytest.mark.parametrize(
@@ -160,7 +163,7 @@ def test_pages_open_but_console_routes_need_the_token(tmp_path: Path) -> None:
         for method, path in (
             ("POST", "/bases/docs/uploads/folders"),
             ("POST", "/bases/docs/jobs/cancel"),
-            ("GET", "/bases/docs/counts"),
+            ("GET", "/bases/docs/summary"),
             ("GET", "/bases/docs/events"),
         ):
             assert httpx.request(method, u + path).status_code == 401, path

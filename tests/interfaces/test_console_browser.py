@@ -201,15 +201,29 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         expect_(page.locator("#doc-body")).to_contain_text("first page")  # neighbouring text
         page.screenshot(path=str(shots / "4-viewer.png"), full_page=True)
 
-        # 7. delete the PDF; it leaves search
+        # 7. delete the PDF (tick it, "Delete selected"); it leaves search
         page.goto(url + "/console/bases/docs")
-        item_row(page, "report.pdf").get_by_role("button", name="Delete").click()
+        page.get_by_label("Select report.pdf").check()
+        page.get_by_role("button", name="Delete selected").click()
         expect_(item_row(page, "report.pdf")).to_have_count(0, timeout=30_000)
         page.goto(url + "/console/search?base=docs&q=lighthouse%20zebra")
         expect_(page.locator("#search-summary")).to_contain_text("result(s)")
         expect_(page.locator('.result[data-concept="papers/report.pdf"]')).to_have_count(0)
 
-        # 8. readable at 375 px: nothing wider than the screen
+        # 8. settings are saved; a restore makes a new base from the raw/ copies
+        page.goto(url + "/console/bases/docs")
+        page.get_by_label("Results per search").fill("5")
+        page.get_by_role("button", name="Save settings").click()
+        expect_(page.locator("#notice")).to_have_text("Settings saved.")
+        assert httpx.get(url + "/bases/docs").json()["document_count"] == 5
+        page.get_by_label("Restore into a new base named").fill("docs-copy")
+        page.get_by_role("button", name="Restore").click()
+        expect_(page.locator("#notice")).to_contain_text("Restored into docs-copy")
+        page.goto(url + "/")
+        expect_(page.locator('#bases-table tr[data-base="docs-copy"]')).to_be_visible()
+        page.screenshot(path=str(shots / "5-bases-after.png"), full_page=True)
+
+        # 9. readable at 375 px: nothing wider than the screen
         page.set_viewport_size({"width": 375, "height": 800})
         for path, name, loaded in (
             ("/", "bases", '#bases-table tr[data-base="docs"]'),
@@ -220,7 +234,7 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
             expect_(page.locator(loaded).first).to_be_visible()
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 375, (path, width)
-            page.screenshot(path=str(shots / f"5-{name}-375.png"), full_page=True)
+            page.screenshot(path=str(shots / f"6-{name}-375.png"), full_page=True)
         assert errors == []
         page.close()
 
@@ -256,13 +270,14 @@ def test_console_needs_the_token_and_shows_readiness(  # type: ignore[no-untyped
         banner = page.locator("#readiness")
         expect_(banner).to_contain_text("degraded")
         expect_(banner).to_contain_text("queued, no worker running")
-        page.screenshot(path=str(shots / "6-token-banner.png"), full_page=True)
+        page.screenshot(path=str(shots / "7-token-banner.png"), full_page=True)
 
         # once per tab: other pages of the same tab do not ask again
         page.goto(url + "/console/bases/secret")
         queued = httpx.get(url + "/bases/secret/items", headers=auth).json()[0]["status"]
         expect_(page.locator(f'#items-table tr[data-status="{queued}"]')).to_have_count(1)
         expect_(page.locator("#progress-text")).to_contain_text("1 active")  # from the stream
+        expect_(page.locator("#imports li")).to_have_text("queued note: 0 of 1")
         expect_(dialog).not_to_be_visible()
         # a new tab (new session storage) asks again
         other = context.new_page()

@@ -1,5 +1,5 @@
 """API routes the console needs that the rest of the API did not have: upload a folder keeping
-its relative paths, cancel a base's running work, and item counts by status.
+its relative paths, cancel a base's running work, and a base's item counts and index size.
 
 They are ordinary API routes (OpenAPI, bearer token, the error shape), included next to the
 others; any client can use them.
@@ -100,10 +100,23 @@ def cancel_base_jobs(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
     return {"cancelled": ids}
 
 
-@router.get("/bases/{base}/counts", response_model=dict[str, int], tags=["items"])
-def item_counts(base: str, kb: Any = Depends(get_kb)) -> dict[str, int]:
-    """Items of the base by status (containers included)."""
-    return kb.counts(base)
+class Summary(BaseModel):
+    counts: dict[str, int]
+    index_bytes: int | None
+
+
+@router.get("/bases/{base}/summary", response_model=Summary, tags=["bases"])
+def base_summary(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """Items by status (containers included) and the size of the base's index on disk (its
+    SQLite file with WAL; null for an index kept elsewhere or not built yet)."""
+    b = kb.get_base(base)
+    path = kb.rt.storage(b.id).index_path
+    sizes = [
+        p.stat().st_size
+        for p in (path, *(Path(f"{path}{s}") for s in ("-wal", "-shm")))
+        if p.exists()
+    ]
+    return {"counts": kb.counts(b.id), "index_bytes": sum(sizes) if sizes else None}
 
 
 __all__ = ["router", "split_relative"]

@@ -3,6 +3,7 @@
 import {
   api, badge, el, enc, notify, request, showError, start, streamEvents, ApiError,
 } from "./common.js";
+import { fillSettings, wireSettings } from "./base_settings.js";
 
 const BASE = document.body.dataset.base;
 const ACTIVE = new Set(["idle", "preparing", "processing", "reading", "embedding"]);
@@ -11,6 +12,8 @@ const items = new Map(); // id → item (from the list route; statuses patched b
 const jobs = new Map(); // id → job status
 let baseId = null;
 let tracking = null; // {t0, done0} from the moment work was first seen active
+const importTracking = new Map(); // root id → {t0, done0}
+const selected = new Set(); // item ids ticked in the tree
 
 function title(item) {
   if (item.type === "directory") {
@@ -72,8 +75,13 @@ function row(item, depth) {
   // CSSOM, not a style attribute: the page's CSP refuses inline styles
   cell.style.paddingLeft = `${0.5 + depth * 1.25}rem`;
   if (item.concept_id) cell.append(el("div", { class: "concept" }, item.concept_id));
+  const tick = el("input", { type: "checkbox", "aria-label": `Select ${name}`,
+    checked: selected.has(item.id), onchange: (e) => {
+      if (e.target.checked) selected.add(item.id); else selected.delete(item.id);
+      updateSelection();
+    } });
   return el("tr", { "data-item": item.id, "data-title": name, "data-status": item.status,
-    "aria-level": depth + 1 }, cell, el("td", { class: "type" }, item.type), status, actions);
+    "aria-level": depth + 1 }, el("td", {}, tick), cell, el("td", { class: "type" }, item.type), status, actions);
 }
 
 function render() {
@@ -94,7 +102,54 @@ function render() {
   walk("", 0);
   document.querySelector("#items-table tbody").replaceChildren(...rows);
   document.getElementById("items-empty").hidden = rows.length > 0;
+  updateSelection();
   renderProgress();
+}
+
+function updateSelection() {
+  for (const id of selected) if (!items.has(id)) selected.delete(id);
+  for (const id of ["delete-selected", "reindex-selected"]) {
+    document.getElementById(id).disabled = selected.size === 0;
+  }
+}
+
+function rateText(track, done, total, now) {
+  if (!track || now <= track.t0) return "";
+  const rate = (done - track.done0) / (now - track.t0);
+  if (rate <= 0) return "";
+  return ` · ${rate.toFixed(1)} items/s · about ${Math.ceil((total - done) / rate)} s left`;
+}
+
+function rootOf(item) {
+  let cur = item;
+  while (cur.group_id && items.has(cur.group_id)) cur = items.get(cur.group_id);
+  return cur;
+}
+
+function renderImports(now) {
+  const byRoot = new Map();
+  for (const item of items.values()) {
+    if (CONTAINERS.has(item.type) && item.group_id) continue;
+    const root = rootOf(item);
+    if (!byRoot.has(root.id)) byRoot.set(root.id, { root, leaves: [] });
+    if (!CONTAINERS.has(item.type)) byRoot.get(root.id).leaves.push(item);
+  }
+  const rows = [];
+  for (const { root, leaves } of byRoot.values()) {
+    const active = ACTIVE.has(root.status) || leaves.some((i) => ACTIVE.has(i.status));
+    if (!active) {
+      importTracking.delete(root.id);
+      continue;
+    }
+    const done = leaves.filter((i) => i.status === "completed" || i.status === "failed").length;
+    if (!importTracking.has(root.id)) importTracking.set(root.id, { t0: now, done0: done });
+    const label = `${title(root)}: ${done} of ${leaves.length}`
+      + rateText(importTracking.get(root.id), done, leaves.length, now);
+    rows.push(el("li", { "data-root": root.id },
+      el("span", {}, label),
+      el("progress", { max: Math.max(leaves.length, 1), value: done, "aria-label": title(root) })));
+  }
+  document.getElementById("imports").replaceChildren(...rows);
 }
 
 function renderProgress() {
@@ -113,12 +168,8 @@ function renderProgress() {
   const now = Date.now() / 1000;
   if (busy && !tracking) tracking = { t0: now, done0: done };
   let text = `${done} of ${total} done (${completed} completed, ${failed} failed), ${active} active`;
-  if (busy && tracking && now > tracking.t0) {
-    const rate = (done - tracking.done0) / (now - tracking.t0);
-    if (rate > 0) {
-      text += ` · ${rate.toFixed(1)} items/s · about ${Math.ceil((total - done) / rate)} s left`;
-    }
-  }
+  if (busy) text += rateText(tracking, done, total, now);
+  renderImports(now);
   if (!busy) {
     tracking = null;
     if (total) text = `All done: ${text}`;
@@ -257,7 +308,28 @@ async function addInputs(inputs, what) {
   }
 }
 
+async function onSelection(action) {
+  const ids = [...selected];
+  if (!ids.length) return;
+  if (action === "delete" && !window.confirm(`Delete ${ids.length} selected item(s)?`)) return;
+  try {
+    for (const id of ids) {
+      const path = `/bases/${enc(baseId)}/items/${enc(id)}`;
+      if (action === "delete") await api(path, { method: "DELETE" });
+      else await api(`${path}/reindex`, { method: "POST" });
+    }
+    selected.clear();
+    notify(`${action === "delete" ? "Deleting" : "Reindexing"} ${ids.length} item(s).`, false);
+    await loadItems();
+  } catch (err) {
+    showError(err);
+  }
+}
+
 function wireAdding() {
+  document.getElementById("delete-selected").addEventListener("click", () => onSelection("delete"));
+  document.getElementById("reindex-selected")
+    .addEventListener("click", () => onSelection("reindex"));
   const zone = document.getElementById("dropzone");
   zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
   zone.addEventListener("dragleave", () => zone.classList.remove("over"));
@@ -296,7 +368,9 @@ start(async () => {
   baseId = base.id;
   document.getElementById("base-info").textContent =
     `${base.status} · ${base.embedding_model_id || "BM25 only"} · chunks of ${base.chunk_size} tokens`;
+  fillSettings(base);
   wireAdding();
+  wireSettings(baseId, loadItems);
   await loadItems();
   follow();
 });

@@ -10,6 +10,13 @@ function countsText(counts) {
   return `${total}: ${parts.join(", ")}`;
 }
 
+function formatBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
 async function deleteBase(base) {
   const ok = window.confirm(
     `Delete base "${base.name}" with all its files and index? This cannot be undone.`,
@@ -31,7 +38,7 @@ async function load() {
   const rows = await Promise.all(
     bases.map(async (b) => {
       if (b.embedding_model_id) models.add(b.embedding_model_id);
-      const counts = await api(`/bases/${enc(b.id)}/counts`);
+      const { counts, index_bytes: size } = await api(`/bases/${enc(b.id)}/summary`);
       const del = el("button", { type: "button", class: "danger", onclick: () => deleteBase(b) },
         "Delete", el("span", { class: "sr-only" }, ` base ${b.name}`));
       return el("tr", { "data-base": b.name },
@@ -39,6 +46,7 @@ async function load() {
         el("td", {}, badge(b.status), b.error ? ` ${b.error}` : ""),
         el("td", {}, b.embedding_model_id || "BM25 only"),
         el("td", { class: "counts" }, countsText(counts)),
+        el("td", { class: "size" }, size === null ? "–" : formatBytes(size)),
         el("td", {}, del));
     }),
   );
