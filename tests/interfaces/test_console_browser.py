@@ -94,7 +94,8 @@ def shots(tmp_path: Path) -> Path:
 
 
 def make_folder(root: Path) -> Path:
-    """``papers/``: a two-page PDF (the passage on page 2), a Markdown note, a corrupt PDF."""
+    """``papers/``: a two-page PDF (the passage on page 2), a Markdown note, a corrupt PDF,
+    and a file of a type that is skipped."""
     from reportlab.lib.pagesizes import A4
     from reportlab.pdfgen import canvas
 
@@ -108,7 +109,14 @@ def make_folder(root: Path) -> Path:
     pdf.save()
     (folder / "sub" / "notes.md").write_text("# Notes\n\nHarbour tides are logged hourly.\n")
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2048))
+    (folder / "tool.bin").write_bytes(b"\x7fELF")  # not indexable: named in the skip report
     return folder
+
+
+def goto(page, url: str) -> None:  # type: ignore[no-untyped-def]
+    """Open a console page and wait until its script has loaded its data and wired its forms."""
+    page.goto(url)
+    page.wait_for_selector("body[data-ready]")
 
 
 def item_row(page, title: str):  # type: ignore[no-untyped-def]
@@ -125,7 +133,7 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         page.on("pageerror", lambda e: errors.append(str(e)))
 
         # 1. create a base, by keyboard only: Tab to the labelled field, type, Enter
-        page.goto(url + "/")
+        goto(page, url + "/")
         for _ in range(12):
             page.keyboard.press("Tab")
             if page.evaluate("document.activeElement.id") == "create-name":
@@ -143,6 +151,8 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
 
         # 2. drop a folder (the folder picker gives the same files with relative paths)
         row.get_by_role("link", name="docs").click()
+        page.wait_for_url("**/console/bases/docs")
+        page.wait_for_selector("body[data-ready]")
         expect_(page.locator("#base-info")).to_contain_text("hash:d64")
         page.set_input_files("#pick-folder", str(folder))
 
@@ -163,6 +173,10 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         concept = item_row(page, "notes.md").locator(".concept")
         expect_(concept).to_have_text("papers/sub/notes.md")
         expect_(item_row(page, "sub")).to_have_attribute("aria-level", "2")
+        skipped = item_row(page, "papers").locator(".skipped")
+        expect_(skipped.locator("summary")).to_have_text("1 skipped")
+        skipped.locator("summary").click()
+        expect_(skipped).to_contain_text("tool.bin")
         page.screenshot(path=str(shots / "2-base.png"), full_page=True)
 
         # 4. retry: a reindex job for the item runs and it fails again, as it must
@@ -181,8 +195,11 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
 
         # 5. search: title, Concept ID, locator, highlighted terms, score kind
         page.get_by_role("link", name="Search this base").click()
+        page.wait_for_url("**/console/search?base=docs")
+        page.wait_for_selector("body[data-ready]")
         page.get_by_label("Query").fill("lighthouse zebra")
         page.get_by_role("button", name="Search").click()
+        expect_(page.locator("#search-summary")).to_contain_text("result(s)")
         hit = page.locator(".result").first  # rank 1: the page with both words
         expect_(hit).to_have_attribute("data-concept", "papers/report.pdf")
         expect_(hit.locator(".concept")).to_have_text("papers/report.pdf")
@@ -202,16 +219,16 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         page.screenshot(path=str(shots / "4-viewer.png"), full_page=True)
 
         # 7. delete the PDF (tick it, "Delete selected"); it leaves search
-        page.goto(url + "/console/bases/docs")
+        goto(page, url + "/console/bases/docs")
         page.get_by_label("Select report.pdf").check()
         page.get_by_role("button", name="Delete selected").click()
         expect_(item_row(page, "report.pdf")).to_have_count(0, timeout=30_000)
-        page.goto(url + "/console/search?base=docs&q=lighthouse%20zebra")
+        goto(page, url + "/console/search?base=docs&q=lighthouse%20zebra")
         expect_(page.locator("#search-summary")).to_contain_text("result(s)")
         expect_(page.locator('.result[data-concept="papers/report.pdf"]')).to_have_count(0)
 
         # 8. settings are saved; a restore makes a new base from the raw/ copies
-        page.goto(url + "/console/bases/docs")
+        goto(page, url + "/console/bases/docs")
         page.get_by_label("Results per search").fill("5")
         page.get_by_role("button", name="Save settings").click()
         expect_(page.locator("#notice")).to_have_text("Settings saved.")
@@ -219,7 +236,7 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         page.get_by_label("Restore into a new base named").fill("docs-copy")
         page.get_by_role("button", name="Restore").click()
         expect_(page.locator("#notice")).to_contain_text("Restored into docs-copy")
-        page.goto(url + "/")
+        goto(page, url + "/")
         expect_(page.locator('#bases-table tr[data-base="docs-copy"]')).to_be_visible()
         page.screenshot(path=str(shots / "5-bases-after.png"), full_page=True)
 
@@ -230,7 +247,7 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
             ("/console/bases/docs", "base", '#items-table tr[data-title="broken.pdf"]'),
             ("/console/search?base=docs&q=harbour", "search", ".result"),
         ):
-            page.goto(url + path)
+            goto(page, url + path)
             expect_(page.locator(loaded).first).to_be_visible()
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 375, (path, width)

@@ -56,8 +56,12 @@ function row(item, depth) {
   }
   const skipped = item.data && item.data.skipped;
   if (skipped && Object.keys(skipped).length) {
+    const reasons = Object.entries(skipped).map(([reason, { count, examples }]) =>
+      el("li", {}, `${reason}: ${count}`, examples && examples.length
+        ? ` (${examples.join(", ")}${count > examples.length ? ", …" : ""})` : ""));
+    const total = Object.values(skipped).reduce((n, r) => n + (r.count || 0), 0);
     status.append(el("details", { class: "skipped" },
-      el("summary", {}, "Skipped files"), el("pre", {}, JSON.stringify(skipped, null, 1))));
+      el("summary", {}, `${total} skipped`), el("ul", {}, reasons)));
   }
   const actions = el("td", { class: "actions" });
   const canRetry = item.status === "failed"

@@ -182,9 +182,17 @@ export function highlight(node, text, query) {
 }
 
 export function start(main) {
+  // Forms are handled by script only: a native submit (a click before the handlers are wired)
+  // would reload the page and drop what was typed.
+  // (A method="dialog" form closes its dialog by submitting: leave that one alone.)
+  document.addEventListener("submit", (e) => {
+    if (e.target.method !== "dialog") e.preventDefault();
+  }, true);
   document.addEventListener("DOMContentLoaded", () => {
     showReadiness();
     setInterval(showReadiness, 15000);
-    main().catch(showError);
+    main()
+      .catch(showError)
+      .finally(() => { document.body.dataset.ready = "1"; });
   });
 }
