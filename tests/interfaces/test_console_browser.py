@@ -47,7 +47,8 @@ def free_port() -> int:
 def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]:
     """A real ``kb serve`` subprocess on a free loopback port; yields its URL."""
     port = free_port()
-    env = {**os.environ, "KNOWBASE_HOME": str(home)}
+    # hash: embeddings exist only when test providers are enabled (the suite enables them)
+    env = {**os.environ, "KNOWBASE_HOME": str(home), "KNOWBASE_TEST_PROVIDERS": "1"}
     env.pop("KNOWBASE_API_TOKEN", None)
     if token:
         env["KNOWBASE_API_TOKEN"] = token
@@ -206,6 +207,9 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         expect_(hit.locator(".where")).to_have_text("page 2")
         expect_(hit.locator(".score")).to_contain_text("ranking score")
         expect_(hit.locator("mark").first).to_have_text("lighthouse")
+        page.get_by_text("How this search ran").click()  # explain details on demand
+        expect_(page.locator("#explain-body")).to_be_visible()
+        expect_(page.locator("#explain-body")).not_to_be_empty()
         page.screenshot(path=str(shots / "3-search.png"), full_page=True)
 
         # 6. the viewer opens at the cited page, passage highlighted and scrolled into view
@@ -296,6 +300,14 @@ def test_console_needs_the_token_and_shows_readiness(  # type: ignore[no-untyped
         expect_(page.locator("#progress-text")).to_contain_text("1 active")  # from the stream
         expect_(page.locator("#imports li")).to_have_text("queued note: 0 of 1")
         expect_(dialog).not_to_be_visible()
+        # cancel: the queued job ends and the item's new state arrives over the stream
+        page.get_by_role("button", name="Cancel running work").click()
+        expect_(page.locator("#notice")).to_have_text("Cancelled 1 job(s).")
+        expect_(page.locator("#progress-text")).to_contain_text("0 active", timeout=15_000)
+        expect_(page.get_by_role("button", name="Cancel running work")).to_be_disabled()
+        ended = httpx.get(url + "/bases/secret/items", headers=auth).json()[0]
+        assert ended["status"] == "failed", ended
+        expect_(page.locator(f'#items-table tr[data-status="{ended["status"]}"]')).to_have_count(1)
         # a new tab (new session storage) asks again
         other = context.new_page()
         other.goto(url + "/")
