@@ -230,6 +230,10 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         goto(page, url + "/console/search?base=docs&q=lighthouse%20zebra")
         expect_(page.locator("#search-summary")).to_contain_text("result(s)")
         expect_(page.locator('.result[data-concept="papers/report.pdf"]')).to_have_count(0)
+        goto(page, url + "/console/search?base=docs&q=harbour%20tides")
+        notes = page.locator(".result").first
+        expect_(notes).to_have_attribute("data-concept", "papers/sub/notes.md")
+        expect_(notes.locator(".where")).to_have_text("Notes")  # the heading path
 
         # 8. settings are saved; a restore makes a new base from the raw/ copies
         goto(page, url + "/console/bases/docs")
@@ -243,6 +247,20 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         goto(page, url + "/")
         expect_(page.locator('#bases-table tr[data-base="docs-copy"]')).to_be_visible()
         page.screenshot(path=str(shots / "5-bases-after.png"), full_page=True)
+
+        # several bases at once: results name their base
+        def copy_settled() -> bool:
+            items = httpx.get(url + "/bases/docs-copy/items").json()
+            return bool(items) and all(i["status"] in ("completed", "failed") for i in items)
+
+        wait_for(copy_settled)
+        goto(page, url + "/console/search")
+        page.get_by_label("Bases").select_option(label=["docs", "docs-copy"])
+        page.get_by_label("Query").fill("harbour tides")
+        page.get_by_role("button", name="Search").click()
+        bases_seen = page.locator('.result[data-concept="papers/sub/notes.md"] .base')
+        expect_(bases_seen).to_have_count(2, timeout=15_000)
+        assert sorted(bases_seen.all_inner_texts()) == ["docs", "docs-copy"]
 
         # 9. readable at 375 px: nothing wider than the screen
         page.set_viewport_size({"width": 375, "height": 800})

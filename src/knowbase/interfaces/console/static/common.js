@@ -158,7 +158,7 @@ export function locatorText(locator) {
   if (locator.page !== undefined) parts.push(`page ${locator.page}`);
   if (locator.sheet !== undefined) parts.push(`sheet ${locator.sheet}`);
   if (locator.slide !== undefined) parts.push(`slide ${locator.slide}`);
-  const heading = locator.heading_path || locator.headings;
+  const heading = locator.heading; // the Markdown heading path, outermost first
   if (Array.isArray(heading) && heading.length) parts.push(heading.join(" › "));
   else if (typeof heading === "string" && heading) parts.push(heading);
   return parts.join(", ");
