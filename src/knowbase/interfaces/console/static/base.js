@@ -199,18 +199,33 @@ function scheduleReload() {
   }, 250);
 }
 
+let renderTimer = null;
+function scheduleRender() {
+  // a big import sends many events a second: draw the tree at most every 200 ms
+  if (renderTimer) return;
+  renderTimer = setTimeout(() => {
+    renderTimer = null;
+    render();
+  }, 200);
+}
+
 function onEvent(name, data) {
   if (name === "item") {
     const known = items.get(data.id);
-    if (data.status === "gone") items.delete(data.id);
-    else if (!known || known.status !== data.status) {
-      scheduleReload(); // titles, concept ids and skip reports come from the list route
-      if (known) Object.assign(known, data);
+    if (data.status === "gone") {
+      items.delete(data.id);
+    } else if (!known || (CONTAINERS.has(known.type) && known.status !== data.status)) {
+      // new rows (titles) and folders (skip reports) come from the list route
+      scheduleReload();
+    } else {
+      Object.assign(known, data);
+      known.concept_id = data.status === "completed"
+        ? known.data.indexed_relative_path || known.data.relative_path || null : null;
     }
-    render();
+    scheduleRender();
   } else if (name === "job") {
     jobs.set(data.id, data.status);
-    renderProgress();
+    scheduleRender();
   } else if (name === "base" && data.status === "deleted") {
     notify("This base was deleted.");
   }
