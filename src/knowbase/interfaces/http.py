@@ -215,7 +215,7 @@ def create_app(
     ``search_concurrency``: searches run at most this many at a time, the rest queue (default:
     the CPU count, at most 4).
     """
-    from knowbase.interfaces import http_bases, http_events, http_items, http_query
+    from knowbase.interfaces import console, http_bases, http_events, http_items, http_query
 
     if require_token and not token:
         raise InvalidInput(
@@ -245,6 +245,7 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_upload_bytes)
     for module in (http_bases, http_items, http_query, http_events):
         app.include_router(module.router)
+    app.include_router(console.router)  # the web console at / (interfaces/console.py)
     return app
 
 

@@ -1,0 +1,395 @@
+// One base: the item tree with status badges, failures with code and message, retry and
+// delete; adding by drop (files and folders), URL and note; live progress from the SSE stream.
+import {
+  api, badge, el, enc, notify, request, showError, start, streamEvents, ApiError,
+} from "./common.js";
+import { fillSettings, wireSettings } from "./base_settings.js";
+
+const BASE = document.body.dataset.base;
+const ACTIVE = new Set(["idle", "preparing", "processing", "reading", "embedding"]);
+const CONTAINERS = new Set(["directory", "sitemap"]);
+const items = new Map(); // id → item (from the list route; statuses patched by events)
+const jobs = new Map(); // id → job status
+let baseId = null;
+let tracking = null; // {t0, done0} from the moment work was first seen active
+const importTracking = new Map(); // root id → {t0, done0}
+const selected = new Set(); // item ids ticked in the tree
+
+function title(item) {
+  if (item.type === "directory") {
+    // a folder shows its own name, not the absolute path it was read from
+    const path = (item.data.relative_path || item.data.source || "").replace(/\\/g, "/");
+    return path.replace(/\/+$/, "").split("/").pop() || item.id;
+  }
+  return item.title || item.data.source || item.id;
+}
+
+async function retry(item) {
+  try {
+    await api(`/bases/${enc(baseId)}/items/${enc(item.id)}/reindex?reacquire=false`,
+      { method: "POST" });
+    notify(`Retrying ${title(item)}.`, false);
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function remove(item) {
+  if (!window.confirm(`Delete "${title(item)}" from the base?`)) return;
+  try {
+    await api(`/bases/${enc(baseId)}/items/${enc(item.id)}`, { method: "DELETE" });
+    notify(`Deleting ${title(item)}.`, false);
+    await loadItems();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function row(item, depth) {
+  const name = title(item);
+  const status = el("td", {}, badge(item.status));
+  if (item.status === "failed") {
+    status.append(
+      el("div", { class: "failure" },
+        el("code", { class: "error-code" }, item.error_code || "failed"), " ",
+        el("span", { class: "error-message" }, item.error_message || "")));
+  }
+  const skipped = item.data && item.data.skipped;
+  if (skipped && Object.keys(skipped).length) {
+    const reasons = Object.entries(skipped).map(([reason, { count, examples }]) =>
+      el("li", {}, `${reason}: ${count}`, examples && examples.length
+        ? ` (${examples.join(", ")}${count > examples.length ? ", …" : ""})` : ""));
+    const total = Object.values(skipped).reduce((n, r) => n + (r.count || 0), 0);
+    status.append(el("details", { class: "skipped" },
+      el("summary", {}, `${total} skipped`), el("ul", {}, reasons)));
+  }
+  const actions = el("td", { class: "actions" });
+  const canRetry = item.status === "failed"
+    && !(CONTAINERS.has(item.type) && item.error_code === "child_failed");
+  if (canRetry) {
+    actions.append(el("button", { type: "button", onclick: () => retry(item) },
+      "Retry", el("span", { class: "sr-only" }, ` ${name}`)));
+  }
+  if (item.status !== "deleting") {
+    actions.append(el("button", { type: "button", class: "danger", onclick: () => remove(item) },
+      "Delete", el("span", { class: "sr-only" }, ` ${name}`)));
+  }
+  const label = el("span", { class: "title" }, name);
+  const cell = el("th", { scope: "row", class: CONTAINERS.has(item.type) ? "folder" : "" }, label);
+  // CSSOM, not a style attribute: the page's CSP refuses inline styles
+  cell.style.paddingLeft = `${0.5 + depth * 1.25}rem`;
+  if (item.concept_id) cell.append(el("div", { class: "concept" }, item.concept_id));
+  const tick = el("input", { type: "checkbox", "aria-label": `Select ${name}`,
+    checked: selected.has(item.id), onchange: (e) => {
+      if (e.target.checked) selected.add(item.id); else selected.delete(item.id);
+      updateSelection();
+    } });
+  return el("tr", { "data-item": item.id, "data-title": name, "data-status": item.status,
+    "aria-level": depth + 1 }, el("td", {}, tick), cell, el("td", { class: "type" }, item.type), status, actions);
+}
+
+function render() {
+  const children = new Map();
+  for (const item of items.values()) {
+    const key = item.group_id && items.has(item.group_id) ? item.group_id : "";
+    if (!children.has(key)) children.set(key, []);
+    children.get(key).push(item);
+  }
+  const rows = [];
+  const walk = (key, depth) => {
+    const list = (children.get(key) || []).sort((a, b) => title(a).localeCompare(title(b)));
+    for (const item of list) {
+      rows.push(row(item, depth));
+      walk(item.id, depth + 1);
+    }
+  };
+  walk("", 0);
+  document.querySelector("#items-table tbody").replaceChildren(...rows);
+  document.getElementById("items-empty").hidden = rows.length > 0;
+  updateSelection();
+  renderProgress();
+}
+
+function updateSelection() {
+  for (const id of selected) if (!items.has(id)) selected.delete(id);
+  for (const id of ["delete-selected", "reindex-selected"]) {
+    document.getElementById(id).disabled = selected.size === 0;
+  }
+}
+
+function rateText(track, done, total, now) {
+  if (!track || now <= track.t0) return "";
+  const rate = (done - track.done0) / (now - track.t0);
+  if (rate <= 0) return "";
+  return ` · ${rate.toFixed(1)} items/s · about ${Math.ceil((total - done) / rate)} s left`;
+}
+
+function rootOf(item) {
+  let cur = item;
+  while (cur.group_id && items.has(cur.group_id)) cur = items.get(cur.group_id);
+  return cur;
+}
+
+function renderImports(now) {
+  const byRoot = new Map();
+  for (const item of items.values()) {
+    if (CONTAINERS.has(item.type) && item.group_id) continue;
+    const root = rootOf(item);
+    if (!byRoot.has(root.id)) byRoot.set(root.id, { root, leaves: [] });
+    if (!CONTAINERS.has(item.type)) byRoot.get(root.id).leaves.push(item);
+  }
+  const rows = [];
+  for (const { root, leaves } of byRoot.values()) {
+    const active = ACTIVE.has(root.status) || leaves.some((i) => ACTIVE.has(i.status));
+    if (!active) {
+      importTracking.delete(root.id);
+      continue;
+    }
+    const done = leaves.filter((i) => i.status === "completed" || i.status === "failed").length;
+    if (!importTracking.has(root.id)) importTracking.set(root.id, { t0: now, done0: done });
+    const label = `${title(root)}: ${done} of ${leaves.length}`
+      + rateText(importTracking.get(root.id), done, leaves.length, now);
+    rows.push(el("li", { "data-root": root.id },
+      el("span", {}, label),
+      el("progress", { max: Math.max(leaves.length, 1), value: done, "aria-label": title(root) })));
+  }
+  document.getElementById("imports").replaceChildren(...rows);
+}
+
+function renderProgress() {
+  const leaves = [...items.values()].filter((i) => !CONTAINERS.has(i.type));
+  const count = (s) => leaves.filter((i) => i.status === s).length;
+  const completed = count("completed");
+  const failed = count("failed");
+  const active = leaves.filter((i) => ACTIVE.has(i.status)).length;
+  const total = leaves.filter((i) => i.status !== "deleting").length;
+  const done = completed + failed;
+  const runningJobs = [...jobs.values()].filter((s) => s === "pending" || s === "running").length;
+  const busy = active > 0 || runningJobs > 0;
+  const bar = document.getElementById("progress-bar");
+  bar.max = Math.max(total, 1);
+  bar.value = total ? done : 0;
+  const now = Date.now() / 1000;
+  if (busy && !tracking) tracking = { t0: now, done0: done };
+  let text = `${done} of ${total} done (${completed} completed, ${failed} failed), ${active} active`;
+  if (busy) text += rateText(tracking, done, total, now);
+  renderImports(now);
+  if (!busy) {
+    tracking = null;
+    if (total) text = `All done: ${text}`;
+  }
+  document.getElementById("progress-text").textContent = text;
+  document.getElementById("progress").dataset.state = busy ? "busy" : "idle";
+  document.getElementById("cancel-button").disabled = !busy;
+}
+
+async function loadItems() {
+  const list = await api(`/bases/${enc(baseId)}/items`);
+  items.clear();
+  for (const item of list) items.set(item.id, item);
+  render();
+}
+
+let reloadTimer = null;
+function scheduleReload() {
+  if (reloadTimer) return;
+  reloadTimer = setTimeout(() => {
+    reloadTimer = null;
+    loadItems().catch(showError);
+  }, 250);
+}
+
+let renderTimer = null;
+function scheduleRender() {
+  // a big import sends many events a second: draw the tree at most every 200 ms
+  if (renderTimer) return;
+  renderTimer = setTimeout(() => {
+    renderTimer = null;
+    render();
+  }, 200);
+}
+
+function onEvent(name, data) {
+  if (name === "item") {
+    const known = items.get(data.id);
+    if (data.status === "gone") {
+      items.delete(data.id);
+    } else if (!known || (CONTAINERS.has(known.type) && known.status !== data.status)) {
+      // new rows (titles) and folders (skip reports) come from the list route
+      scheduleReload();
+    } else {
+      Object.assign(known, data);
+      known.concept_id = data.status === "completed"
+        ? known.data.indexed_relative_path || known.data.relative_path || null : null;
+    }
+    scheduleRender();
+  } else if (name === "job") {
+    jobs.set(data.id, data.status);
+    scheduleRender();
+  } else if (name === "base" && data.status === "deleted") {
+    notify("This base was deleted.");
+  }
+}
+
+async function follow() {
+  for (;;) {
+    try {
+      await streamEvents(`/bases/${enc(baseId)}/events`, onEvent);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return showError(err);
+    }
+    await new Promise((r) => setTimeout(r, 2000)); // the stream ended: reconnect
+  }
+}
+
+// --- adding ---------------------------------------------------------------------------------
+async function send(path, form) {
+  const response = await request(path, { method: "POST", body: form });
+  const body = await response.json();
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}
+
+async function upload(entries) {
+  // entries: [{file, path}], path "" for a loose file, "folder/…/name" inside a dropped folder
+  const loose = entries.filter((e) => !e.path.includes("/"));
+  const inFolders = entries.filter((e) => e.path.includes("/"));
+  try {
+    for (let i = 0; i < loose.length; i += 50) {
+      const form = new FormData();
+      for (const e of loose.slice(i, i + 50)) form.append("files", e.file, e.file.name);
+      await send(`/bases/${enc(baseId)}/uploads`, form);
+    }
+    if (inFolders.length) {
+      const form = new FormData();
+      for (const e of inFolders) {
+        form.append("files", e.file, e.file.name);
+        form.append("paths", e.path);
+      }
+      await send(`/bases/${enc(baseId)}/uploads/folders`, form);
+    }
+    notify(`Added ${entries.length} file(s).`, false);
+    await loadItems();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function readAll(reader) {
+  return new Promise((resolve, reject) => {
+    const out = [];
+    const next = () => reader.readEntries((batch) => {
+      if (!batch.length) resolve(out);
+      else { out.push(...batch); next(); }
+    }, reject);
+    next();
+  });
+}
+
+async function walkEntry(entry, out) {
+  if (entry.isFile) {
+    const file = await new Promise((res, rej) => entry.file(res, rej));
+    out.push({ file, path: entry.fullPath.replace(/^\//, "") });
+  } else if (entry.isDirectory) {
+    for (const child of await readAll(entry.createReader())) await walkEntry(child, out);
+  }
+}
+
+async function onDrop(event) {
+  event.preventDefault();
+  event.currentTarget.classList.remove("over");
+  const out = [];
+  const entries = [...event.dataTransfer.items]
+    .map((i) => (i.webkitGetAsEntry ? i.webkitGetAsEntry() : null));
+  if (entries.length && entries.every(Boolean)) {
+    for (const entry of entries) await walkEntry(entry, out);
+  } else {
+    for (const file of event.dataTransfer.files) {
+      out.push({ file, path: file.webkitRelativePath || file.name });
+    }
+  }
+  if (out.length) await upload(out);
+}
+
+function pickerEntries(input) {
+  return [...input.files].map((file) => ({ file, path: file.webkitRelativePath || file.name }));
+}
+
+async function addInputs(inputs, what) {
+  try {
+    await api(`/bases/${enc(baseId)}/items`, { method: "POST", json: { inputs } });
+    notify(`Added ${what}.`, false);
+    await loadItems();
+    return true;
+  } catch (err) {
+    showError(err);
+    return false;
+  }
+}
+
+async function onSelection(action) {
+  const ids = [...selected];
+  if (!ids.length) return;
+  if (action === "delete" && !window.confirm(`Delete ${ids.length} selected item(s)?`)) return;
+  try {
+    for (const id of ids) {
+      const path = `/bases/${enc(baseId)}/items/${enc(id)}`;
+      if (action === "delete") await api(path, { method: "DELETE" });
+      else await api(`${path}/reindex`, { method: "POST" });
+    }
+    selected.clear();
+    notify(`${action === "delete" ? "Deleting" : "Reindexing"} ${ids.length} item(s).`, false);
+    await loadItems();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function wireAdding() {
+  document.getElementById("delete-selected").addEventListener("click", () => onSelection("delete"));
+  document.getElementById("reindex-selected")
+    .addEventListener("click", () => onSelection("reindex"));
+  const zone = document.getElementById("dropzone");
+  zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", onDrop);
+  for (const id of ["pick-files", "pick-folder"]) {
+    const input = document.getElementById(id);
+    input.addEventListener("change", async () => {
+      await upload(pickerEntries(input));
+      input.value = "";
+    });
+  }
+  document.getElementById("url-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const url = document.getElementById("url-input").value.trim();
+    const type = /\.xml($|\?)/i.test(url) ? "sitemap" : "url";
+    if (await addInputs([{ type, url }], url)) e.target.reset();
+  });
+  document.getElementById("note-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const content = document.getElementById("note-text").value;
+    const noteTitle = document.getElementById("note-title").value.trim() || undefined;
+    if (await addInputs([{ type: "note", content, title: noteTitle }], "a note")) e.target.reset();
+  });
+  document.getElementById("cancel-button").addEventListener("click", async () => {
+    try {
+      const out = await api(`/bases/${enc(baseId)}/jobs/cancel`, { method: "POST" });
+      notify(`Cancelled ${out.cancelled.length} job(s).`, false);
+    } catch (err) {
+      showError(err);
+    }
+  });
+}
+
+start(async () => {
+  const base = await api(`/bases/${enc(BASE)}`);
+  baseId = base.id;
+  document.getElementById("base-info").textContent =
+    `${base.status} · ${base.embedding_model_id || "BM25 only"} · chunks of ${base.chunk_size} tokens`;
+  fillSettings(base);
+  wireAdding();
+  wireSettings(baseId, loadItems);
+  await loadItems();
+  follow();
+});

@@ -1,0 +1,78 @@
+// The bases page: list with status, model and item counts; create; delete with confirmation.
+import { api, badge, el, enc, notify, showError, start } from "./common.js";
+
+const KNOWN_MODELS = ["local:all-minilm-l6-v2"];
+
+function countsText(counts) {
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  if (!total) return "empty";
+  const parts = Object.entries(counts).map(([status, n]) => `${n} ${status}`);
+  return `${total}: ${parts.join(", ")}`;
+}
+
+function formatBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+async function deleteBase(base) {
+  const ok = window.confirm(
+    `Delete base "${base.name}" with all its files and index? This cannot be undone.`,
+  );
+  if (!ok) return;
+  try {
+    await api(`/bases/${enc(base.id)}`, { method: "DELETE" });
+    notify(`Deleted base ${base.name}.`, false);
+    await load();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function load() {
+  const bases = await api("/bases");
+  const body = document.querySelector("#bases-table tbody");
+  const models = new Set(KNOWN_MODELS);
+  const rows = await Promise.all(
+    bases.map(async (b) => {
+      if (b.embedding_model_id) models.add(b.embedding_model_id);
+      const { counts, index_bytes: size } = await api(`/bases/${enc(b.id)}/summary`);
+      const del = el("button", { type: "button", class: "danger", onclick: () => deleteBase(b) },
+        "Delete", el("span", { class: "sr-only" }, ` base ${b.name}`));
+      return el("tr", { "data-base": b.name },
+        el("th", { scope: "row" }, el("a", { href: `/console/bases/${enc(b.name)}` }, b.name)),
+        el("td", {}, badge(b.status), b.error ? ` ${b.error}` : ""),
+        el("td", {}, b.embedding_model_id || "BM25 only"),
+        el("td", { class: "counts" }, countsText(counts)),
+        el("td", { class: "size" }, size === null ? "–" : formatBytes(size)),
+        el("td", {}, del));
+    }),
+  );
+  body.replaceChildren(...rows);
+  document.getElementById("bases-empty").hidden = bases.length > 0;
+  document.getElementById("models").replaceChildren(
+    ...[...models].map((m) => el("option", { value: m })));
+}
+
+async function create(event) {
+  event.preventDefault();
+  const name = document.getElementById("create-name").value.trim();
+  const model = document.getElementById("create-model").value.trim();
+  const json = { name };
+  if (model) json.embedding_model_id = model;
+  try {
+    await api("/bases", { method: "POST", json });
+    event.target.reset();
+    notify(`Created base ${name}.`, false);
+    await load();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+start(async () => {
+  document.getElementById("create-form").addEventListener("submit", create);
+  await load();
+});

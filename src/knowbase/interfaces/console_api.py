@@ -1,0 +1,122 @@
+"""API routes the console needs that the rest of the API did not have: upload a folder keeping
+its relative paths, cancel a base's running work, and a base's item counts and index size.
+
+They are ordinary API routes (OpenAPI, bearer token, the error shape), included next to the
+others; any client can use them.
+
+A dropped folder arrives as files plus one relative path each (the browser's
+``webkitRelativePath``). It is staged under ``$KNOWBASE_HOME/uploads/<id>/<folder>`` and added
+as a directory item whose origin is that staged copy: the prepare-root job expands a directory
+from its origin after ``add`` returns, so a temp dir that vanished with the request would fail
+it. The staged copy is the upload's own origin (a reindex re-reads it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, File, Form, UploadFile
+from pydantic import BaseModel
+
+from knowbase.errors import InvalidInput, UnsafePath
+from knowbase.ingestion.inputs import AddInput
+from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http_items import _add_response
+from knowbase.interfaces.http_models import AddOut, ConflictStrategy
+from knowbase.storage import sanitize_filename
+
+router = APIRouter(responses=COMMON_ERRORS)
+UPLOADS_DIR = "uploads"
+
+
+class Cancelled(BaseModel):
+    cancelled: list[str]
+
+
+def split_relative(raw: str) -> list[str]:
+    """The sanitised segments of a browser-given relative path; refuses ``..`` and empties.
+
+    >>> split_relative("docs/sub/a.pdf")
+    ['docs', 'sub', 'a.pdf']
+    """
+    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise UnsafePath(f"not a relative path inside a folder: {raw!r}", path=raw)
+    return [sanitize_filename(p) for p in parts]
+
+
+@router.post(
+    "/bases/{base}/uploads/folders",
+    status_code=201,
+    response_model=AddOut,
+    responses=BODY_ERRORS,
+    tags=["items"],
+)
+def upload_folders(
+    base: str,
+    files: list[UploadFile] = File(description="the folder's files"),
+    paths: list[str] = Form(description="one relative path per file, e.g. docs/sub/a.pdf"),
+    conflict: ConflictStrategy = Form("rename"),
+    kb: Any = Depends(get_kb),
+) -> Any:
+    """Add dropped folders: one directory item per top folder, relative paths kept."""
+    kb.get_base(base)
+    if len(paths) != len(files):
+        raise InvalidInput("give one relative path per file", files=len(files), paths=len(paths))
+    stage = Path(kb.settings.home) / UPLOADS_DIR / uuid.uuid4().hex
+    tops: dict[str, Path] = {}
+    try:
+        for upload, raw in zip(files, paths, strict=True):
+            parts = split_relative(raw)
+            if len(parts) < 2:
+                raise InvalidInput("a folder upload's paths start with the folder", path=raw)
+            target = stage.joinpath(*parts)
+            tops.setdefault(parts[0], stage / parts[0])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as out:
+                shutil.copyfileobj(upload.file, out, length=1024 * 1024)
+        inputs = [
+            AddInput("directory", source=name, path=str(p), origin=str(p))
+            for name, p in tops.items()
+        ]
+        response = _add_response(kb.add(base, inputs, strategy=conflict))
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    if response.status_code != 201:  # detect conflicts: nothing was added
+        shutil.rmtree(stage, ignore_errors=True)
+    return response
+
+
+@router.post("/bases/{base}/jobs/cancel", response_model=Cancelled, tags=["jobs"])
+def cancel_base_jobs(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """Cancel every pending or running job of the base (items end ``failed``/cancelled)."""
+    jobs = kb.list_jobs(base=base, statuses=["pending", "running"], limit=10_000)
+    ids = [j.id for j in jobs]
+    kb.rt.jobs.request_cancel(ids)
+    return {"cancelled": ids}
+
+
+class Summary(BaseModel):
+    counts: dict[str, int]
+    index_bytes: int | None
+
+
+@router.get("/bases/{base}/summary", response_model=Summary, tags=["bases"])
+def base_summary(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """Items by status (containers included) and the size of the base's index on disk (its
+    SQLite file with WAL; null for an index kept elsewhere or not built yet)."""
+    b = kb.get_base(base)
+    path = kb.rt.storage(b.id).index_path
+    sizes = [
+        p.stat().st_size
+        for p in (path, *(Path(f"{path}{s}") for s in ("-wal", "-shm")))
+        if p.exists()
+    ]
+    return {"counts": kb.counts(b.id), "index_bytes": sum(sizes) if sizes else None}
+
+
+__all__ = ["router", "split_relative"]

@@ -1,0 +1,347 @@
+"""The web console in a real browser: playwright driving Debian's chromium against a real
+``kb serve`` subprocess on loopback, with real files (a reportlab PDF, Markdown, a corrupt PDF)
+and the deterministic ``hash:d64`` embeddings.
+
+Screenshots of each main page go to ``$KNOWBASE_CONSOLE_SCREENSHOTS`` (default: a folder under
+the test's tmp dir, printed); they are for people and not asserted on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+CHROMIUM = os.environ.get("KNOWBASE_CHROMIUM", "/usr/bin/chromium")
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+    pytest.skip(
+        f"chromium not found at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
+    )
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+TOKEN = "console-test-token"
+PASSAGE = "The lighthouse keeper counts zebra migrations every winter"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]:
+    """A real ``kb serve`` subprocess on a free loopback port; yields its URL."""
+    port = free_port()
+    # hash: embeddings exist only when test providers are enabled (the suite enables them)
+    env = {**os.environ, "KNOWBASE_HOME": str(home), "KNOWBASE_TEST_PROVIDERS": "1"}
+    env.pop("KNOWBASE_API_TOKEN", None)
+    if token:
+        env["KNOWBASE_API_TOKEN"] = token
+    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--port", str(port), *extra]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if httpx.get(url + "/", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "kb serve did not start"
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("KNOWBASE_CONSOLE_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"console screenshots in {folder}")
+    return folder
+
+
+def make_folder(root: Path) -> Path:
+    """``papers/``: a two-page PDF (the passage on page 2), a Markdown note, a corrupt PDF,
+    and a file of a type that is skipped."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    folder = root / "papers"
+    (folder / "sub").mkdir(parents=True)
+    pdf = canvas.Canvas(str(folder / "report.pdf"), pagesize=A4)
+    pdf.drawString(72, 750, "Annual report, first page: budgets and staffing.")
+    pdf.showPage()
+    pdf.drawString(72, 750, PASSAGE + ".")
+    pdf.showPage()
+    pdf.save()
+    (folder / "sub" / "notes.md").write_text("# Notes\n\nHarbour tides are logged hourly.\n")
+    (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2048))
+    (folder / "tool.bin").write_bytes(b"\x7fELF")  # not indexable: named in the skip report
+    return folder
+
+
+def goto(page, url: str) -> None:  # type: ignore[no-untyped-def]
+    """Open a console page and wait until its script has loaded its data and wired its forms."""
+    page.goto(url)
+    page.wait_for_selector("body[data-ready]")
+
+
+def item_row(page, title: str):  # type: ignore[no-untyped-def]
+    return page.locator(f'#items-table tr[data-title="{title}"]')
+
+
+def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path) -> None:  # type: ignore[no-untyped-def]
+    expect_ = playwright_api.expect
+    folder = make_folder(tmp_path / "src")
+    with kb_serve(tmp_path / "home") as url:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("dialog", lambda d: d.accept())
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        # 1. create a base, by keyboard only: Tab to the labelled field, type, Enter
+        goto(page, url + "/")
+        for _ in range(12):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.id") == "create-name":
+                break
+        expect_(page.get_by_label("Name")).to_be_focused()
+        page.keyboard.type("docs")
+        page.keyboard.press("Tab")
+        expect_(page.get_by_label("Embedding model")).to_be_focused()
+        page.keyboard.type("hash:d64")
+        page.keyboard.press("Enter")
+        row = page.locator('#bases-table tr[data-base="docs"]')
+        expect_(row).to_contain_text("hash:d64")
+        expect_(row).to_contain_text("empty")
+        page.screenshot(path=str(shots / "1-bases.png"), full_page=True)
+
+        # 2. drop a folder (the folder picker gives the same files with relative paths)
+        row.get_by_role("link", name="docs").click()
+        page.wait_for_url("**/console/bases/docs")
+        page.wait_for_selector("body[data-ready]")
+        expect_(page.locator("#base-info")).to_contain_text("hash:d64")
+        page.set_input_files("#pick-folder", str(folder))
+
+        # 3. progress reaches the end; the corrupt file shows its code and message
+        expect_(page.locator("#progress-text")).to_have_text(
+            "All done: 3 of 3 done (2 completed, 1 failed), 0 active", timeout=90_000
+        )
+        expect_(page.locator("#progress-bar")).to_have_attribute("value", "3")
+        broken = item_row(page, "broken.pdf")
+        expect_(broken).to_have_attribute("data-status", "failed")
+        item = next(
+            i for i in httpx.get(url + "/bases/docs/items").json() if i["title"] == "broken.pdf"
+        )
+        assert item["error_code"] and item["error_message"]
+        expect_(broken.locator(".error-code")).to_have_text(item["error_code"])
+        expect_(broken.locator(".error-message")).to_have_text(item["error_message"])
+        # relative paths kept: papers/ then sub/ then notes.md, as one tree
+        concept = item_row(page, "notes.md").locator(".concept")
+        expect_(concept).to_have_text("papers/sub/notes.md")
+        expect_(item_row(page, "sub")).to_have_attribute("aria-level", "2")
+        skipped = item_row(page, "papers").locator(".skipped")
+        expect_(skipped.locator("summary")).to_have_text("1 skipped")
+        skipped.locator("summary").click()
+        expect_(skipped).to_contain_text("tool.bin")
+        page.screenshot(path=str(shots / "2-base.png"), full_page=True)
+
+        # 4. retry: a reindex job for the item runs and it fails again, as it must
+        before = item["updated_at"]
+        broken.get_by_role("button", name="Retry").click()
+        expect_(page.locator("#notice")).to_contain_text("Retrying broken.pdf")
+
+        def retried() -> dict | None:
+            now = httpx.get(url + f"/bases/docs/items/{item['id']}").json()
+            return now if now["updated_at"] > before and now["status"] == "failed" else None
+
+        wait_for(retried)
+        kinds = [j["kind"] for j in httpx.get(url + "/bases/docs/jobs").json()]
+        assert any("reindex" in k for k in kinds), kinds
+        expect_(broken.locator(".error-code")).to_have_text(item["error_code"])
+
+        # 5. search: title, Concept ID, locator, highlighted terms, score kind
+        page.get_by_role("link", name="Search this base").click()
+        page.wait_for_url("**/console/search?base=docs")
+        page.wait_for_selector("body[data-ready]")
+        page.get_by_label("Query").fill("lighthouse zebra")
+        page.get_by_role("button", name="Search").click()
+        expect_(page.locator("#search-summary")).to_contain_text("result(s)")
+        hit = page.locator(".result").first  # rank 1: the page with both words
+        expect_(hit).to_have_attribute("data-concept", "papers/report.pdf")
+        expect_(hit.locator(".concept")).to_have_text("papers/report.pdf")
+        expect_(hit.locator(".where")).to_have_text("page 2")
+        expect_(hit.locator(".score")).to_contain_text("ranking score")
+        expect_(hit.locator("mark").first).to_have_text("lighthouse")
+        page.get_by_text("How this search ran").click()  # explain details on demand
+        expect_(page.locator("#explain-body")).to_be_visible()
+        expect_(page.locator("#explain-body")).not_to_be_empty()
+        page.screenshot(path=str(shots / "3-search.png"), full_page=True)
+
+        # 6. the viewer opens at the cited page, passage highlighted and scrolled into view
+        hit.get_by_role("link").click()
+        expect_(page.locator("#doc-where")).to_have_text("Cited from page 2")
+        cited = page.locator("#cited")
+        expect_(cited).to_contain_text(PASSAGE)
+        expect_(cited).to_be_in_viewport()
+        expect_(cited).to_be_focused()
+        expect_(page.locator("#doc-body")).to_contain_text("first page")  # neighbouring text
+        page.screenshot(path=str(shots / "4-viewer.png"), full_page=True)
+
+        # 7. delete the PDF (tick it, "Delete selected"); it leaves search
+        goto(page, url + "/console/bases/docs")
+        page.get_by_label("Select report.pdf").check()
+        page.get_by_role("button", name="Delete selected").click()
+        expect_(item_row(page, "report.pdf")).to_have_count(0, timeout=30_000)
+        goto(page, url + "/console/search?base=docs&q=lighthouse%20zebra")
+        expect_(page.locator("#search-summary")).to_contain_text("result(s)")
+        expect_(page.locator('.result[data-concept="papers/report.pdf"]')).to_have_count(0)
+        goto(page, url + "/console/search?base=docs&q=harbour%20tides")
+        notes = page.locator(".result").first
+        expect_(notes).to_have_attribute("data-concept", "papers/sub/notes.md")
+        expect_(notes.locator(".where")).to_have_text("Notes")  # the heading path
+
+        # 8. settings are saved; a restore makes a new base from the raw/ copies
+        goto(page, url + "/console/bases/docs")
+        page.get_by_label("Results per search").fill("5")
+        page.get_by_role("button", name="Save settings").click()
+        expect_(page.locator("#notice")).to_have_text("Settings saved.")
+        assert httpx.get(url + "/bases/docs").json()["document_count"] == 5
+        page.get_by_label("Restore into a new base named").fill("docs-copy")
+        page.get_by_role("button", name="Restore").click()
+        expect_(page.locator("#notice")).to_contain_text("Restored into docs-copy")
+        goto(page, url + "/")
+        expect_(page.locator('#bases-table tr[data-base="docs-copy"]')).to_be_visible()
+        page.screenshot(path=str(shots / "5-bases-after.png"), full_page=True)
+
+        # several bases at once: results name their base
+        def copy_settled() -> bool:
+            items = httpx.get(url + "/bases/docs-copy/items").json()
+            return bool(items) and all(i["status"] in ("completed", "failed") for i in items)
+
+        wait_for(copy_settled)
+        goto(page, url + "/console/search")
+        page.get_by_label("Bases").select_option(label=["docs", "docs-copy"])
+        page.get_by_label("Query").fill("harbour tides")
+        page.get_by_role("button", name="Search").click()
+        bases_seen = page.locator('.result[data-concept="papers/sub/notes.md"] .base')
+        expect_(bases_seen).to_have_count(2, timeout=15_000)
+        assert sorted(bases_seen.all_inner_texts()) == ["docs", "docs-copy"]
+
+        # 9. readable at 375 px: nothing wider than the screen
+        page.set_viewport_size({"width": 375, "height": 800})
+        for path, name, loaded in (
+            ("/", "bases", '#bases-table tr[data-base="docs"]'),
+            ("/console/bases/docs", "base", '#items-table tr[data-title="broken.pdf"]'),
+            ("/console/search?base=docs&q=harbour", "search", ".result"),
+        ):
+            goto(page, url + path)
+            expect_(page.locator(loaded).first).to_be_visible()
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 375, (path, width)
+            page.screenshot(path=str(shots / f"6-{name}-375.png"), full_page=True)
+        assert errors == []
+        page.close()
+
+
+def test_console_needs_the_token_and_shows_readiness(  # type: ignore[no-untyped-def]
+    browser, tmp_path: Path, shots: Path
+) -> None:
+    """With a token required: the page asks once per tab, keeps it out of URLs, sends it as a
+    header (the event stream too); a queued job without workers raises the degraded banner."""
+    expect_ = playwright_api.expect
+    with kb_serve(tmp_path / "home", "--no-workers", token=TOKEN) as url:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(url + "/bases").status_code == 401
+        httpx.post(url + "/bases", json={"name": "secret"}, headers=auth).raise_for_status()
+        note = {"inputs": [{"type": "note", "content": "queued note"}]}
+        httpx.post(url + "/bases/secret/items", json=note, headers=auth).raise_for_status()
+
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        seen: list[tuple[str, str | None]] = []
+        page.on("request", lambda r: seen.append((r.url, r.headers.get("authorization"))))
+        page.goto(url + "/")
+        dialog = page.locator("#token-dialog")
+        expect_(dialog).to_be_visible()
+        expect_(page.locator("#bases-table tbody tr")).to_have_count(0)  # no data without it
+        page.get_by_role("textbox", name="API token").fill("wrong")
+        page.get_by_role("button", name="Use token").click()
+        expect_(page.locator("#token-error")).to_be_visible()  # refused: asked again
+        expect_(page.locator("#bases-table tbody tr")).to_have_count(0)
+        page.get_by_role("textbox", name="API token").fill(TOKEN)
+        page.get_by_role("button", name="Use token").click()
+        expect_(page.locator('#bases-table tr[data-base="secret"]')).to_be_visible()
+        banner = page.locator("#readiness")
+        expect_(banner).to_contain_text("degraded")
+        expect_(banner).to_contain_text("queued, no worker running")
+        page.screenshot(path=str(shots / "7-token-banner.png"), full_page=True)
+
+        # once per tab: other pages of the same tab do not ask again
+        page.goto(url + "/console/bases/secret")
+        queued = httpx.get(url + "/bases/secret/items", headers=auth).json()[0]["status"]
+        expect_(page.locator(f'#items-table tr[data-status="{queued}"]')).to_have_count(1)
+        expect_(page.locator("#progress-text")).to_contain_text("1 active")  # from the stream
+        expect_(page.locator("#imports li")).to_have_text("queued note: 0 of 1")
+        expect_(dialog).not_to_be_visible()
+        # cancel: the queued job ends and the item's new state arrives over the stream
+        page.get_by_role("button", name="Cancel running work").click()
+        expect_(page.locator("#notice")).to_have_text("Cancelled 1 job(s).")
+        expect_(page.locator("#progress-text")).to_contain_text("0 active", timeout=15_000)
+        expect_(page.get_by_role("button", name="Cancel running work")).to_be_disabled()
+        ended = httpx.get(url + "/bases/secret/items", headers=auth).json()[0]
+        assert ended["status"] == "failed", ended
+        expect_(page.locator(f'#items-table tr[data-status="{ended["status"]}"]')).to_have_count(1)
+        # a new tab (new session storage) asks again
+        other = context.new_page()
+        other.goto(url + "/")
+        expect_(other.locator("#token-dialog")).to_be_visible()
+
+        assert not [u for u, _ in seen if TOKEN in u]
+        events = [h for u, h in seen if u.endswith("/events")]
+        assert events and events[-1] == f"Bearer {TOKEN}"
+        context.close()
+
+
+def wait_for(check, timeout_s: float = 60):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.2)
