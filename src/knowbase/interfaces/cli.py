@@ -14,13 +14,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from knowbase.errors import KnowbaseError
+
+if TYPE_CHECKING:  # imported where a command runs: ``kb --help`` stays light
+    from knowbase.catalog.models import Item
+    from knowbase.ingestion.add import AddResult
+    from knowbase.ingestion.inputs import AddInput
+    from knowbase.jobs.model import Job
+    from knowbase.service import Knowledge
 
 app = typer.Typer(
     name="kb",
@@ -44,7 +51,7 @@ EXIT_CONFLICTS = 3
 
 # --- shared helpers (also used by cli_concepts / cli_serve) ------------------------------------
 @contextmanager
-def open_kb(home: str | None, **overrides: Any) -> Iterator[Any]:
+def open_kb(home: str | None, **overrides: Any) -> Iterator[Knowledge]:
     """Open the home's ``Knowledge`` for one command."""
     from knowbase.service import Knowledge
     from knowbase.settings import load_settings
@@ -241,10 +248,10 @@ def base_set(
 
 
 # --- items ----------------------------------------------------------------------------------
-def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list[Any]:
+def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list[AddInput]:
     from knowbase.ingestion.inputs import AddInput
 
-    inputs = []
+    inputs: list[AddInput] = []
     for target in targets:
         if target.startswith(("http://", "https://")):
             inputs.append(AddInput.web(target))
@@ -291,13 +298,13 @@ def add(
     )
 
 
-def _render_conflicts(result: Any) -> None:
+def _render_conflicts(result: AddResult) -> None:
     console.print("[yellow]conflicts — nothing was added:[/]")
     for c in result.conflicts:
         console.print(f"  {c.type}: {c.title}")
 
 
-def _render_items(items: list[Any]) -> None:
+def _render_items(items: list[Item]) -> None:
     table = Table("item", "type", "status", "concept id / error")
     for item in items:
         detail = (
@@ -309,7 +316,7 @@ def _render_items(items: list[Any]) -> None:
     console.print(table)
 
 
-def follow(kb: Any, base_id: str, job_ids: list[str], *, quiet: bool = False) -> None:
+def follow(kb: Knowledge, base_id: str, job_ids: list[str], *, quiet: bool = False) -> None:
     """Run workers here and show one progress bar per queued job tree until all are done."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -355,11 +362,11 @@ def follow(kb: Any, base_id: str, job_ids: list[str], *, quiet: bool = False) ->
         kb.stop_workers()
 
 
-def _job_label(kb: Any, base_id: str, job: Any) -> str:
+def _job_label(kb: Knowledge, base_id: str, job: Job) -> str:
     item_id = job.payload.get("item_id")
     if item_id:
         try:
-            return kb.get_item(base_id, item_id).title[:40]
+            return (kb.get_item(base_id, item_id).title or item_id)[:40]
         except KnowbaseError:
             return item_id
     return job.kind.removeprefix("knowledge.")
@@ -416,9 +423,7 @@ def status(
         counts = kb.counts(b.id)
         failed = kb.list_items(b.id, statuses=["failed"])
         queued = kb.list_jobs(base=b.id, statuses=["pending", "running"])
-        from knowbase.jobs.worker import live_workers
-
-        workers = live_workers(kb.rt.catalog)
+        workers = kb.live_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
     data = {
         "base": b,
