@@ -7,6 +7,7 @@ left behind; a delete cancels the base's jobs before it removes anything.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from knowbase.catalog import bases as base_repo
@@ -18,6 +19,8 @@ from knowbase.ingestion.reindex import reindex_items
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
+
+log = logging.getLogger(__name__)
 
 # Settings only enable_embedding_model may change: they decide what the index holds.
 MODEL_FIELDS = frozenset({"embedding_model_id", "dimensions", "status", "error"})
@@ -70,9 +73,23 @@ def create_base(
             rt.storage(base.id).ensure()
             rt.store(base, create=True)
     except BaseException:
-        remove_base(rt, base.id)
+        _undo_create(rt, base.id)
         raise
     return base
+
+
+def _undo_create(rt: Runtime, base_id: str) -> None:
+    """Compensate a failed create: the row always goes, so the name is free again, even when
+    the directory that could not be made cannot be removed either (the caller sees the first
+    error; a stray directory is only disk)."""
+    try:
+        rt.close_store(base_id)
+        rt.storage(base_id).remove_all()
+    except Exception:
+        log.exception("could not remove the directory of the half-made base %s", base_id)
+    finally:
+        with rt.catalog.write_tx() as conn:
+            base_repo.delete(conn, base_id)
 
 
 def update_base(rt: Runtime, base_id: str, **patch: Any) -> Base:
