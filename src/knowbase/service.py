@@ -19,7 +19,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import InvalidInput, KnowbaseError, NotFound, Unavailable
+from knowbase.errors import KnowbaseError, NotFound, Unavailable
 from knowbase.ingestion import bases
 from knowbase.ingestion.add import AddResult, Strategy, add_items
 from knowbase.ingestion.delete import delete_items
@@ -32,6 +32,7 @@ from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.store.base import UnitRecord
+from knowbase.query import items as items_query
 from knowbase.query.search import SearchConfig, SearchResponse, search
 from knowbase.query.visibility import VisibilityCache
 from knowbase.runtime import Runtime, queue_of
@@ -245,26 +246,11 @@ class Knowledge:
             )
 
     def get_item(self, base: str, item_id: str) -> Item:
-        b = self.get_base(base)
-        with self.rt.catalog.read() as conn:
-            item = item_repo.find(conn, item_id)
-        if item is None or item.base_id != b.id or item.status == "deleting":
-            raise NotFound(f"no knowledge item {item_id!r} in base {b.name!r}", item_id=item_id)
-        return item
+        return items_query.get_item(self.rt, self.get_base(base), item_id)
 
     def list_item_chunks(self, base: str, item_id: str) -> list[UnitRecord]:
         """Units of a completed item's leaves, in unit order (§7 "listItemChunks")."""
-        b = self.get_base(base)
-        assert_base_runnable(b, "listing chunks")
-        item = self.get_item(b.id, item_id)
-        if item.status != "completed":
-            raise InvalidInput(f"item {item_id} is {item.status}, not completed", item_id=item_id)
-        with self.rt.catalog.read() as conn:
-            rows = item_repo.subtree(conn, [item.id])
-        if any(r.status == "deleting" for r in rows):
-            raise InvalidInput("part of this folder is being deleted", item_id=item_id)
-        store = self.rt.store(b)
-        return [u for r in rows if not r.is_container for u in store.list_units(r.id)]
+        return items_query.list_item_chunks(self.rt, self.get_base(base), item_id)
 
     def counts(self, base: str) -> dict[str, int]:
         with self.rt.catalog.read() as conn:
