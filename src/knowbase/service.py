@@ -33,6 +33,7 @@ from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.store.base import UnitRecord
 from knowbase.query import items as items_query
+from knowbase.query.multi_base import MultiSearch, search_bases
 from knowbase.query.search import SearchConfig, SearchResponse, search
 from knowbase.query.visibility import VisibilityCache
 from knowbase.runtime import Runtime, queue_of
@@ -275,6 +276,29 @@ class Knowledge:
             embedder=self.rt.embedder(b),
             reranker=self.rt.reranker(b),
             visible=self._visible.for_base(b.id),
+        )
+
+    def search_many(
+        self,
+        bases: Iterable[str | Base],
+        query: str,
+        *,
+        top_k: int | None = None,
+        limit: int | None = None,
+        dedupe_text: bool = False,
+    ) -> MultiSearch:
+        """Search several bases and merge the results into one list (``query/multi_base.py``).
+
+        Every base is resolved first (NotFound before any search); ``top_k`` is per base (None:
+        each base's default), ``limit`` bounds the merged list (None: no bound). A base whose
+        search fails is listed in ``errors``; the others still merge.
+        """
+        resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
+        return search_bases(
+            lambda b: self.search(b, query, top_k=top_k),
+            resolved,
+            limit=limit,
+            dedupe_text=dedupe_text,
         )
 
     # --- concepts (query/concepts.py) ----------------------------------------------------------

@@ -1,12 +1,17 @@
-"""``merge_results``: one list from several bases' results (rank merge, or by relevance score)."""
+"""``merge_results`` (one list from several bases' results: by rank, or by relevance score) and
+``Knowledge.search_many`` over it."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from knowbase.catalog import bases as base_repo
+from knowbase.errors import BaseFailed, NotFound
 from knowbase.query.multi_base import merge_results, merge_rule
 from knowbase.query.search import ScoreKind, SearchResult
+from knowbase.service import Knowledge
 
 
 def hit(chunk: str, score: float, kind: ScoreKind = "ranking", text: str | None = None):  # type: ignore[no-untyped-def]
@@ -153,3 +158,19 @@ def test_rank_merge_takes_each_rank_from_every_base_in_turn(sizes, top_k) -> Non
     rounds = range(max(sizes))
     expected = [(f"B{i}", f"{i}-{j}") for j in rounds for i, n in enumerate(sizes) if j < n]
     assert order(merged) == expected[:top_k]
+
+
+# --- Knowledge.search_many (search_bases) ------------------------------------------------------
+def test_search_many_keeps_going_past_a_failed_base(kb: Knowledge) -> None:
+    good = kb.create_base("good", file_processor_id=None)
+    bad = kb.create_base("bad", file_processor_id=None)
+    for base in (good, bad):
+        kb.add_note(base.id, "lanterns glow at dusk")
+    with kb.rt.catalog.write_tx() as conn:
+        base_repo.update(conn, bad.id, status="failed", error="missing_vector_store")
+    found = kb.search_many(["bad", "good", good.id], "lanterns", limit=5)
+    assert [m.base_id for m in found.results] == [good.id]
+    assert list(found.errors) == [bad.id] and found.errors[bad.id].code == BaseFailed.code
+    assert found.modes == {good.id: "bm25"}
+    with pytest.raises(NotFound):
+        kb.search_many(["good", "nope"], "lanterns")

@@ -25,7 +25,6 @@ from knowbase.interfaces.http_models import (
     TreeOut,
 )
 from knowbase.jobs.model import Job
-from knowbase.query.multi_base import merge_results
 from knowbase.service import Knowledge
 
 router = APIRouter(responses=COMMON_ERRORS)
@@ -85,18 +84,16 @@ def search_many(body: MultiSearchRequest, kb: Knowledge = Depends(get_kb)) -> di
     rank 1 first (RRF over the bases); ties by the order of ``bases``. Scores stay each base's
     own. See ``knowbase.query.multi_base``.
     """
-    bases = [kb.get_base(name) for name in dict.fromkeys(body.bases)]  # 404 before any search
-    unique = list({b.id: b for b in bases}.values())
-    responses = [(b, kb.search(b, body.query, top_k=body.top_k)) for b in unique]
-    merged = merge_results(
-        [(b.id, response.results) for b, response in responses], top_k=body.top_k or 10
-    )
-    names = {b.id: b.name for b in unique}
+    bases = [kb.get_base(name) for name in body.bases]  # 404 before any search
+    found = kb.search_many(bases, body.query, top_k=body.top_k, limit=body.top_k or 10)
+    if found.errors:
+        raise next(iter(found.errors.values()))
+    names = {b.id: b.name for b in bases}
     results = [
         {**vars(m.result), "base_id": m.base_id, "base_name": names[m.base_id], "rank": m.rank}
-        for m in merged
+        for m in found.results
     ]
-    return {"results": results, "modes": {b.id: response.mode for b, response in responses}}
+    return {"results": results, "modes": found.modes}
 
 
 # --- concepts ----------------------------------------------------------------------------------

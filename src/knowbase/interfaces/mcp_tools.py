@@ -15,17 +15,15 @@ from __future__ import annotations
 import base64
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
 from knowbase.ingestion.inputs import AddInput
-from knowbase.query.multi_base import merge_results
-from knowbase.query.search import SearchResponse, SearchResult
 
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp import Scope
+    from knowbase.query.search import SearchResult
     from knowbase.service import Knowledge
 
 CITE_PREFIX = "kb"
@@ -216,8 +214,8 @@ def kb_list(
 
 # --- kb_search ---------------------------------------------------------------------------------
 def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -> Any:
-    """Search the bases in parallel; merge (``query.multi_base``, one copy of each passage
-    text), clamp scores, cite."""
+    """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
+    passage text), clamp scores, cite."""
     kb = scope.kb
     refs = list(dict.fromkeys(base_ids))
     errors: dict[str, str] = {}
@@ -230,24 +228,12 @@ def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -
         except KnowbaseError as exc:
             errors[ref] = exc.message
 
-    def one(b: Base) -> tuple[Base, SearchResponse | KnowbaseError]:
-        try:
-            return b, kb.search(b, query)
-        except KnowbaseError as exc:
-            return b, exc
-
-    with ThreadPoolExecutor(max_workers=max(1, min(len(targets), 8))) as pool:
-        outcomes = list(pool.map(one, targets))
-    invalid = [o for _, o in outcomes if isinstance(o, InvalidInput)]
+    found = kb.search_many(targets, query, dedupe_text=True)
+    invalid = [e for e in found.errors.values() if isinstance(e, InvalidInput)]
     if invalid:
         return _from_error(invalid[0])
-    searched: list[tuple[str, list[SearchResult]]] = []
-    for b, outcome in outcomes:
-        if isinstance(outcome, KnowbaseError):
-            errors[b.id] = outcome.message
-        else:
-            searched.append((b.id, outcome.results))
-    merged = merge_results(searched, top_k=None, dedupe_text=True)
+    errors.update({base_id: exc.message for base_id, exc in found.errors.items()})
+    merged = found.results
     if errors and not merged and len(errors) == len(refs):
         return _fail(
             "Knowledge search failed for every requested base; tell the user the knowledge "

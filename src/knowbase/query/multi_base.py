@@ -20,11 +20,16 @@ appeared (agents gain nothing from the same passage twice); a result is never li
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from knowbase.catalog.models import Base
+from knowbase.errors import KnowbaseError
 from knowbase.pipeline.store.rrf import K as RRF_K
-from knowbase.query.search import SearchResult
+from knowbase.query.search import Mode, SearchResponse, SearchResult
+
+MAX_PARALLEL = 8  # bases searched at once (a remote embedder's round trip overlaps)
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,49 @@ class MergedResult:
     base_id: str
     rank: int
     result: SearchResult
+
+
+@dataclass(frozen=True)
+class MultiSearch:
+    """The merged results, each searched base's mode, and the bases whose search failed."""
+
+    results: list[MergedResult]
+    modes: dict[str, Mode]
+    errors: dict[str, KnowbaseError]
+
+
+def search_bases(
+    search: Callable[[Base], SearchResponse],
+    bases: Sequence[Base],
+    *,
+    limit: int | None,
+    dedupe_text: bool = False,
+) -> MultiSearch:
+    """Run ``search`` on each base (a base listed twice once), in parallel, and merge.
+
+    A base whose search raises a ``KnowbaseError`` is reported in ``errors`` (in base order)
+    and the others still merge; any other exception propagates.
+    """
+    unique = list({b.id: b for b in bases}.values())
+
+    def one(b: Base) -> SearchResponse | KnowbaseError:
+        try:
+            return search(b)
+        except KnowbaseError as exc:
+            return exc
+
+    if len(unique) <= 1:
+        outcomes = [one(b) for b in unique]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(unique), MAX_PARALLEL)) as pool:
+            outcomes = list(pool.map(one, unique))
+    pairs = list(zip(unique, outcomes, strict=True))
+    errors = {b.id: o for b, o in pairs if isinstance(o, KnowbaseError)}
+    done = [(b, o) for b, o in pairs if isinstance(o, SearchResponse)]
+    merged = merge_results(
+        [(b.id, response.results) for b, response in done], top_k=limit, dedupe_text=dedupe_text
+    )
+    return MultiSearch(merged, {b.id: response.mode for b, response in done}, errors)
 
 
 def merge_rule(per_base: Sequence[tuple[str, Sequence[SearchResult]]]) -> str:
