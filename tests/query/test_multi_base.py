@@ -55,6 +55,7 @@ def test_relevance_scores_merge_by_score() -> None:
     a = ranked("a", [0.9, 0.2], "relevance")
     b = ranked("b", [0.8, 0.7], "relevance")
     assert merge_rule([("A", a), ("B", b)]) == "score"
+    assert merge_rule([("A", a), ("B", b)], same_scale=False) == "rank"  # two rerank models
     assert order(merge_results([("A", a), ("B", b)], top_k=None)) == [
         ("A", "a0"),
         ("B", "b0"),

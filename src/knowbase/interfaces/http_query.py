@@ -80,9 +80,9 @@ async def search_post(
 def search_many(body: MultiSearchRequest, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Search several bases and merge their results into one list (ranks renumbered from 1).
 
-    By relevance score when every result has one (a reranker's), else by rank, each base's
-    rank 1 first (RRF over the bases); ties by the order of ``bases``. Scores stay each base's
-    own. See ``knowbase.query.multi_base``.
+    By relevance score when every result has one from the same rerank model, else by rank:
+    each base's rank 1 first (RRF over the bases); ties by the order of ``bases``. Scores stay
+    each base's own. See ``knowbase.query.multi_base``.
     """
     bases = [kb.get_base(name) for name in body.bases]  # 404 before any search
     found = kb.search_many(bases, body.query, top_k=body.top_k, limit=body.top_k or 10)

@@ -5,8 +5,9 @@ scores by RRF (≈ 0.016 at rank 1), a BM25-only base by −bm25 (unbounded, cor
 on its LIKE fallback, by −length (negative). Sorting by raw score lets whichever kind is larger
 take every top place. So:
 
-- when every result is a ``relevance`` score (a reranker's, on the same scale for every base),
-  merge by score — a base with nothing relevant gets no top place;
+- when every result is a ``relevance`` score and every base has the same rerank model (one
+  model, one scale; providers do not all answer in [0, 1]), merge by score — a base with
+  nothing relevant gets no top place;
 - otherwise merge by rank, with reciprocal rank fusion over the per-base lists with equal weight
   (``1 / (K + rank)``, the same K as the lanes' fusion): each base's rank 1 first, then each
   base's rank 2, and so on. Ranks are the only scale all bases share.
@@ -79,15 +80,21 @@ def search_bases(
     errors = {b.id: o for b, o in pairs if isinstance(o, KnowbaseError)}
     done = [(b, o) for b, o in pairs if isinstance(o, SearchResponse)]
     merged = merge_results(
-        [(b.id, response.results) for b, response in done], top_k=limit, dedupe_text=dedupe_text
+        [(b.id, response.results) for b, response in done],
+        top_k=limit,
+        dedupe_text=dedupe_text,
+        same_scale=len({b.rerank_model_id for b, _ in done}) <= 1,
     )
     return MultiSearch(merged, {b.id: response.mode for b, response in done}, errors)
 
 
-def merge_rule(per_base: Sequence[tuple[str, Sequence[SearchResult]]]) -> str:
-    """``"score"`` when every result is a relevance score, else ``"rank"`` (see the module)."""
+def merge_rule(
+    per_base: Sequence[tuple[str, Sequence[SearchResult]]], *, same_scale: bool = True
+) -> str:
+    """``"score"`` when every result is a relevance score and ``same_scale`` (the bases share
+    a rerank model), else ``"rank"`` (see the module)."""
     kinds = {r.score_kind for _, results in per_base for r in results}
-    return "score" if kinds == {"relevance"} else "rank"
+    return "score" if same_scale and kinds == {"relevance"} else "rank"
 
 
 def merge_results(
@@ -95,15 +102,17 @@ def merge_results(
     *,
     top_k: int | None,
     dedupe_text: bool = False,
+    same_scale: bool = True,
 ) -> list[MergedResult]:
     """Merge ``[(base_id, results best first), ...]`` into at most ``top_k`` results.
 
-    ``top_k=None`` keeps them all. The order of ``per_base`` breaks ties.
+    ``top_k=None`` keeps them all. The order of ``per_base`` breaks ties. ``same_scale=False``
+    (the bases rerank with different models) always merges by rank.
 
     >>> merge_results([("a", []), ("b", [])], top_k=10)
     []
     """
-    by_score = merge_rule(per_base) == "score"
+    by_score = merge_rule(per_base, same_scale=same_scale) == "score"
 
     def key(results: Sequence[SearchResult], pos: int) -> float:
         return results[pos].score if by_score else 1.0 / (RRF_K + pos + 1)
