@@ -70,6 +70,16 @@ def test_delete_base_removes_everything(knowledge):
         knowledge.get_base(base.id)
 
 
+def test_live_workers_come_and_go_with_start_and_stop(knowledge):
+    assert knowledge.live_workers() == []
+    knowledge.start_workers(threads=1)
+    try:
+        assert len(knowledge.live_workers()) == 1
+    finally:
+        knowledge.stop_workers()
+    assert knowledge.live_workers() == []
+
+
 def test_empty_note_refused_nothing_written(knowledge):
     base = knowledge.create_base("n")
     for text in ("", "   \n\t "):

@@ -13,28 +13,35 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import InvalidInput, KnowbaseError, NotFound, Unavailable
+from knowbase.errors import KnowbaseError, NotFound, Unavailable
+from knowbase.ingestion import bases
 from knowbase.ingestion.add import AddResult, Strategy, add_items
 from knowbase.ingestion.delete import delete_items
 from knowbase.ingestion.guards import assert_base_runnable
 from knowbase.ingestion.inputs import AddInput
 from knowbase.ingestion.recovery import SweepReport, sweep
-from knowbase.ingestion.reindex import reindex_items
+from knowbase.ingestion.reindex import reindex_items, retry_failed
 from knowbase.ingestion.restore import RestoreResult, restore_base
 from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
-from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.store.base import UnitRecord
+from knowbase.query import items as items_query
+from knowbase.query.multi_base import MultiSearch, search_bases
+from knowbase.query.search import SearchConfig, SearchResponse, search
+from knowbase.query.visibility import VisibilityCache
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
 from knowbase.tasks import register_all
+
+if TYPE_CHECKING:
+    from knowbase.query.concepts import ConceptService
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +76,8 @@ class Knowledge:
         )
         register_all(self.rt)
         self._worker: Any = None
-        self._concepts: Any = None
-        # (item id, updated_at) → search display fields; a row's update makes a new key.
-        self._visible_cache: dict[tuple[str, int], Any] = {}
+        self._concepts: ConceptService | None = None
+        self._visible = VisibilityCache(catalog)
         self._sweeper: threading.Thread | None = None
         self._stop_sweeper = threading.Event()
         if start_workers:
@@ -128,7 +134,7 @@ class Knowledge:
             if started_here:
                 self.stop_workers()
 
-    # --- bases ---------------------------------------------------------------------------------
+    # --- bases (ingestion/bases.py) -----------------------------------------------------------
     def create_base(
         self,
         name: str,
@@ -138,43 +144,9 @@ class Knowledge:
         **settings: Any,
     ) -> Base:
         """Create a base; without a model it is BM25-only. Learns dims from the provider."""
-        if embedding_model_id:
-            dimensions, window = self._probe_model(embedding_model_id, dimensions)
-        else:
-            dimensions, window = None, None
-        size, overlap = chunk_settings_for_window(window)
-        settings.setdefault("chunk_size", size)
-        settings.setdefault("chunk_overlap", min(overlap, settings["chunk_size"] - 1))
-        if "file_processor_id" not in settings:
-            from knowbase.pipeline.processing import tesseract_available
-
-            settings["file_processor_id"] = "tesseract" if tesseract_available() else None
-        with self.rt.catalog.write_tx() as conn:
-            base = base_repo.insert(
-                conn,
-                name=name,
-                embedding_model_id=embedding_model_id,
-                dimensions=dimensions,
-                **settings,
-            )
-        try:
-            with self.rt.lock(base.id):
-                self.rt.storage(base.id).ensure()
-                self.rt.store(base, create=True)
-        except BaseException:
-            self.rt.close_store(base.id)
-            self.rt.storage(base.id).remove_all()
-            with self.rt.catalog.write_tx() as conn:
-                base_repo.delete(conn, base.id)
-            raise
-        return base
-
-    def _probe_model(self, model_id: str, dims: int | None) -> tuple[int, int | None]:
-        from knowbase.providers.registry import get_embedding_provider, probe_dims
-
-        provider = get_embedding_provider(model_id, self.settings)
-        probed = probe_dims(provider) if dims is None else dims
-        return probed, provider.window
+        return bases.create_base(
+            self.rt, name, embedding_model_id=embedding_model_id, dimensions=dimensions, **settings
+        )
 
     def list_bases(self) -> list[Base]:
         with self.rt.catalog.read() as conn:
@@ -186,66 +158,23 @@ class Knowledge:
 
     def update_base(self, name_or_id: str, **patch: Any) -> Base:
         """Change settings (no reindex). Model changes go through ``enable_embedding_model``."""
-        if {"embedding_model_id", "dimensions", "status", "error"} & set(patch):
-            raise InvalidInput("use enable_embedding_model to set a base's embedding model")
-        base = self.get_base(name_or_id)
-        with self.rt.catalog.write_tx() as conn:
-            return base_repo.update(conn, base.id, **patch)
+        return bases.update_base(self.rt, self.get_base(name_or_id).id, **patch)
 
     def delete_base(self, name_or_id: str) -> None:
         """Cancel the base's jobs, remove its directory, then its row (items cascade)."""
-        base = self.get_base(name_or_id)
-        active = self.rt.jobs.list_jobs(queue=queue_of(base.id), statuses=["pending", "running"])
-        if active:
-            self.rt.jobs.cancel_and_wait([j.id for j in active], timeout_s=30)
-        with self.rt.lock(base.id):
-            self.rt.close_store(base.id)
-            self.rt.storage(base.id).remove_all()
-            with self.rt.catalog.write_tx() as conn:
-                base_repo.delete(conn, base.id)
+        bases.delete_base(self.rt, self.get_base(name_or_id).id)
 
     def restore_base(
         self, source: str, name: str, *, embedding_model_id: str | None = None
     ) -> RestoreResult:
         """A new base built from ``source``'s raw/ copies (the origin's restoreBase)."""
         return restore_base(
-            self.rt,
-            self.get_base(source).id,
-            name,
-            create_base=self.create_base,
-            embedding_model_id=embedding_model_id,
+            self.rt, self.get_base(source).id, name, embedding_model_id=embedding_model_id
         )
 
     def enable_embedding_model(self, name_or_id: str, model_id: str) -> Base:
         """BM25-only → hybrid: set the model (dims probed) and reindex everything from raw/."""
-        base = self.get_base(name_or_id)
-        if base.embedding_model_id:
-            raise InvalidInput(
-                f"base {base.name!r} already uses {base.embedding_model_id}", base_id=base.id
-            )
-        with self.rt.catalog.read() as conn:
-            roots = item_repo.list_items(conn, base.id, roots_only=True)
-            if roots:
-                from knowbase.ingestion.guards import assert_subtrees_terminal
-
-                assert_base_runnable(base, "enabling embeddings")
-                assert_subtrees_terminal(conn, roots)
-        dims, window = self._probe_model(model_id, None)
-        size, overlap = chunk_settings_for_window(window)
-        with self.rt.lock(base.id), self.rt.catalog.write_tx() as conn:
-            base = base_repo.update(
-                conn,
-                base.id,
-                embedding_model_id=model_id,
-                dimensions=dims,
-                chunk_size=size,
-                chunk_overlap=overlap,
-            )
-        self.rt.close_store(base.id)
-        self.rt.store(base)
-        if roots:
-            reindex_items(self.rt, base.id, [r.id for r in roots], reacquire=False)
-        return base
+        return bases.enable_embedding_model(self.rt, self.get_base(name_or_id), model_id)
 
     # --- items ---------------------------------------------------------------------------------
     def add(
@@ -304,15 +233,10 @@ class Knowledge:
 
     def retry_failed(self, base: str, *, wait: bool = False) -> str | None:
         """Re-run failed items: a reindex of the failed roots, rebuilt from raw/."""
-        b = self.get_base(base)
-        with self.rt.catalog.read() as conn:
-            failed = item_repo.list_items(conn, b.id, statuses=["failed"])
-        # A folder failed only because of its children retries just those children; a folder
-        # that failed itself (e.g. interrupted expansion) is expanded again.
-        ids = [i.id for i in failed if not i.is_container or i.error_code != "child_failed"]
-        if not ids:
-            return None
-        return self.reindex_items(b.id, ids, reacquire=False, wait=wait)
+        job_id = retry_failed(self.rt, self.get_base(base).id)
+        if wait and job_id:
+            self.wait([job_id])
+        return job_id
 
     def list_items(
         self, base: str, *, statuses: Iterable[str] | None = None, roots_only: bool = False
@@ -323,39 +247,37 @@ class Knowledge:
             )
 
     def get_item(self, base: str, item_id: str) -> Item:
-        b = self.get_base(base)
-        with self.rt.catalog.read() as conn:
-            item = item_repo.find(conn, item_id)
-        if item is None or item.base_id != b.id or item.status == "deleting":
-            raise NotFound(f"no knowledge item {item_id!r} in base {b.name!r}", item_id=item_id)
-        return item
+        return items_query.get_item(self.rt, self.get_base(base), item_id)
 
     def list_item_chunks(self, base: str, item_id: str) -> list[UnitRecord]:
         """Units of a completed item's leaves, in unit order (§7 "listItemChunks")."""
-        b = self.get_base(base)
-        assert_base_runnable(b, "listing chunks")
-        item = self.get_item(b.id, item_id)
-        if item.status != "completed":
-            raise InvalidInput(f"item {item_id} is {item.status}, not completed", item_id=item_id)
-        with self.rt.catalog.read() as conn:
-            rows = item_repo.subtree(conn, [item.id])
-        if any(r.status == "deleting" for r in rows):
-            raise InvalidInput("part of this folder is being deleted", item_id=item_id)
-        store = self.rt.store(b)
-        return [u for r in rows if not r.is_container for u in store.list_units(r.id)]
+        return items_query.list_item_chunks(self.rt, self.get_base(base), item_id)
 
     def counts(self, base: str) -> dict[str, int]:
         with self.rt.catalog.read() as conn:
             return item_repo.count_by_status(conn, self.get_base(base).id)
 
+    def model_hint(self, base: str | Base, paths: list[str]) -> str | None:
+        """A hint to switch models when files at ``paths`` are mostly in scripts the base's
+        model cannot read (never applied; best effort, None when the model is unusable)."""
+        from knowbase.pipeline.indexing.model_hint import model_hint, sample_text
+
+        b = base if isinstance(base, Base) else self.get_base(base)
+        if not b.embedding_model_id:
+            return None
+        try:
+            embedder = self.rt.embedder(b)
+        except KnowbaseError:
+            return None  # the add itself reports an unusable model
+        scripts = embedder.scripts if embedder is not None else None
+        return model_hint(sample_text(paths), model_id=b.embedding_model_id, scripts=scripts)
+
     # --- search --------------------------------------------------------------------------------
-    def search(self, base: str | Base, query: str, *, top_k: int | None = None):  # type: ignore[no-untyped-def]
+    def search(self, base: str | Base, query: str, *, top_k: int | None = None) -> SearchResponse:
         """Hybrid (or BM25-only) search over one base's completed items (§7).
 
         ``base`` is a name, an id, or a ``Base`` the caller has just resolved (saves a lookup).
         """
-        from knowbase.query.search import SearchConfig, search
-
         b = base if isinstance(base, Base) else self.get_base(base)
         assert_base_runnable(b, "searching")
         store = self.rt.store(b)
@@ -368,32 +290,35 @@ class Knowledge:
             config=config,
             embedder=self.rt.embedder(b),
             reranker=self.rt.reranker(b),
-            visible=self.visible_items(b.id),
+            visible=self._visible.for_base(b.id),
         )
 
-    def visible_items(self, base_id: str):  # type: ignore[no-untyped-def]
-        """A function: material ids → the completed items of this base among them."""
-        from knowbase.query.search import VisibleItem
+    def search_many(
+        self,
+        bases: Iterable[str | Base],
+        query: str,
+        *,
+        top_k: int | None = None,
+        limit: int | None = None,
+        dedupe_text: bool = False,
+    ) -> MultiSearch:
+        """Search several bases and merge the results into one list (``query/multi_base.py``).
 
-        cache = self._visible_cache
-
-        def visible(material_ids: set[str]) -> dict[str, VisibleItem]:
-            with self.rt.catalog.read() as conn:
-                versions = item_repo.completed_versions(conn, base_id, material_ids)
-                missing = [i for i, v in versions.items() if (i, v) not in cache]
-                if missing:
-                    if len(cache) > 50_000:
-                        cache.clear()
-                    for i in item_repo.find_completed(conn, base_id, missing).values():
-                        cache[(i.id, i.updated_at)] = VisibleItem(i.id, i.type, i.title, i.source)
-            found = {i: cache.get((i, v)) for i, v in versions.items()}
-            return {i: item for i, item in found.items() if item is not None}
-
-        return visible
+        Every base is resolved first (NotFound before any search); ``top_k`` is per base (None:
+        each base's default), ``limit`` bounds the merged list (None: no bound). A base whose
+        search fails is listed in ``errors``; the others still merge.
+        """
+        resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
+        return search_bases(
+            lambda b: self.search(b, query, top_k=top_k),
+            resolved,
+            limit=limit,
+            dedupe_text=dedupe_text,
+        )
 
     # --- concepts (query/concepts.py) ----------------------------------------------------------
     @property
-    def concepts(self):  # type: ignore[no-untyped-def]
+    def concepts(self) -> ConceptService:
         """Concept ID read / grep / tree / delete / refresh (§8), as a ``ConceptService``."""
         from knowbase.query.concepts import ConceptService
 
@@ -407,6 +332,12 @@ class Knowledge:
     ) -> list[Job]:
         queue = queue_of(self.get_base(base).id) if base else None
         return self.rt.jobs.list_jobs(queue=queue, statuses=statuses, limit=limit)
+
+    def live_workers(self) -> list[str]:
+        """Ids of the workers (any process on this catalog) whose heartbeat is fresh."""
+        from knowbase.jobs.worker import live_workers
+
+        return live_workers(self.rt.catalog)
 
     def get_job(self, job_id: str) -> Job:
         job = self.rt.jobs.get(job_id)

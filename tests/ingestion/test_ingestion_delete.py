@@ -157,5 +157,7 @@ def test_delete_while_indexing_never_fails_the_item(kb: Knowledge, kb_settings, 
         assert statuses(kb, base)[item.id] == "deleting"
         assert time.monotonic() < deadline + 20
         time.sleep(0.05)
+    # The row goes inside the job; the job's own status is written after it returns.
+    kb.wait([job_id], timeout_s=20)
     assert kb.get_job(job_id).status == "completed"
     assert kb.rt.store(kb.get_base(base.id)).material_ids() == set()

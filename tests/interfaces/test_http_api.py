@@ -290,25 +290,30 @@ def test_error_mapping(client: httpx.Client, kb) -> None:
     assert_error(client.get("/bases/e/search", params={"q": "note"}), 409, "base_failed")
 
 
-def test_search_over_several_bases_merges_by_score(client: httpx.Client) -> None:
-    for name, text in (("a", "apples grow on apple trees"), ("b", "bananas and apples")):
-        client.post("/bases", json={"name": name}).raise_for_status()
-        client.post(
-            "/bases/" + name + "/items", json={"inputs": [{"type": "note", "content": text}]}
-        ).raise_for_status()
+def test_search_over_several_bases_merges_by_rank(client: httpx.Client) -> None:
+    """A hybrid base scores by RRF (~0.016), a BM25 base by −bm25: no common scale, so the
+    merge takes each base's rank 1, then each base's rank 2 (``query/multi_base.py``)."""
+    models = {"h": {"embedding_model_id": "hash:d16"}, "k": {}}
+    for name, extra in models.items():
+        client.post("/bases", json={"name": name, **extra}).raise_for_status()
+        notes = [f"{name} note {n} about apples and pears {n}" for n in range(3)]
+        inputs = [{"type": "note", "content": text} for text in notes]
+        client.post(f"/bases/{name}/items", json={"inputs": inputs}).raise_for_status()
     wait_for(
         lambda: all(
-            i["status"] == "completed" for n in "ab" for i in client.get(f"/bases/{n}/items").json()
+            i["status"] == "completed" for n in "hk" for i in client.get(f"/bases/{n}/items").json()
         )
     )
-    r = client.post("/search", json={"bases": ["a", "b"], "query": "apples", "top_k": 5})
+    r = client.post("/search", json={"bases": ["h", "k", "h"], "query": "apples", "top_k": 4})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert {x["base_name"] for x in body["results"]} == {"a", "b"}
-    scores = [x["score"] for x in body["results"]]
-    assert scores == sorted(scores, reverse=True)
-    assert [x["rank"] for x in body["results"]] == [1, 2]
-    assert set(body["modes"].values()) == {"bm25"}
+    assert [x["base_name"] for x in body["results"]] == ["h", "k", "h", "k"]
+    assert [x["rank"] for x in body["results"]] == [1, 2, 3, 4]
+    assert {x["score_kind"] for x in body["results"]} == {"ranking"}
+    assert body["modes"] == {
+        client.get("/bases/h").json()["id"]: "hybrid",
+        client.get("/bases/k").json()["id"]: "bm25",
+    }
     assert_error(
         client.post("/search", json={"bases": ["a", "zzz"], "query": "apples"}), 404, "not_found"
     )

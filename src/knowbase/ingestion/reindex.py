@@ -1,8 +1,10 @@
-"""``reindex_items``: whole-batch guards, then one reindex-subtree job (§6, DESIGN 1)."""
+"""``reindex_items`` (whole-batch guards, then one reindex-subtree job; §6, DESIGN 1) and
+``retry_failed``, which picks what a retry reindexes."""
 
 from __future__ import annotations
 
 from knowbase.catalog import bases as base_repo
+from knowbase.catalog import items as item_repo
 from knowbase.ingestion.guards import (
     assert_base_runnable,
     assert_subtrees_terminal,
@@ -35,3 +37,18 @@ def reindex_items(
         idempotency_key=kinds.reindex_key(base.id, root_ids),
     )
     return job.id
+
+
+def retry_failed(rt: Runtime, base_id: str) -> str | None:
+    """Re-run the base's failed items: one reindex of them, rebuilt from raw/ (``kb retry``).
+
+    A folder that failed only because of its children (``child_failed``) is not selected, so
+    just those children are retried; a folder that failed itself (e.g. an interrupted
+    expansion) is expanded again. Returns None when nothing failed.
+    """
+    with rt.catalog.read() as conn:
+        failed = item_repo.list_items(conn, base_id, statuses=["failed"])
+    ids = [i.id for i in failed if not i.is_container or i.error_code != "child_failed"]
+    if not ids:
+        return None
+    return reindex_items(rt, base_id, ids, reacquire=False)

@@ -11,6 +11,7 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import KnowbaseError
 from knowbase.ingestion.add import add_items
+from knowbase.ingestion.bases import create_base, remove_base
 from knowbase.ingestion.inputs import AddInput
 from knowbase.runtime import Runtime
 
@@ -76,13 +77,8 @@ def restore_inputs(rt: Runtime, source: Base, roots: list[Item]) -> tuple[list[A
 
 
 def restore_base(
-    rt: Runtime,
-    source_id: str,
-    name: str,
-    *,
-    create_base,
-    embedding_model_id: str | None = None,
-) -> RestoreResult:  # type: ignore[no-untyped-def]
+    rt: Runtime, source_id: str, name: str, *, embedding_model_id: str | None = None
+) -> RestoreResult:
     """Create ``name`` from ``source_id``'s settings and materials; the source is untouched."""
     with rt.catalog.read() as conn:
         source = base_repo.resolve(conn, source_id)
@@ -90,6 +86,7 @@ def restore_base(
     inputs, skipped = restore_inputs(rt, source, roots)
     model = embedding_model_id if embedding_model_id is not None else source.embedding_model_id
     new = create_base(
+        rt,
         name,
         embedding_model_id=model,
         rerank_model_id=source.rerank_model_id,
@@ -104,7 +101,7 @@ def restore_base(
         result = add_items(rt, new.id, inputs, "rename")
     except KnowbaseError as exc:
         try:
-            _delete_quietly(rt, new)
+            remove_base(rt, new.id)
         except Exception as cleanup:
             raise type(exc)(
                 f"restore failed ({exc}); cleaning up the new base {new.id} failed too: {cleanup}"
@@ -112,9 +109,3 @@ def restore_base(
         raise
     return RestoreResult(new, skipped, result.job_ids)
 
-
-def _delete_quietly(rt: Runtime, base: Base) -> None:
-    rt.close_store(base.id)
-    rt.storage(base.id).remove_all()
-    with rt.catalog.write_tx() as conn:
-        base_repo.delete(conn, base.id)

@@ -14,13 +14,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from knowbase.errors import KnowbaseError
+
+if TYPE_CHECKING:  # imported where a command runs: ``kb --help`` stays light
+    from knowbase.catalog.models import Base, Item
+    from knowbase.ingestion.add import AddResult
+    from knowbase.ingestion.inputs import AddInput
+    from knowbase.jobs.model import Job
+    from knowbase.service import Knowledge
 
 app = typer.Typer(
     name="kb",
@@ -44,7 +51,7 @@ EXIT_CONFLICTS = 3
 
 # --- shared helpers (also used by cli_concepts / cli_serve) ------------------------------------
 @contextmanager
-def open_kb(home: str | None, **overrides: Any) -> Iterator[Any]:
+def open_kb(home: str | None, **overrides: Any) -> Iterator[Knowledge]:
     """Open the home's ``Knowledge`` for one command."""
     from knowbase.service import Knowledge
     from knowbase.settings import load_settings
@@ -241,10 +248,10 @@ def base_set(
 
 
 # --- items ----------------------------------------------------------------------------------
-def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list[Any]:
+def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list[AddInput]:
     from knowbase.ingestion.inputs import AddInput
 
-    inputs = []
+    inputs: list[AddInput] = []
     for target in targets:
         if target.startswith(("http://", "https://")):
             inputs.append(AddInput.web(target))
@@ -292,31 +299,23 @@ def add(
     )
 
 
-def _warn_model_cannot_read(kb: Any, b: Any, targets: list[str]) -> None:
+def _warn_model_cannot_read(kb: Knowledge, b: Base, targets: list[str]) -> None:
     """On stderr: suggest a multilingual model when the files are mostly CJK (never applied)."""
-    if not b.embedding_model_id:
-        return
-    from knowbase.pipeline.indexing.model_hint import model_hint, sample_text
-
     local = [t for t in targets if not t.startswith(("http://", "https://"))]
-    try:
-        scripts = kb.rt.embedder(b).scripts
-    except KnowbaseError:
-        return  # the add itself reports an unusable model
-    hint = model_hint(sample_text(local), model_id=b.embedding_model_id, scripts=scripts)
+    hint = kb.model_hint(b, local)
     if hint:
         from rich.markup import escape
 
         err_console.print(f"[yellow]hint:[/] {escape(hint)}", soft_wrap=True)
 
 
-def _render_conflicts(result: Any) -> None:
+def _render_conflicts(result: AddResult) -> None:
     console.print("[yellow]conflicts — nothing was added:[/]")
     for c in result.conflicts:
         console.print(f"  {c.type}: {c.title}")
 
 
-def _render_items(items: list[Any]) -> None:
+def _render_items(items: list[Item]) -> None:
     table = Table("item", "type", "status", "concept id / error")
     for item in items:
         detail = (
@@ -328,7 +327,7 @@ def _render_items(items: list[Any]) -> None:
     console.print(table)
 
 
-def follow(kb: Any, base_id: str, job_ids: list[str], *, quiet: bool = False) -> None:
+def follow(kb: Knowledge, base_id: str, job_ids: list[str], *, quiet: bool = False) -> None:
     """Run workers here and show one progress bar per queued job tree until all are done."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -374,11 +373,11 @@ def follow(kb: Any, base_id: str, job_ids: list[str], *, quiet: bool = False) ->
         kb.stop_workers()
 
 
-def _job_label(kb: Any, base_id: str, job: Any) -> str:
+def _job_label(kb: Knowledge, base_id: str, job: Job) -> str:
     item_id = job.payload.get("item_id")
     if item_id:
         try:
-            return kb.get_item(base_id, item_id).title[:40]
+            return (kb.get_item(base_id, item_id).title or item_id)[:40]
         except KnowbaseError:
             return item_id
     return job.kind.removeprefix("knowledge.")
@@ -435,9 +434,7 @@ def status(
         counts = kb.counts(b.id)
         failed = kb.list_items(b.id, statuses=["failed"])
         queued = kb.list_jobs(base=b.id, statuses=["pending", "running"])
-        from knowbase.jobs.worker import live_workers
-
-        workers = live_workers(kb.rt.catalog)
+        workers = kb.live_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
     data = {
         "base": b,

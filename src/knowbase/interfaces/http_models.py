@@ -198,7 +198,7 @@ class SearchOut(BaseModel):
 
 
 class MultiSearchOut(BaseModel):
-    """Results of several bases merged by score (ties: base order, then rank)."""
+    """Results of several bases in one list: by rank, by score when all are relevance scores."""
 
     results: list[SearchResultOut]
     modes: dict[str, Literal["hybrid", "bm25"]] = Field(description="base id → mode")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -23,29 +24,23 @@ from knowbase.interfaces.http_models import (
     StatusOut,
     TreeOut,
 )
+from knowbase.jobs.model import Job
+from knowbase.service import Knowledge
 
 router = APIRouter(responses=COMMON_ERRORS)
 
 
 # --- search ------------------------------------------------------------------------------------
-def _search_one(kb: Any, base: str, query: str, top_k: int | None) -> tuple[Any, Any]:
+def _search_body(kb: Knowledge, base: str, query: str, top_k: int | None) -> dict[str, Any]:
     b = kb.get_base(base)
     response = kb.search(b, query, top_k=top_k)
-    return b, response
-
-
-def _results(base: Any, response: Any) -> list[dict[str, Any]]:
     # vars(), not asdict(): each result's locator is already its own copy, and asdict's deep
     # copy was ~0.6 ms of a ~4 ms search
-    return [{**vars(r), "base_id": base.id, "base_name": base.name} for r in response.results]
+    results = [{**vars(r), "base_id": b.id, "base_name": b.name} for r in response.results]
+    return {"results": results, "mode": response.mode, "explain": response.explain}
 
 
-def _search_body(kb: Any, base: str, query: str, top_k: int | None) -> dict[str, Any]:
-    b, response = _search_one(kb, base, query, top_k)
-    return {"results": _results(b, response), "mode": response.mode, "explain": response.explain}
-
-
-async def _run_search(request: Request, fn: Any, *args: Any) -> Any:
+async def _run_search(request: Request, fn: Callable[..., Any], *args: Any) -> Any:
     """Run a search in the threadpool under the app's search limiter.
 
     A search is ~10 ms of CPU under the GIL; fifty of them in fifty threads thrash the GIL and
@@ -65,7 +60,7 @@ async def search_get(
     request: Request,
     q: str = Query(min_length=1, max_length=1000, description="the query"),
     top_k: int | None = Query(None, ge=1, le=1000),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Hybrid (or BM25-only) search over the base's completed items, with citations."""
     return await _run_search(request, _search_body, kb, base, q, top_k)
@@ -75,31 +70,30 @@ async def search_get(
     "/bases/{base}/search", response_model=SearchOut, tags=["search"], responses=BODY_ERRORS
 )
 async def search_post(
-    base: str, body: SearchRequest, request: Request, kb: Any = Depends(get_kb)
+    base: str, body: SearchRequest, request: Request, kb: Knowledge = Depends(get_kb)
 ) -> dict[str, Any]:
     """Same as ``GET``, with the query in a JSON body."""
     return await _run_search(request, _search_body, kb, base, body.query, body.top_k)
 
 
 @router.post("/search", response_model=MultiSearchOut, tags=["search"], responses=BODY_ERRORS)
-def search_many(body: MultiSearchRequest, kb: Any = Depends(get_kb)) -> dict[str, Any]:
-    """Search several bases and merge their results by score (ranks renumbered from 1).
+def search_many(body: MultiSearchRequest, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+    """Search several bases and merge their results into one list (ranks renumbered from 1).
 
-    Scores of different bases are only comparable when their kinds agree (RRF ranking scores,
-    or reranker relevance scores); the merge sorts by score regardless, ties by base order.
+    By relevance score when every result has one from the same rerank model, else by rank:
+    each base's rank 1 first (RRF over the bases); ties by the order of ``bases``. Scores stay
+    each base's own. See ``knowbase.query.multi_base``.
     """
-    bases = [kb.get_base(name) for name in dict.fromkeys(body.bases)]  # 404 before any search
-    merged: list[tuple[float, int, int, dict[str, Any]]] = []
-    modes: dict[str, str] = {}
-    for order, b in enumerate(dict((b.id, b) for b in bases).values()):
-        _, response = _search_one(kb, b.id, body.query, body.top_k)
-        modes[b.id] = response.mode
-        for r in _results(b, response):
-            merged.append((-r["score"], order, r["rank"], r))
-    merged.sort(key=lambda t: t[:3])
-    limit = body.top_k or 10
-    results = [{**r, "rank": n} for n, (*_, r) in enumerate(merged[:limit], start=1)]
-    return {"results": results, "modes": modes}
+    bases = [kb.get_base(name) for name in body.bases]  # 404 before any search
+    found = kb.search_many(bases, body.query, top_k=body.top_k, limit=body.top_k or 10)
+    if found.errors:
+        raise next(iter(found.errors.values()))
+    names = {b.id: b.name for b in bases}
+    results = [
+        {**vars(m.result), "base_id": m.base_id, "base_name": names[m.base_id], "rank": m.rank}
+        for m in found.results
+    ]
+    return {"results": results, "modes": found.modes}
 
 
 # --- concepts ----------------------------------------------------------------------------------
@@ -109,7 +103,7 @@ def read_concept(
     concept_id: str = Query(min_length=1, max_length=4096, description="path inside the base"),
     char_start: int | None = Query(None, ge=0, le=2**40),
     char_end: int | None = Query(None, ge=0, le=2**40),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """The document's Markdown (or a character slice of it) by Concept ID."""
     b = kb.get_base(base)
@@ -123,7 +117,7 @@ def grep_concept(
     pattern: str = Query(min_length=1, max_length=1000, description="a regular expression"),
     ignore_case: bool = True,
     max_matches: int | None = Query(None, ge=1, le=10_000),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Lines of the document matching ``pattern`` (bounded in time and input length)."""
     b = kb.get_base(base)
@@ -136,7 +130,7 @@ def grep_concept(
 def organization_tree(
     base: str,
     max_depth: int | None = Query(None, ge=0, le=1000),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """The base's folders and documents as a tree of Concept IDs."""
     b = kb.get_base(base)
@@ -150,7 +144,7 @@ def organization_tree(
     tags=["concepts"],
     responses=BODY_ERRORS,
 )
-def delete_concepts(base: str, body: ConceptIdsRequest, kb: Any = Depends(get_kb)) -> Any:
+def delete_concepts(base: str, body: ConceptIdsRequest, kb: Knowledge = Depends(get_kb)) -> Any:
     """Delete documents by Concept ID in one background job; unknown ids are listed back."""
     return kb.concepts.delete_concepts(kb.get_base(base).id, body.concept_ids)
 
@@ -162,13 +156,13 @@ def delete_concepts(base: str, body: ConceptIdsRequest, kb: Any = Depends(get_kb
     tags=["concepts"],
     responses=BODY_ERRORS,
 )
-def refresh_concepts(base: str, body: ConceptIdsRequest, kb: Any = Depends(get_kb)) -> Any:
+def refresh_concepts(base: str, body: ConceptIdsRequest, kb: Knowledge = Depends(get_kb)) -> Any:
     """Reindex documents by Concept ID (re-acquired from their origin when they have one)."""
     return kb.concepts.refresh_concepts(kb.get_base(base).id, body.concept_ids)
 
 
 # --- jobs --------------------------------------------------------------------------------------
-def job_dict(job: Any) -> dict[str, Any]:
+def job_dict(job: Job) -> dict[str, Any]:
     """A job as the API shows it: progress grouped, worker internals (lease, locker) left out."""
     return {
         "id": job.id,
@@ -199,7 +193,7 @@ def list_jobs(
     base: str | None = Query(None, description="only this base's jobs (name or id)"),
     status: list[JobStatus] | None = Query(None),
     limit: int = Query(200, ge=1, le=10_000),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
     """Jobs in creation order."""
     return [job_dict(j) for j in kb.list_jobs(base=base, statuses=status or None, limit=limit)]
@@ -210,20 +204,20 @@ def list_base_jobs(
     base: str,
     status: list[JobStatus] | None = Query(None),
     limit: int = Query(200, ge=1, le=10_000),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
     return [job_dict(j) for j in kb.list_jobs(base=base, statuses=status or None, limit=limit)]
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
-def get_job(job_id: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def get_job(job_id: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """One job with its progress (stage, percent, details)."""
     return job_dict(kb.get_job(job_id))
 
 
 # --- readiness ---------------------------------------------------------------------------------
 @router.get("/status", response_model=StatusOut, tags=["status"])
-def status(kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def status(kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Per-component readiness (catalog, index, embedding, rerank, file processor, workers)."""
     from knowbase.readiness import readiness
 

@@ -47,6 +47,7 @@ from knowbase.interfaces.mcp_tools import (
 )
 from knowbase.interfaces.mcp_tools import _camel as _camel  # re-exported (tests)
 from knowbase.interfaces.mcp_tools import _decode_cursor as _decode_cursor  # re-exported (tests)
+from knowbase.service import Knowledge
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ INSTRUCTIONS = (
 class Scope:
     """Which bases the server may see: ``None`` = every base, else exactly these ids."""
 
-    kb: Any
+    kb: Knowledge
     base_ids: list[str] | None = None
     _allowed: frozenset[str] | None = field(init=False, default=None)
 
@@ -122,7 +123,7 @@ def _client_elicits(ctx: Any) -> bool:
 
 
 # --- the server --------------------------------------------------------------------------------
-def build_server(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> Any:
+def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: bool) -> Any:
     """An ``MCPServer`` with the four tools, scoped to ``base_ids`` (None: every base)."""
     # The SDK is imported here, not at module level: importing it takes seconds, and
     # `kb mcp --base nope` should refuse at once (and `kb --help` never import it).
@@ -342,7 +343,7 @@ def _approval_text(
 
 
 # --- running -----------------------------------------------------------------------------------
-def resolve_scope(kb: Any, refs: list[str] | None) -> list[str] | None:
+def resolve_scope(kb: Knowledge, refs: list[str] | None) -> list[str] | None:
     """``--base`` names/ids → ids. None → every base; a list matching nothing refuses to start."""
     if refs is None:
         return None
@@ -361,7 +362,7 @@ def resolve_scope(kb: Any, refs: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(ids))
 
 
-def run_stdio(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> None:
+def run_stdio(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: bool) -> None:
     """Serve over stdin/stdout until the client closes the stream."""
     import anyio
 
@@ -370,7 +371,7 @@ def run_stdio(kb: Any, *, base_ids: list[str] | None, allow_writes: bool) -> Non
 
 
 def run_http(
-    kb: Any,
+    kb: Knowledge,
     *,
     base_ids: list[str] | None,
     allow_writes: bool,
@@ -397,7 +398,6 @@ def serve(
     workers: bool = True,
 ) -> None:
     """``kb mcp``: open the home, check the scope, run workers, serve until the client leaves."""
-    from knowbase.service import Knowledge
     from knowbase.settings import load_settings
 
     with Knowledge(load_settings(home)) as kb:

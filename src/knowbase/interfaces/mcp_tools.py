@@ -15,14 +15,16 @@ from __future__ import annotations
 import base64
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
+from knowbase.ingestion.inputs import AddInput
 
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp import Scope
+    from knowbase.query.search import SearchResult
+    from knowbase.service import Knowledge
 
 CITE_PREFIX = "kb"
 LIST_DEFAULT_LIMIT = 20
@@ -212,7 +214,8 @@ def kb_list(
 
 # --- kb_search ---------------------------------------------------------------------------------
 def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -> Any:
-    """Search the bases in parallel; merge, dedupe by passage text, clamp scores, cite."""
+    """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
+    passage text), clamp scores, cite."""
     kb = scope.kb
     refs = list(dict.fromkeys(base_ids))
     errors: dict[str, str] = {}
@@ -225,44 +228,19 @@ def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -
         except KnowbaseError as exc:
             errors[ref] = exc.message
 
-    def one(b: Base) -> tuple[Base, Any]:
-        try:
-            return b, kb.search(b.id, query)
-        except KnowbaseError as exc:
-            return b, exc
-
-    with ThreadPoolExecutor(max_workers=max(1, min(len(targets), 8))) as pool:
-        outcomes = list(pool.map(one, targets))
-    invalid = [o for _, o in outcomes if isinstance(o, InvalidInput)]
+    found = kb.search_many(targets, query, dedupe_text=True)
+    invalid = [e for e in found.errors.values() if isinstance(e, InvalidInput)]
     if invalid:
         return _from_error(invalid[0])
-    best: dict[str, dict[str, Any]] = {}
-    for b, outcome in outcomes:
-        if isinstance(outcome, KnowbaseError):
-            errors[b.id] = outcome.message
-            continue
-        for r in outcome.results:
-            hit = {
-                "baseId": b.id,
-                "conceptId": r.concept_id,
-                "title": r.title,
-                "type": r.item_type,
-                "content": r.text,
-                "score": min(max(float(r.score), 0.0), 1.0),
-                "charStart": r.char_start,
-                "charEnd": r.char_end,
-                "locator": r.locator or {},
-            }
-            seen = best.get(r.text)
-            if seen is None or hit["score"] > seen["score"]:
-                best[r.text] = hit
-    if errors and not best and len(errors) == len(refs):
+    errors.update({base_id: exc.message for base_id, exc in found.errors.items()})
+    merged = found.results
+    if errors and not merged and len(errors) == len(refs):
         return _fail(
             "Knowledge search failed for every requested base; tell the user the knowledge "
             "bases could not be searched right now.",
             bases=errors,
         )
-    results = sorted(best.values(), key=lambda h: -h["score"])
+    results = [_hit(m.base_id, m.result) for m in merged]
     items = [{"id": cites.next(), **{k: v for k, v in h.items() if v is not None}}
              for h in results]  # fmt: skip
     data: dict[str, Any] = {"items": items}
@@ -275,6 +253,21 @@ def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -
             "for an outline) to see what these bases hold.",
         )
     return _ok(data)
+
+
+def _hit(base_id: str, r: SearchResult) -> dict[str, Any]:
+    """A search result as ``kb_search`` shows it: camelCase, the score clamped to [0, 1]."""
+    return {
+        "baseId": base_id,
+        "conceptId": r.concept_id,
+        "title": r.title,
+        "type": r.item_type,
+        "content": r.text,
+        "score": min(max(float(r.score), 0.0), 1.0),
+        "charStart": r.char_start,
+        "charEnd": r.char_end,
+        "locator": r.locator or {},
+    }
 
 
 # --- kb_read -----------------------------------------------------------------------------------
@@ -378,17 +371,15 @@ def _manage_problem(
 
 
 def _add_input(
-    kb: Any,
+    kb: Knowledge,
     b: Base,
     type: str | None,
     path: str | None,
     url: str | None,
     content: str | None,
     title: str | None,
-) -> Any:
+) -> AddInput:
     """§8's source derivation; agent file adds keep no origin; URLs pass the SSRF guard."""
-    from knowbase.ingestion.inputs import AddInput
-
     if type == "file":
         assert path is not None
         return AddInput.file(path, source=os.path.basename(path), keep_origin=False)

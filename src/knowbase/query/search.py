@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 import regex
 
-from knowbase.errors import EmbeddingMismatch, InvalidInput, NoSearchableTokens
+from knowbase.errors import InvalidInput, NoSearchableTokens
+from knowbase.pipeline.indexing.embed import embed_query
 from knowbase.pipeline.store.base import IndexStore, SearchHit
 from knowbase.pipeline.store.fts_query import build_keyword_query, extract_tokens
 from knowbase.pipeline.store.rrf import K as RRF_K
@@ -115,21 +115,6 @@ def _script_class(scripts: frozenset[str]) -> regex.Pattern[str]:
     return regex.compile("[" + "".join(parts) + "]")
 
 
-def _embed_query(embedder: EmbeddingProvider, query: str, dims: int) -> np.ndarray:
-    # A model trained with distinct query/passage inputs (E5's "query: ") says so by having
-    # ``embed_queries``; ``embed`` is what indexed text went through.
-    embed = getattr(embedder, "embed_queries", None) or embedder.embed
-    vectors = np.asarray(embed([query]), dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] != dims:
-        raise EmbeddingMismatch(
-            "the query embedding does not match the base's dimensions",
-            dims=dims,
-            shape=list(vectors.shape),
-            model_id=getattr(embedder, "model_id", None),
-        )
-    return vectors[0]
-
-
 def _validate(query: str, top_k: int | None) -> tuple[str, int]:
     q = query.strip()
     if not 1 <= len(q) <= MAX_QUERY_CHARS:
@@ -192,7 +177,7 @@ def search(
     first = candidates
     if mode == "hybrid":
         assert embedder is not None and config.dims
-        vector = _embed_query(embedder, q, config.dims)
+        vector = embed_query(q, embedder, config.dims)
         vhits = store.vector_search(vector, lane_limit)
         khits = store.keyword_search(q, lane_limit)
         for h in [*vhits, *khits]:

@@ -70,7 +70,10 @@ def embed_missing(
 def embed_query(text: str, provider: EmbeddingProvider, dims: int) -> np.ndarray:
     """The query's float32 vector of width ``dims``, checked like :func:`embed_missing`'s."""
     _check_dims(dims, provider)
-    return _checked(provider.embed([text]), 1, dims, provider)[0]
+    # A model trained with distinct query/passage inputs (E5's "query: ") says so by having
+    # ``embed_queries``; ``embed`` is what indexed text went through.
+    embed = getattr(provider, "embed_queries", None) or provider.embed
+    return _checked(embed([text]), 1, dims, provider)[0]
 
 
 def _batch_size(provider: EmbeddingProvider, fallback: int) -> int:
