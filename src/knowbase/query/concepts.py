@@ -12,8 +12,10 @@ and nothing outside raw/ (``../x``, ``.kb/index.sqlite``, ``/etc/passwd``) can b
 
 from __future__ import annotations
 
+import heapq
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import regex
@@ -29,14 +31,16 @@ GREP_MAX_MATCHES = 200
 GREP_SNIPPET_CONTEXT = 60
 GREP_SNIPPET_MATCH_MAX_CHARS = 200
 GREP_MAX_PATTERN_CHARS = 200
-# Each `regex` call gets the rest of the budget as its timeout (measured: it fires within ~15%)
-# and the budget is checked between searches too (many short lines each finish fast), and the
-# scanned input is
+# Each `regex` call gets the rest of the budget as its timeout, the budget is checked between
+# searches too (many short lines each finish fast), the caller waits no longer than the budget
+# (regex's timeout is process CPU time; see grep_text), and the scanned input is
 # bounded by length (DESIGN "bound grep by input length and time"). Lines are searched whole:
 # cutting them made `$` match mid-line and hid text past the cut.
 GREP_TIME_BUDGET_S = 1.0
+GREP_JOIN_GRACE_S = 0.1  # the scan's own deadline normally ends it first, with a precise reason
 GREP_MAX_SCAN_CHARS = 5_000_000
 TREE_MAX_NODES = 1_000
+TREE_PAGE = 100  # rows per level read; at most one page per open level is read ahead
 CONCEPT_ID_MAX_CHARS = 1_000
 
 
@@ -174,19 +178,31 @@ class ConceptService:
         Any base status. Nodes are ``{depth, item_id, title, item_type, status, concept_id?}``;
         ``concept_id`` only on completed leaves; ``max_depth`` drops deeper levels; at most
         1,000 nodes (``truncated``); ``total_items`` counts every non-deleting item.
+        Reads what it shows: each level a page at a time by the ``(base_id, group_id,
+        created_at)`` index, stopping at the node cap, and ``total_items`` is a SQL count.
         """
         if max_depth is not None and max_depth < 0:
             raise InvalidInput("max_depth must be ≥ 0", max_depth=max_depth)
         b = self.kb.get_base(base)
+        page = min(TREE_PAGE, TREE_MAX_NODES + 1)
         with self.kb.rt.catalog.read() as conn:
-            items = item_repo.list_items(conn, b.id)
-        nodes, truncated = build_tree(items, max_depth=max_depth, max_nodes=TREE_MAX_NODES)
-        return {
-            "base_id": b.id,
-            "nodes": nodes,
-            "truncated": truncated,
-            "total_items": len(items),
-        }
+
+            def children(parent: Item | None) -> Iterator[Item]:
+                def fetch(after: tuple[int, str] | None) -> list[Item]:
+                    pid = parent.id if parent is not None else None
+                    return item_repo.tree_page(conn, b.id, pid, after=after, limit=page)
+
+                level = _paged(fetch, page)
+                if parent is None:  # items whose container is being deleted show as roots
+                    orphans = item_repo.orphans_of_deleting(conn, b.id, limit=TREE_MAX_NODES + 1)
+                    level = heapq.merge(level, orphans, key=_tree_order)
+                return level
+
+            nodes, truncated = walk_tree(
+                children, max_depth=max_depth, max_nodes=TREE_MAX_NODES
+            )
+            total = item_repo.count_visible(conn, b.id)
+        return {"base_id": b.id, "nodes": nodes, "truncated": truncated, "total_items": total}
 
     # --- batch writes --------------------------------------------------------------------------
     def delete_concepts(self, base: str, concept_ids: Iterable[str]) -> dict[str, Any]:
@@ -260,68 +276,121 @@ def grep_text(
     Each whole line is searched, so ``$`` matches only where a line ends. Returns
     ``{total_matches, matches, limit, partial}``; when the time budget or the input-length
     bound stops the scan, ``partial`` is true, ``stopped`` names the bound and ``reason`` says
-    from which line on nothing was searched. ``total_matches`` counts every match scanned, the
+    from where on nothing was searched. ``total_matches`` counts every match scanned, the
     ``matches`` list stops at ``limit``.
+
+    The budget is wall-clock for the caller. `regex`'s own timeout counts the *process's* CPU
+    time (measured: with another busy thread a 1 s timeout took 3.4-4 s of wall time), so the
+    scan runs in a thread with the GIL released (``concurrent=True``) and the caller stops
+    waiting at the budget; the thread then ends at its next check or regex timeout.
     """
     wanted = max_matches if max_matches is not None else GREP_DEFAULT_MATCHES
-    limit = min(max(wanted, 1), GREP_MAX_MATCHES)
-    deadline = clock() + budget_s
-    matches: list[dict[str, Any]] = []
-    total = 0
-    scanned = 0
-    stopped: str | None = None
-    reason = ""
-    offset = 0
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        line_start = offset
-        offset += len(line) + 1
-        scanned += len(line)
-        if scanned > max_scan_chars:
-            stopped = "input_length"
-            reason = (
-                f"the search stops at {max_scan_chars:,} characters of text; "
-                f"line {line_no} and later were not searched"
-            )
-            break
-        pos = 0
-        try:
+    scan = _Scan(min(max(wanted, 1), GREP_MAX_MATCHES), budget_s)
+    worker = threading.Thread(
+        target=scan.run,
+        args=(text, compiled, clock, clock() + budget_s, max_scan_chars),
+        name="kb-grep",
+        daemon=True,
+    )
+    worker.start()
+    worker.join(budget_s + GREP_JOIN_GRACE_S)
+    return scan.result(finished=not worker.is_alive())
+
+
+class _Scan:
+    """The state of one grep scan, shared by its worker thread and the waiting caller."""
+
+    def __init__(self, limit: int, budget_s: float) -> None:
+        self.limit = limit
+        self.budget_s = budget_s
+        self.matches: list[dict[str, Any]] = []
+        self.total = 0
+        self.stopped: str | None = None
+        self.reason = ""
+        self.where = (1, 0)  # (line, document offset) being searched
+        self.cancelled = False
+        self.lock = threading.Lock()
+
+    def run(
+        self,
+        text: str,
+        compiled: regex.Pattern[str],
+        clock: Callable[[], float],
+        deadline: float,
+        max_scan_chars: int,
+    ) -> None:
+        scanned = 0
+        offset = 0
+        for line_no, line in enumerate(text.split("\n"), start=1):
+            line_start = offset
+            offset += len(line) + 1
+            scanned += len(line)
+            if scanned > max_scan_chars:
+                self._stop(
+                    "input_length",
+                    f"the search stops at {max_scan_chars:,} characters of text; "
+                    f"line {line_no} and later were not searched",
+                )
+                return
+            pos = 0
             while pos <= len(line):
+                self.where = (line_no, line_start + pos)
                 remaining = deadline - clock()
-                if remaining <= 0:
-                    raise TimeoutError
-                m = compiled.search(line, pos, timeout=remaining)
+                if self.cancelled or remaining <= 0:
+                    self._stop("time_budget", self._budget_reason())
+                    return
+                try:
+                    m = compiled.search(line, pos, timeout=remaining, concurrent=True)
+                except TimeoutError:
+                    self._stop("time_budget", self._budget_reason())
+                    return
                 if m is None:
                     break
-                total += 1
-                if len(matches) < limit:
-                    s, e = m.span()
-                    matches.append(
-                        {
-                            "line": line_no,
-                            "char_start": line_start + s,
-                            "char_end": line_start + e,
-                            "snippet": snippet(line, s, e),
-                        }
-                    )
+                s, e = m.span()
+                with self.lock:
+                    if self.cancelled:
+                        return
+                    self.total += 1
+                    if len(self.matches) < self.limit:
+                        self.matches.append(
+                            {
+                                "line": line_no,
+                                "char_start": line_start + s,
+                                "char_end": line_start + e,
+                                "snippet": snippet(line, s, e),
+                            }
+                        )
                 # Zero-width matches advance by one, as JavaScript's lastIndex++ does.
-                pos = m.end() + 1 if m.end() == m.start() else m.end()
-        except TimeoutError:
-            stopped = "time_budget"
-            reason = (
-                f"the pattern ran out of its {budget_s:g} s time budget in line {line_no} "
-                f"(from char {line_start + pos}); the rest was not searched"
-            )
-            break
-    out: dict[str, Any] = {
-        "total_matches": total,
-        "matches": matches,
-        "limit": limit,
-        "partial": stopped is not None,
-    }
-    if stopped is not None:
-        out["stopped"] = stopped
-        out["reason"] = reason
-    return out
+                pos = e + 1 if e == s else e
+
+    def _budget_reason(self) -> str:
+        line_no, at = self.where
+        return (
+            f"the pattern ran out of its {self.budget_s:g} s time budget in line {line_no} "
+            f"(from char {at}); the rest was not searched"
+        )
+
+    def _stop(self, stopped: str, reason: str) -> None:
+        with self.lock:
+            if self.stopped is None and not self.cancelled:
+                self.stopped, self.reason = stopped, reason
+
+    def result(self, *, finished: bool) -> dict[str, Any]:
+        with self.lock:
+            if not finished:  # the caller's wall-clock budget ran out first
+                self.cancelled = True
+                if self.stopped is None:
+                    self.stopped, self.reason = "time_budget", self._budget_reason()
+            out: dict[str, Any] = {
+                "total_matches": self.total,
+                "matches": list(self.matches),
+                "limit": self.limit,
+                "partial": self.stopped is not None,
+            }
+            if self.stopped is not None:
+                out["stopped"] = self.stopped
+                out["reason"] = self.reason
+        return out
 
 
 def snippet(line: str, start: int, end: int) -> str:
@@ -342,11 +411,32 @@ def build_tree(
     for item in items:
         parent = item.group_id if item.group_id in ids else None
         kids.setdefault(parent, []).append(item)
+    return walk_tree(
+        lambda p: iter(kids.get(p.id if p is not None else None, [])),
+        max_depth=max_depth,
+        max_nodes=max_nodes,
+    )
+
+
+def walk_tree(
+    children: Callable[[Item | None], Iterator[Item]],
+    *,
+    max_depth: int | None = None,
+    max_nodes: int = TREE_MAX_NODES,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Pre-order DFS: ``children(None)`` are the roots. Returns ``(nodes, truncated)``.
+
+    Pulls lazily: a level is asked for only when its parent is shown and within
+    ``max_depth``, and nothing after the node that would exceed ``max_nodes``.
+    Only containers are asked for children (every other type is a leaf).
+    """
     nodes: list[dict[str, Any]] = []
-    stack: list[tuple[Item, int]] = [(i, 0) for i in reversed(kids.get(None, []))]
+    stack: list[tuple[Iterator[Item], int]] = [(children(None), 0)]
     while stack:
-        item, depth = stack.pop()
-        if max_depth is not None and depth > max_depth:
+        level, depth = stack[-1]
+        item = next(level, None)
+        if item is None:
+            stack.pop()
             continue
         if len(nodes) >= max_nodes:
             return nodes, True
@@ -360,8 +450,24 @@ def build_tree(
         if item.status == "completed" and not item.is_container and item.concept_id:
             node["concept_id"] = item.concept_id
         nodes.append(node)
-        stack.extend((c, depth + 1) for c in reversed(kids.get(item.id, [])))
+        if item.is_container and (max_depth is None or depth < max_depth):
+            stack.append((children(item), depth + 1))
     return nodes, False
+
+
+def _paged(fetch: Callable[[tuple[int, str] | None], list[Item]], page: int) -> Iterator[Item]:
+    """Items from ``fetch(after_cursor)`` pages of ``page`` rows, the next asked for on demand."""
+    after: tuple[int, str] | None = None
+    while True:
+        rows = fetch(after)
+        yield from rows
+        if len(rows) < page:
+            return
+        after = _tree_order(rows[-1])
+
+
+def _tree_order(item: Item) -> tuple[int, str]:
+    return (item.created_at, item.id)
 
 
 def _plausible(concept_id: object) -> bool:
