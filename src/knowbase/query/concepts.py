@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput, NotFound
@@ -28,6 +30,7 @@ from knowbase.query.grep import compile_pattern, grep_text
 __all__ = [
     "ConceptService",
     "build_tree",
+    "catalog_tree",
     "compile_pattern",
     "grep_text",
     "slice_bounds",
@@ -180,24 +183,8 @@ class ConceptService:
         if max_depth is not None and max_depth < 0:
             raise InvalidInput("max_depth must be ≥ 0", max_depth=max_depth)
         b = self.kb.get_base(base)
-        page = min(TREE_PAGE, TREE_MAX_NODES + 1)
         with self.kb.rt.catalog.read() as conn:
-
-            def children(parent: Item | None) -> Iterator[Item]:
-                def fetch(after: tuple[int, str] | None) -> list[Item]:
-                    pid = parent.id if parent is not None else None
-                    return item_repo.tree_page(conn, b.id, pid, after=after, limit=page)
-
-                level = _paged(fetch, page)
-                if parent is None:  # items whose container is being deleted show as roots
-                    orphans = item_repo.orphans_of_deleting(conn, b.id, limit=TREE_MAX_NODES + 1)
-                    level = heapq.merge(level, orphans, key=_tree_order)
-                return level
-
-            nodes, truncated = walk_tree(
-                children, max_depth=max_depth, max_nodes=TREE_MAX_NODES
-            )
-            total = item_repo.count_visible(conn, b.id)
+            nodes, truncated, total = catalog_tree(conn, b.id, max_depth=max_depth)
         return {"base_id": b.id, "nodes": nodes, "truncated": truncated, "total_items": total}
 
     # --- batch writes --------------------------------------------------------------------------
@@ -241,6 +228,28 @@ def _overlaps(u_start: int, u_end: int, start: int, end: int) -> bool:
     if start == end:  # an empty slice still says where it is
         return u_start <= start < u_end
     return u_start < end and u_end > start
+
+
+def catalog_tree(
+    conn: Connection, base_id: str, *, max_depth: int | None = None
+) -> tuple[list[dict[str, Any]], bool, int]:
+    """``(nodes, truncated, total_items)`` of a base, read a page per level over ``conn``."""
+    page = min(TREE_PAGE, TREE_MAX_NODES + 1)
+
+    def children(parent: Item | None) -> Iterator[Item]:
+        pid = parent.id if parent is not None else None
+
+        def fetch(after: tuple[int, str] | None) -> list[Item]:
+            return item_repo.tree_page(conn, base_id, pid, after=after, limit=page)
+
+        level = _paged(fetch, page)
+        if parent is None:  # items whose container is being deleted show as roots
+            orphans = item_repo.orphans_of_deleting(conn, base_id, limit=TREE_MAX_NODES + 1)
+            level = heapq.merge(level, orphans, key=_tree_order)
+        return level
+
+    nodes, truncated = walk_tree(children, max_depth=max_depth, max_nodes=TREE_MAX_NODES)
+    return nodes, truncated, item_repo.count_visible(conn, base_id)
 
 
 def build_tree(
