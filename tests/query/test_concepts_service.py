@@ -307,3 +307,12 @@ def test_failed_base_refuses_concepts(kb: Knowledge, bm25_base: Base, doc: Item)
     assert kb.concepts.organization_tree(bm25_base.id)["total_items"] == 1  # status irrelevant
     with kb.rt.catalog.read() as conn:
         assert item_repo.get(conn, doc.id).status == "completed"
+
+
+def test_grep_scan_error_is_raised_not_a_silent_short_result() -> None:
+    class Boom:  # a pattern whose search fails (as regex can, on memory)
+        def search(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            raise MemoryError("regex ran out of memory")
+
+    with pytest.raises(MemoryError):
+        grep_text("a\nb", Boom())  # type: ignore[arg-type]

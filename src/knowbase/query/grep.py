@@ -79,7 +79,10 @@ def grep_text(
     )
     worker.start()
     worker.join(budget_s + GREP_JOIN_GRACE_S)
-    return scan.result(finished=not worker.is_alive())
+    finished = not worker.is_alive()
+    if finished and scan.error is not None:
+        raise scan.error  # a failed scan must not pass for a complete one
+    return scan.result(finished=finished)
 
 
 class _Scan:
@@ -94,9 +97,23 @@ class _Scan:
         self.reason = ""
         self.where = (1, 0)  # (line, document offset) being searched
         self.cancelled = False
+        self.error: BaseException | None = None
         self.lock = threading.Lock()
 
     def run(
+        self,
+        text: str,
+        compiled: regex.Pattern[str],
+        clock: Callable[[], float],
+        deadline: float,
+        max_scan_chars: int,
+    ) -> None:
+        try:
+            self._run(text, compiled, clock, deadline, max_scan_chars)
+        except BaseException as exc:  # handed to the caller, re-raised there
+            self.error = exc
+
+    def _run(
         self,
         text: str,
         compiled: regex.Pattern[str],
