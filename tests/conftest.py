@@ -29,6 +29,7 @@ settings.register_profile(
 settings.load_profile("ci")
 
 HASH_MODEL = "hash:d64"
+pytest_plugins = ["_system_tools"]  # needs_system marker + the one-line "install X" summary
 
 
 @pytest.fixture

@@ -148,12 +148,25 @@ def test_embedding_width_mismatch(knowledge, monkeypatch):
 
 
 def test_failed_item_is_invisible(knowledge, tmp_path):
-    knowledge.create_base("v")
+    base = knowledge.create_base("v")
     empty = tmp_path / "blank.md"
     empty.write_text("   \n\n  ", encoding="utf-8")
     knowledge.add("v", [AddInput.file(empty)], wait=True)
     [item] = knowledge.list_items("v")
     assert item.status == "failed" and item.error_code == "no_text_extracted"
+    # An item indexed once and failed on reindex keeps its old chunks in the store; search
+    # must still not return them (visibility is the catalog's "completed", not the store).
+    doc = tmp_path / "guide.md"
+    doc.write_text("# Guide\n\nThe llama grazes on the Andean plateau.\n", encoding="utf-8")
+    guide = knowledge.add("v", [AddInput.file(doc)], wait=True).items[0]
+    assert [h.item_id for h in knowledge.search("v", "llama plateau").results] == [guide.id]
+    for copy in (doc, knowledge.rt.storage(base.id).raw / "guide.md"):
+        copy.write_text("  \n\n ", encoding="utf-8")
+    knowledge.wait([knowledge.reindex_items("v", [guide.id])])
+    failed = knowledge.get_item("v", guide.id)
+    assert failed.status == "failed" and failed.error_code == "no_text_extracted"
+    assert guide.id in knowledge.rt.store(base).material_ids()  # the old chunks are there
+    assert knowledge.search("v", "llama plateau").results == []
 
 
 @pytest.mark.model

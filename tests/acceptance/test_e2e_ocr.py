@@ -7,24 +7,18 @@ child process), indexes the ``<stem>.md`` artifact, and cites pages.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from knowbase.ingestion.inputs import AddInput
-from knowbase.pipeline.processing import tesseract_available
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
 
 pytestmark = pytest.mark.timeout(120)
 
-needs_tesseract = pytest.mark.skipif(
-    not (tesseract_available() and shutil.which("pdftoppm")),
-    reason="tesseract-ocr and poppler-utils are not installed (apt-get install tesseract-ocr "
-    "tesseract-ocr-eng tesseract-ocr-chi-sim poppler-utils)",
-)
+needs_tesseract = pytest.mark.needs_system("tesseract", "pdftoppm")  # tests/_system_tools.py
 
 
 @pytest.fixture

@@ -77,6 +77,28 @@ def test_read_slice_and_grep(app: typer.Typer, home_with_doc: Path) -> None:
     assert lines.stdout == f"8:{TEXT.index('delta')}: delta\n"
 
 
+def test_grep_long_line_and_stopped_scan(
+    app: typer.Typer, kb_settings: Settings, src: Path
+) -> None:
+    with Knowledge(kb_settings) as kb:
+        base = kb.create_base("long", file_processor_id=None)
+        (src / "long.txt").write_text("a" * 49_990 + "needle" + "\nok", encoding="utf-8")
+        kb.add(base.id, [AddInput.file(src / "long.txt")], wait=True)
+    home = kb_settings.home
+    found = json_of(app, home, "read", "long", "long.txt", "--grep", "needle$")
+    assert [(m["line"], m["char_start"]) for m in found["matches"]] == [(1, 49_990)]
+    assert found["partial"] is False
+    slow = json_of(app, home, "read", "long", "long.txt", "--grep", "(a+)+$")
+    assert slow["partial"] is True and slow["stopped"] == "time_budget"
+    plain = CliRunner().invoke(
+        app, ["read", "long", "long.txt", "--grep", "(a+)+$", "--home", str(home)]
+    )
+    assert plain.exit_code == 0
+    assert "stopped early: the pattern ran out of its 1 s time budget in line 1" in " ".join(
+        plain.stderr.split()
+    )
+
+
 def test_read_errors_are_knowbase_errors(app: typer.Typer, home_with_doc: Path) -> None:
     missing = CliRunner().invoke(app, ["read", "docs", "../notes.md", "--home", str(home_with_doc)])
     assert isinstance(missing.exception, NotFound)  # the main app's error edge renders it

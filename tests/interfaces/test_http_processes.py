@@ -1,14 +1,18 @@
 """``kb serve --processes 2``: two API processes share the port and one worker process runs
-the jobs; a note added through one process is searchable through either; SIGTERM stops all."""
+the jobs; a note added through one process is searchable through either (connections are
+seen, in /proc, to reach two different API pids); SIGTERM stops all."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,11 +84,16 @@ def test_two_api_processes_and_one_worker(tmp_path: Path) -> None:
                     [i["status"] for i in client.get("/bases/docs/items").json()] == ["completed"]
                 )
             )
-            # new connections land on either process; each must see the worker's writes
-            for _ in range(6):
-                with httpx.Client(base_url=url, timeout=30) as fresh:
-                    hits = fresh.get("/bases/docs/search", params={"q": "barn owl"}).json()
+            # New connections land on either API process (the kernel tells which process holds
+            # the accepted socket); each process must see the worker's writes.
+            served_by: set[int] = set()
+            deadline = time.monotonic() + 60
+            while len(served_by) < 2:
+                assert time.monotonic() < deadline, f"every connection reached {served_by}"
+                pid, hits = _search_on_fresh_connection(port, "barn owl")
                 assert hits["results"][0]["text"].startswith("Owls hunt")
+                assert pid != worker and pid in _descendants(server.pid), pid
+                served_by.add(pid)
     finally:
         kids = _children(server.pid)
         server.send_signal(signal.SIGTERM)
@@ -105,3 +114,48 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def _search_on_fresh_connection(port: int, query: str) -> tuple[int, dict]:
+    """Search over a new keep-alive connection; return the pid that accepted it, and the hits."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/bases/docs/search?" + urllib.parse.urlencode({"q": query}))
+        response = conn.getresponse()
+        hits = json.loads(response.read())
+        assert response.status == 200, hits
+        client_port = conn.sock.getsockname()[1]
+        return _socket_owner(port, client_port), hits  # asked while the connection is open
+    finally:
+        conn.close()
+
+
+def _socket_owner(server_port: int, client_port: int) -> int:
+    """The pid holding the server side of the loopback connection ``client_port → server_port``."""
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1].split(":")[1], fields[2].split(":")[1]
+        if int(local, 16) == server_port and int(remote, 16) == client_port:
+            inode = fields[9]
+    assert inode is not None, "the accepted connection is not in /proc/net/tcp"
+    target = f"socket:[{inode}]"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) == target:
+                    return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError(f"no process holds {target}")
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        kids = _children(todo.pop())
+        todo.extend(kids - found)
+        found |= kids
+    return found

@@ -159,21 +159,42 @@ def test_hybrid_rrf_scores_and_result_fields(store: SqliteIndexStore) -> None:
     assert "m6" not in {x.item_id for x in r.results}  # zero vector and no keyword
 
 
-def test_lane_limits(store: RecordingStore) -> None:
-    search(store, "cat", config=SearchConfig(top_k=3, dims=4), embedder=WordEmbedder(),
-           reranker=None, visible=everything)  # fmt: skip
-    assert store.asked == [("vector", 75), ("keyword", 75)]
-    store.asked = []
-    search(store, "cat", config=SearchConfig(top_k=100, dims=4), embedder=WordEmbedder(),
-           reranker=None, visible=everything)  # fmt: skip
-    assert store.asked == [("vector", 1000), ("keyword", 1000)]
-    store.asked = []
-    search(store, "cat", config=SearchConfig(), embedder=None, reranker=None, visible=everything)
-    assert store.asked == [("keyword", 10)]  # BM25 without a reranker: top_k first
-    store.asked = []
-    search(store, "cat", config=SearchConfig(), embedder=None, reranker=ListReranker([]),
-           visible=everything)  # fmt: skip
-    assert store.asked == [("keyword", 50)]  # a reranker sees every candidate
+@pytest.fixture
+def many_cats(tmp_path: Path):
+    """250 one-chunk documents that all match "cat", in a known keyword order."""
+    s = SqliteIndexStore.open(tmp_path / "many.sqlite", base_id="b", dims=None)
+    for n in range(250):
+        text = f"cat {'filler ' * (n % 7)}doc{n:03d}"
+        s.rebuild_material(
+            MaterialInput(f"d{n:03d}", f"d{n:03d}.md", text, [Chunk(text, 0, len(text), 0, {})]),
+            {},
+        )
+    yield s
+    s.close()
+
+
+def test_lane_limits(many_cats: SqliteIndexStore) -> None:
+    """Search looks at 5 × top_k candidates (at most 200): what that means for results."""
+    order = [h.material_id for h in many_cats.keyword_search("cat", 1000)]
+    assert len(order) == 250
+
+    def bm25(top_k: int, visible, reranker=None):  # type: ignore[no-untyped-def]
+        return search(many_cats, "cat", config=SearchConfig(top_k=top_k), embedder=None,
+                      reranker=reranker, visible=visible)  # fmt: skip
+
+    # Hidden items ahead of a visible one: found while it is within the 5 × top_k window,
+    # not beyond it (a search never walks the whole lane).
+    for top_k in (1, 2, 4):
+        edge, past = order[5 * top_k - 1], order[5 * top_k]
+        assert [x.item_id for x in bm25(top_k, only(edge)).results] == [edge]
+        assert bm25(top_k, only(past)).results == []
+    # A reranker sees every candidate: 5 × top_k of them, capped at 200 for a large top_k.
+    for top_k, seen in ((3, 15), (100, 200)):
+        reranker = ListReranker([(0, 0.9)])
+        r = bm25(top_k, everything, reranker)
+        [(_, documents, _)] = reranker.calls
+        assert len(documents) == seen
+        assert r.results[0].item_id == order[0]
 
 
 @pytest.mark.parametrize("top_k", [1, 2, 3])

@@ -376,3 +376,47 @@ def deleting_roots(conn: Connection) -> list[Item]:
 def count_by_status(conn: Connection, base_id: str) -> dict[str, int]:
     q = sa.select(it.c.status, sa.func.count()).where(it.c.base_id == base_id).group_by(it.c.status)
     return {r[0]: r[1] for r in conn.execute(q)}
+
+
+# --- organisation tree pages (query/concepts.py walks them; never the whole base) ---------------
+def tree_page(
+    conn: Connection,
+    base_id: str,
+    parent_id: str | None,
+    *,
+    after: tuple[int, str] | None,
+    limit: int,
+) -> list[Item]:
+    """Up to ``limit`` non-deleting children of ``parent_id`` (None: roots), after the
+    ``(created_at, id)`` cursor, in that order. Uses ``(base_id, group_id, created_at)``."""
+    q = sa.select(it).where(it.c.base_id == base_id, it.c.status != "deleting")
+    q = q.where(it.c.group_id.is_(None) if parent_id is None else it.c.group_id == parent_id)
+    if after is not None:
+        q = q.where(
+            sa.or_(
+                it.c.created_at > after[0],
+                sa.and_(it.c.created_at == after[0], it.c.id > after[1]),
+            )
+        )
+    q = q.order_by(it.c.created_at, it.c.id).limit(limit)
+    return [Item.from_row(r) for r in conn.execute(q)]
+
+
+def orphans_of_deleting(conn: Connection, base_id: str, *, limit: int) -> list[Item]:
+    """Non-deleting items whose container is ``deleting`` (the tree shows them as roots)."""
+    parent = it.alias("parent")
+    q = (
+        sa.select(it)
+        .join(parent, parent.c.id == it.c.group_id)
+        .where(parent.c.base_id == base_id, parent.c.status == "deleting")
+        .where(it.c.status != "deleting")
+        .order_by(it.c.created_at, it.c.id)
+        .limit(limit)
+    )
+    return [Item.from_row(r) for r in conn.execute(q)]
+
+
+def count_visible(conn: Connection, base_id: str) -> int:
+    """How many items of the base are not ``deleting`` (counted in SQL, nothing loaded)."""
+    q = sa.select(sa.func.count()).where(it.c.base_id == base_id, it.c.status != "deleting")
+    return int(conn.execute(q).scalar_one())

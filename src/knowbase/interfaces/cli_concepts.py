@@ -94,7 +94,7 @@ def read(
             sys.stdout.write(f"{m['line']}:{m['char_start']}: {m['snippet']}\n")
         shown = len(data["matches"])
         if data["total_matches"] > shown or data["partial"]:
-            more = " (stopped early: " + data.get("stopped", "") + ")" if data["partial"] else ""
+            more = f" (stopped early: {data.get('reason', '')})" if data["partial"] else ""
             cli.err_console.print(f"[dim]{shown} of {data['total_matches']} matches{more}[/]")
 
     cli.emit(data, as_json, render_grep if grep is not None else render_read)

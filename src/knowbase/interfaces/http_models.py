@@ -287,6 +287,7 @@ class ConceptGrepOut(BaseModel):
     limit: int
     partial: bool
     stopped: Literal["input_length", "time_budget"] | None = None
+    reason: str | None = None  # with ``stopped``: what was not searched
 
 
 class TreeNode(BaseModel):

@@ -8,34 +8,38 @@ and nothing outside raw/ (``../x``, ``.kb/index.sqlite``, ``/etc/passwd``) can b
     concepts = kb.concepts
     page = concepts.read_concept("docs", "guide.md", char_start=0, char_end=5000)
     hits = concepts.grep_concept("docs", "guide.md", r"install\\w*")
+
+The grep scan itself is ``query/grep.py``; the tree is walked lazily, a page per level.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import regex
+from sqlalchemy.engine import Connection
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import InvalidInput, InvalidPattern, NotFound
+from knowbase.errors import InvalidInput, NotFound
 from knowbase.ingestion.guards import assert_base_runnable
+from knowbase.query.grep import compile_pattern, grep_text
+
+__all__ = [
+    "ConceptService",
+    "build_tree",
+    "catalog_tree",
+    "compile_pattern",
+    "grep_text",
+    "slice_bounds",
+    "walk_tree",
+]
 
 READ_MAX_CHARS = 20_000
-GREP_LINE_MAX_CHARS = 2_000
-GREP_DEFAULT_MATCHES = 50
-GREP_MAX_MATCHES = 200
-GREP_SNIPPET_CONTEXT = 60
-GREP_MAX_PATTERN_CHARS = 200
-# `regex` checks its timeout only now and then (it overshoots by ~3x here), and a short line
-# can finish just under it, so a per-call wall-clock budget is checked between lines too, and
-# the scanned input is bounded by length (DESIGN "bound grep by input length and time").
-GREP_TIME_BUDGET_S = 1.0
-GREP_SEARCH_TIMEOUT_S = 0.3
-GREP_MAX_SCAN_CHARS = 5_000_000
 TREE_MAX_NODES = 1_000
+TREE_PAGE = 100  # rows per level read; at most one page per open level is read ahead
 CONCEPT_ID_MAX_CHARS = 1_000
 
 
@@ -143,13 +147,13 @@ class ConceptService:
         ignore_case: bool = True,
         max_matches: int | None = None,
     ) -> dict[str, Any]:
-        """Line-wise regex matches with document offsets and ±60-char snippets.
+        """Line-wise regex matches with document offsets and bounded snippets.
 
-        Lines are split on ``\\n`` and cut to 2,000 chars, so a match never spans lines and
+        Lines are split on ``\\n`` and searched whole, so a match never spans lines and
         ``^``/``$`` are per line. ``max_matches`` is clamped to 1..200 (default 50). A pattern
-        that does not compile raises ``InvalidPattern``; so does one that runs out of the time
-        budget before finding anything. A budget running out after some matches returns them
-        with ``partial: true``.
+        that does not compile raises ``InvalidPattern``. A scan stopped by the time budget or
+        the input-length bound returns what it found with ``partial: true``, ``stopped`` and a
+        ``reason`` (a catastrophic pattern: no matches, partial, in about the budget's time).
         """
         b = self.kb.get_base(base)
         assert_base_runnable(b, "reading concepts")
@@ -173,19 +177,15 @@ class ConceptService:
         Any base status. Nodes are ``{depth, item_id, title, item_type, status, concept_id?}``;
         ``concept_id`` only on completed leaves; ``max_depth`` drops deeper levels; at most
         1,000 nodes (``truncated``); ``total_items`` counts every non-deleting item.
+        Reads what it shows: each level a page at a time by the ``(base_id, group_id,
+        created_at)`` index, stopping at the node cap, and ``total_items`` is a SQL count.
         """
         if max_depth is not None and max_depth < 0:
             raise InvalidInput("max_depth must be ≥ 0", max_depth=max_depth)
         b = self.kb.get_base(base)
         with self.kb.rt.catalog.read() as conn:
-            items = item_repo.list_items(conn, b.id)
-        nodes, truncated = build_tree(items, max_depth=max_depth, max_nodes=TREE_MAX_NODES)
-        return {
-            "base_id": b.id,
-            "nodes": nodes,
-            "truncated": truncated,
-            "total_items": len(items),
-        }
+            nodes, truncated, total = catalog_tree(conn, b.id, max_depth=max_depth)
+        return {"base_id": b.id, "nodes": nodes, "truncated": truncated, "total_items": total}
 
     # --- batch writes --------------------------------------------------------------------------
     def delete_concepts(self, base: str, concept_ids: Iterable[str]) -> dict[str, Any]:
@@ -230,92 +230,26 @@ def _overlaps(u_start: int, u_end: int, start: int, end: int) -> bool:
     return u_start < end and u_end > start
 
 
-def compile_pattern(pattern: str, *, ignore_case: bool = True) -> regex.Pattern[str]:
-    """Compile a grep pattern (flags: ``i`` unless ``ignore_case`` is False)."""
-    if not isinstance(pattern, str) or not pattern:
-        raise InvalidPattern("the grep pattern is empty", pattern=pattern)
-    if len(pattern) > GREP_MAX_PATTERN_CHARS:
-        raise InvalidPattern(
-            f"the grep pattern is longer than {GREP_MAX_PATTERN_CHARS} characters",
-            length=len(pattern),
-        )
-    try:
-        return regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
-    except (regex.error, ValueError, OverflowError) as exc:
-        raise InvalidPattern(f"invalid regular expression: {exc}", pattern=pattern) from exc
+def catalog_tree(
+    conn: Connection, base_id: str, *, max_depth: int | None = None
+) -> tuple[list[dict[str, Any]], bool, int]:
+    """``(nodes, truncated, total_items)`` of a base, read a page per level over ``conn``."""
+    page = min(TREE_PAGE, TREE_MAX_NODES + 1)
 
+    def children(parent: Item | None) -> Iterator[Item]:
+        pid = parent.id if parent is not None else None
 
-def grep_text(
-    text: str,
-    compiled: regex.Pattern[str],
-    *,
-    max_matches: int | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    budget_s: float = GREP_TIME_BUDGET_S,
-    max_scan_chars: int = GREP_MAX_SCAN_CHARS,
-) -> dict[str, Any]:
-    """Match ``compiled`` line by line over ``text`` (the pure core of ``grep_concept``).
+        def fetch(after: tuple[int, str] | None) -> list[Item]:
+            return item_repo.tree_page(conn, base_id, pid, after=after, limit=page)
 
-    Returns ``{total_matches, matches, limit, partial}`` (+ ``stopped`` when partial).
-    ``total_matches`` counts every match scanned, the ``matches`` list stops at ``limit``.
-    """
-    wanted = max_matches if max_matches is not None else GREP_DEFAULT_MATCHES
-    limit = min(max(wanted, 1), GREP_MAX_MATCHES)
-    deadline = clock() + budget_s
-    matches: list[dict[str, Any]] = []
-    total = 0
-    scanned = 0
-    stopped: str | None = None
-    offset = 0
-    for line_no, full_line in enumerate(text.split("\n"), start=1):
-        line_start = offset
-        offset += len(full_line) + 1
-        line = full_line[:GREP_LINE_MAX_CHARS]
-        scanned += len(line)
-        if scanned > max_scan_chars:
-            stopped = "input_length"
-            break
-        pos = 0
-        try:
-            while pos <= len(line):
-                remaining = deadline - clock()
-                if remaining <= 0:
-                    raise TimeoutError
-                m = compiled.search(line, pos, timeout=min(remaining, GREP_SEARCH_TIMEOUT_S))
-                if m is None:
-                    break
-                total += 1
-                if len(matches) < limit:
-                    s, e = m.span()
-                    matches.append(
-                        {
-                            "line": line_no,
-                            "char_start": line_start + s,
-                            "char_end": line_start + e,
-                            "snippet": line[
-                                max(0, s - GREP_SNIPPET_CONTEXT) : e + GREP_SNIPPET_CONTEXT
-                            ],
-                        }
-                    )
-                # Zero-width matches advance by one, as JavaScript's lastIndex++ does.
-                pos = m.end() + 1 if m.end() == m.start() else m.end()
-        except TimeoutError:
-            stopped = "time_budget"
-            break
-    if stopped == "time_budget" and total == 0:
-        raise InvalidPattern(
-            f"the grep pattern is too slow: no match within {budget_s:g} s",
-            hint="simplify the pattern (avoid nested quantifiers such as (a+)+)",
-        )
-    out: dict[str, Any] = {
-        "total_matches": total,
-        "matches": matches,
-        "limit": limit,
-        "partial": stopped is not None,
-    }
-    if stopped is not None:
-        out["stopped"] = stopped
-    return out
+        level = _paged(fetch, page)
+        if parent is None:  # items whose container is being deleted show as roots
+            orphans = item_repo.orphans_of_deleting(conn, base_id, limit=TREE_MAX_NODES + 1)
+            level = heapq.merge(level, orphans, key=_tree_order)
+        return level
+
+    nodes, truncated = walk_tree(children, max_depth=max_depth, max_nodes=TREE_MAX_NODES)
+    return nodes, truncated, item_repo.count_visible(conn, base_id)
 
 
 def build_tree(
@@ -327,11 +261,32 @@ def build_tree(
     for item in items:
         parent = item.group_id if item.group_id in ids else None
         kids.setdefault(parent, []).append(item)
+    return walk_tree(
+        lambda p: iter(kids.get(p.id if p is not None else None, [])),
+        max_depth=max_depth,
+        max_nodes=max_nodes,
+    )
+
+
+def walk_tree(
+    children: Callable[[Item | None], Iterator[Item]],
+    *,
+    max_depth: int | None = None,
+    max_nodes: int = TREE_MAX_NODES,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Pre-order DFS: ``children(None)`` are the roots. Returns ``(nodes, truncated)``.
+
+    Pulls lazily: a level is asked for only when its parent is shown and within
+    ``max_depth``, and nothing after the node that would exceed ``max_nodes``.
+    Only containers are asked for children (every other type is a leaf).
+    """
     nodes: list[dict[str, Any]] = []
-    stack: list[tuple[Item, int]] = [(i, 0) for i in reversed(kids.get(None, []))]
+    stack: list[tuple[Iterator[Item], int]] = [(children(None), 0)]
     while stack:
-        item, depth = stack.pop()
-        if max_depth is not None and depth > max_depth:
+        level, depth = stack[-1]
+        item = next(level, None)
+        if item is None:
+            stack.pop()
             continue
         if len(nodes) >= max_nodes:
             return nodes, True
@@ -345,8 +300,24 @@ def build_tree(
         if item.status == "completed" and not item.is_container and item.concept_id:
             node["concept_id"] = item.concept_id
         nodes.append(node)
-        stack.extend((c, depth + 1) for c in reversed(kids.get(item.id, [])))
+        if item.is_container and (max_depth is None or depth < max_depth):
+            stack.append((children(item), depth + 1))
     return nodes, False
+
+
+def _paged(fetch: Callable[[tuple[int, str] | None], list[Item]], page: int) -> Iterator[Item]:
+    """Items from ``fetch(after_cursor)`` pages of ``page`` rows, the next asked for on demand."""
+    after: tuple[int, str] | None = None
+    while True:
+        rows = fetch(after)
+        yield from rows
+        if len(rows) < page:
+            return
+        after = _tree_order(rows[-1])
+
+
+def _tree_order(item: Item) -> tuple[int, str]:
+    return (item.created_at, item.id)
 
 
 def _plausible(concept_id: object) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -14,18 +13,13 @@ from knowbase.pipeline.processing import (
     Processor,
     TesseractProcessor,
     get_processor,
-    tesseract_available,
 )
 from knowbase.pipeline.processing.subprocess_run import run_tool
 from knowbase.pipeline.readers import read_file
 
 pytestmark = pytest.mark.timeout(120)
 
-needs_tesseract = pytest.mark.skipif(
-    not (tesseract_available() and shutil.which("pdftoppm")),
-    reason="tesseract-ocr and poppler-utils are not installed (apt-get install tesseract-ocr "
-    "tesseract-ocr-eng tesseract-ocr-chi-sim poppler-utils)",
-)
+needs_tesseract = pytest.mark.needs_system("tesseract", "pdftoppm")  # tests/_system_tools.py
 
 
 def text_image(path: Path, lines: list[str], *, fmt: str | None = None) -> Path:

@@ -160,15 +160,21 @@ def test_password_protected_ooxml_is_encrypted(tmp_path: Path) -> None:
         read_file(path)
 
 
-def test_legacy_ole_doc_without_converter_says_what_to_install(tmp_path: Path) -> None:
+def test_legacy_ole_doc_without_converter_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
 
-    if shutil.which("soffice") or shutil.which("libreoffice"):
-        pytest.skip("LibreOffice is installed; the no-converter path does not apply")
+    # Hide LibreOffice (installed in CI) behind a PATH without it, so this path always runs.
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    monkeypatch.setenv("PATH", str(empty_bin))
+    assert shutil.which("soffice") is None and shutil.which("libreoffice") is None
     path = tmp_path / "old.doc"
     path.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 2000)
     with pytest.raises(UnreadableFile) as info:
         read_file(path)
+    assert info.value.details["reason"] == "no_converter"
     assert "LibreOffice" in (info.value.hint or "")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from knowbase.errors import EncryptedFile, NoTextExtracted, UnsupportedFileType
+from knowbase.errors import EncryptedFile, NoTextExtracted, UnreadableFile, UnsupportedFileType
 from knowbase.pipeline.readers import (
     PROCESSABLE_EXTENSIONS,
     SUPPORTED_EXTENSIONS,
@@ -294,3 +294,84 @@ def test_ods_sheets(tmp_path: Path) -> None:
     (doc,) = read_file(path)
     assert doc.locator == {"sheet": "Budget"}
     assert doc.text == "| Item | Cost |\n|---|---|\n| Rent | 900 |"
+
+
+# --- text a user sees reaches the text (issue 12 item 9) ---------------------------------------
+_OMML_NS = (
+    'xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math" '
+    'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+)
+
+
+def _math_run(text: str) -> str:
+    return f'<m:r><w:rPr><w:rFonts w:ascii="Cambria Math"/></w:rPr><m:t>{text}</m:t></m:r>'
+
+
+def test_docx_equations_reach_the_text(tmp_path: Path) -> None:
+    import docx
+    from docx.oxml import parse_xml
+
+    inline = (
+        f"<m:oMath {_OMML_NS}>{_math_run('E=m')}"
+        f"<m:sSup><m:e>{_math_run('c')}</m:e><m:sup>{_math_run('2')}</m:sup></m:sSup></m:oMath>"
+    )
+    display = (
+        f"<m:oMathPara {_OMML_NS}><m:oMath>"
+        f"<m:f><m:num>{_math_run('a+b')}</m:num><m:den>{_math_run('2')}</m:den></m:f>"
+        f"{_math_run('=x_1')}</m:oMath></m:oMathPara>"
+    )
+    d = docx.Document()
+    d.add_heading("Physics", level=1)
+    p = d.add_paragraph("Energy is ")
+    p._p.append(parse_xml(inline))
+    p.add_run(" as Einstein wrote.")
+    d.add_paragraph()._p.append(parse_xml(display))
+    d.add_paragraph("After the equations.")
+    path = tmp_path / "physics.docx"
+    d.save(str(path))
+    docs = read_file(path)
+    assert [doc.locator for doc in docs] == [{"heading": ["Physics"]}]
+    text = docs[0].text
+    assert "Energy is E=mc^2 as Einstein wrote." in text  # inline, in reading order
+    assert "(a+b)/2=x_1" in text  # display equation, its own paragraph
+    assert text.index("x_1") < text.index("After the equations.")
+
+
+def test_pptx_title_once_and_chart_titles(tmp_path: Path) -> None:
+    from pptx import Presentation
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[5])  # title only
+    slide.shapes.title.text = "Sales"
+    data = CategoryChartData()
+    data.categories = ["Q1", "Q2"]
+    data.add_series("Revenue", (1.0, 2.0))
+    frame = slide.shapes.add_chart(
+        XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(2), Inches(4), Inches(3), data
+    )
+    frame.chart.has_title = True
+    frame.chart.chart_title.text_frame.text = "Revenue by quarter"
+    untitled = prs.slides.add_slide(prs.slide_layouts[6])
+    untitled.shapes.add_chart(
+        XL_CHART_TYPE.PIE, Inches(1), Inches(1), Inches(3), Inches(3), data
+    ).chart.has_title = False
+    path = tmp_path / "sales.pptx"
+    prs.save(str(path))
+    docs = read_file(path)
+    assert [d.locator for d in docs] == [{"slide": 1}]  # a chart without a title adds no text
+    assert docs[0].text == "# Sales\n\nRevenue by quarter"  # the title once, then the chart's
+
+
+def test_truncated_pdf_message_names_the_marker(tmp_path: Path) -> None:
+    # The marker IS spelled "%%EOF" (PDF 1.7 §7.5.5); the message says what it is, so the two
+    # percent signs read as its name and not as a formatting slip.
+    whole = make_pdf(tmp_path / "whole.pdf", ["Some text"]).read_bytes()
+    cut = tmp_path / "cut.pdf"
+    cut.write_bytes(whole[: whole.rindex(b"%%EOF")])
+    with pytest.raises(UnreadableFile, match="truncated") as info:
+        read_file(cut)
+    assert "end-of-file marker '%%EOF'" in str(info.value)
+    assert "%%%" not in str(info.value)

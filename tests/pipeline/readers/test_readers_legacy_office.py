@@ -11,7 +11,7 @@ import pytest
 from knowbase.pipeline.readers import read_file_isolated
 
 soffice = shutil.which("soffice") or shutil.which("libreoffice")
-pytestmark = pytest.mark.skipif(soffice is None, reason="LibreOffice is not installed")
+pytestmark = pytest.mark.needs_system("soffice")  # tests/_system_tools.py
 
 
 def _convert(src: Path, target: str, out_dir: Path) -> Path:

@@ -216,12 +216,18 @@ def test_progress_and_cancellation(tree: Path) -> None:
 
 
 def test_readers_is_supported_is_the_default(tree: Path) -> None:
-    readers = pytest.importorskip("knowbase.pipeline.readers")
-    if not hasattr(readers, "is_supported"):
-        pytest.skip("readers.is_supported not written yet")
+    from knowbase.pipeline import readers  # our own package: an import error is a failure
+
+    write(tree, "slides.pptx", b"PK")  # readers support it; this file's SUPPORTED does not
     result = expand(tree, RULES)
-    assert "README.md" in [f.rel for f in result.files]
+    files = [f.rel for f in result.files]
+    assert "README.md" in files and "slides.pptx" in files
     assert "blob.bin" in [s.rel for s in result.skipped if s.reason == "unsupported_type"]
+    for f in result.files:
+        assert readers.is_supported(f.rel)
+    for s in result.skipped:
+        if s.reason == "unsupported_type":
+            assert not readers.is_supported(s.rel)
 
 
 def test_empty_tree_gives_nothing() -> None:

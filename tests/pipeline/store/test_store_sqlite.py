@@ -269,9 +269,33 @@ def test_reclaim_threshold_and_vacuum_keeps_fts_aligned(vstore: SqliteIndexStore
     assert vstore.integrity_check() == "ok"
 
 
-def test_reclaim_never_raises(vstore: SqliteIndexStore) -> None:
+def test_reclaim_never_raises(vstore: SqliteIndexStore, caplog: pytest.LogCaptureFixture) -> None:
+    big = " ".join(f"word{i} filler text number{i}" for i in range(4000))
+    for i in range(4):
+        add(vstore, material(f"m{i}", f"{i}.md", f"{big} unique{i}", size=400))
+    add(vstore, material("keep", "keep.md", "Needle haystack marker text", size=30))
+    vstore.delete_materials([f"m{i}" for i in range(4)])
+    free = lambda: vstore._writer.execute("PRAGMA freelist_count").fetchone()[0]  # noqa: E731
+    assert free() > 0
+    # A statement in progress on the writer makes VACUUM fail: reclaim logs it and returns,
+    # and the store is left as it was (nothing vacuumed, still searchable, intact).
+    busy = vstore._writer.execute("SELECT content_hash FROM content")
+    next(busy)
+    with caplog.at_level("WARNING", logger="knowbase.pipeline.store.sqlite"):
+        vstore.reclaim(min_bytes=0)
+    assert [r.getMessage() for r in caplog.records if "reclaim of" in r.getMessage()], caplog.text
+    busy.close()
+    assert free() > 0
+    assert [h.material_id for h in vstore.keyword_search("needle", 5)] == ["keep"]
+    assert vstore.integrity_check() == "ok"
+    vstore.reclaim(min_bytes=0)  # once nothing holds it, the same call reclaims
+    assert free() == 0
+    # A closed connection is also only logged.
+    caplog.clear()
     vstore._writer.close()
-    vstore.reclaim(min_bytes=0)
+    with caplog.at_level("WARNING", logger="knowbase.pipeline.store.sqlite"):
+        vstore.reclaim(min_bytes=0)
+    assert any("failed" in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_fts_rowids_are_not_reused_into_ghost_hits(vstore: SqliteIndexStore) -> None:

@@ -45,7 +45,15 @@ def html_to_markdown(html: str) -> str:
     for tag in soup.find_all(_DROP):
         tag.decompose()
     root = soup.body or soup
-    md = MarkdownConverter(heading_style="ATX", bullets="-", strip=["img"]).convert_soup(root)
+    # No backslash escapes of `_`/`*`: the text is searched and read, and `snake_case`, `x_1`
+    # or `a*b` must stay what the document says (grep for them found nothing).
+    md = MarkdownConverter(
+        heading_style="ATX",
+        bullets="-",
+        strip=["img"],
+        escape_underscores=False,
+        escape_asterisks=False,
+    ).convert_soup(root)
     # markdownify leaves runs of blank lines where block elements were removed.
     md = re.sub(r"\n{3,}", "\n\n", md)
     return "\n".join(line.rstrip() for line in md.split("\n")).strip()

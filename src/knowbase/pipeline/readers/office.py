@@ -1,7 +1,8 @@
 """Word and PowerPoint: docx → Markdown sections, pptx → one document per slide.
 
 docx goes through mammoth (the converter markitdown itself uses) to HTML and markdownify to
-Markdown with ATX headings, then :func:`read_markdown_text` gives heading-path locators.
+Markdown with ATX headings, then :func:`read_markdown_text` gives heading-path locators;
+equations (Office Math, which mammoth drops) are made linear text first (``omml.py``).
 pptx is read with python-pptx directly so each slide keeps ``{"slide": n}``. Legacy .doc/.ppt
 need LibreOffice (``soffice``) to convert first; without it they fail ``unreadable_file`` with a
 hint saying what to install.
@@ -20,6 +21,7 @@ from knowbase.errors import UnreadableFile
 from knowbase.pipeline.documents import Document
 from knowbase.pipeline.readers.html import html_to_markdown
 from knowbase.pipeline.readers.markdown import read_markdown_text
+from knowbase.pipeline.readers.omml import docx_with_linear_math
 from knowbase.pipeline.readers.sniff import check_zip
 from knowbase.pipeline.readers.text import rows_to_markdown
 
@@ -32,7 +34,7 @@ def read_docx(path: Path) -> list[Document]:
 
     check_zip(path).close()
     try:
-        with path.open("rb") as fh:
+        with docx_with_linear_math(path) as fh:
             html = mammoth.convert_to_html(fh).value
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
         raise _corrupt(path, "Word document", exc) from exc
@@ -42,7 +44,7 @@ def read_docx(path: Path) -> list[Document]:
 
 
 def read_pptx(path: Path) -> list[Document]:
-    """One document per slide with text (title first, then shapes, tables, notes)."""
+    """One document per slide with text (title once, then shapes, tables, chart titles, notes)."""
     from pptx import Presentation
 
     check_zip(path).close()
@@ -61,10 +63,13 @@ def read_pptx(path: Path) -> list[Document]:
 def _slide_text(slide: Any) -> str:
     parts: list[str] = []
     title_shape = slide.shapes.title
+    title_id = None
     if title_shape is not None and title_shape.has_text_frame and title_shape.text.strip():
         parts.append("# " + " ".join(title_shape.text.split()))
+        title_id = title_shape.shape_id
     for shape in slide.shapes:
-        if shape is title_shape:
+        # python-pptx builds a new proxy per access, so the title is recognised by its id.
+        if title_id is not None and shape.shape_id == title_id:
             continue
         parts.extend(_shape_text(shape))
     if slide.has_notes_slide:
@@ -80,6 +85,9 @@ def _shape_text(shape: Any) -> list[str]:
         for child in getattr(shape, "shapes", []):
             out.extend(_shape_text(child))
         return out
+    if getattr(shape, "has_chart", False) and shape.has_chart:
+        title = _chart_title(shape.chart)
+        return [title] if title else []
     if getattr(shape, "has_table", False) and shape.has_table:
         rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
         return [rows_to_markdown(rows)]
@@ -87,6 +95,16 @@ def _shape_text(shape: Any) -> list[str]:
         text = "\n".join(p.text for p in shape.text_frame.paragraphs if p.text.strip())
         return [text] if text.strip() else []
     return []
+
+
+def _chart_title(chart: Any) -> str:
+    """The chart's own title text (what the slide shows above the plot), or ''."""
+    if not chart.has_title:
+        return ""
+    title = chart.chart_title
+    if not title.has_text_frame:
+        return ""
+    return " ".join(title.text_frame.text.split())
 
 
 def read_legacy_office(path: Path, target: str) -> list[Document]:

@@ -81,7 +81,9 @@ def _check_complete(path: Path) -> None:
         tail = fh.read()
     if b"%%EOF" not in tail:
         raise UnreadableFile(
-            f"{path.name} is truncated (no %%EOF marker at its end); download or copy it again",
+            # "%%EOF" is the marker's real spelling (two percent signs), not a format escape.
+            f"{path.name} is truncated: it lacks the PDF end-of-file marker '%%EOF' at its "
+            "end; download or copy it again",
             path=str(path),
             reason="truncated",
         )
