@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +25,7 @@ from sqlalchemy.engine import Connection
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.schema import job as job_t
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound, Unavailable
+from knowbase.ids import new_time_id
 from knowbase.jobs.context import JobContext
 from knowbase.jobs.liveness import make_worker_id
 from knowbase.jobs.model import Job, JobKind
@@ -44,12 +43,8 @@ GLOBAL_CONCURRENCY = 50
 
 
 def new_job_id() -> str:
-    """A uuid7: time-ordered, so ids sort by creation like the rows they name."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | ((rand >> 68) & 0xFFF) << 64
-    value |= 0b10 << 62 | (rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
+    """A uuid7, monotonic in this process: ids sort by creation like the rows they name."""
+    return new_time_id()
 
 
 @dataclass(frozen=True)
