@@ -57,9 +57,10 @@ def live_server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
         thread.join(10)
 
 
-def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict]]:
+def sse_events(response: httpx.Response | Iterator[str]) -> Iterator[tuple[str, dict]]:
     event, data = None, []
-    for line in response.iter_lines():
+    lines = response.iter_lines() if isinstance(response, httpx.Response) else response
+    for line in lines:
         if line.startswith("event: "):
             event = line[7:]
         elif line.startswith("data: "):
@@ -143,31 +144,45 @@ def test_a_new_stream_sees_the_newest_jobs_first_read(client: httpx.Client, kb: 
     assert old[-1] in seen and old[0] not in seen  # the newest window, not the oldest
 
 
-def test_a_change_in_another_process_is_pushed(
-    client: httpx.Client, kb: Knowledge, home: Path
-) -> None:
-    client.post("/bases", json={"name": "shared"}).raise_for_status()
+def test_a_change_in_another_process_is_pushed(tmp_path: Path) -> None:
+    """No worker here: the item is added and indexed by another process, so only SQLite's
+    ``data_version`` can wake this stream."""
+    home = tmp_path / "shared-home"
     script = (
         "import sys\n"
         "from knowbase.ingestion.inputs import AddInput\n"
         "from knowbase.service import Knowledge\n"
         "from knowbase.settings import load_settings\n"
         "with Knowledge(load_settings(sys.argv[1])) as kb:\n"
-        "    r = kb.add('shared', [AddInput.note('from elsewhere', title='elsewhere')])\n"
+        "    r = kb.add('shared', [AddInput.note('from elsewhere')], wait=True, timeout_s=60)\n"
         "    print(r.items[0].id)\n"
     )
-    with client.stream("GET", "/bases/shared/events") as stream:
-        out = subprocess.run(
-            [sys.executable, "-c", script, str(home)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        item_id = out.stdout.strip().splitlines()[-1]
-        for event, data in sse_events(stream):
-            if event == "item" and data["id"] == item_id and data["status"] == "completed":
-                break  # added there, indexed by this process's worker, pushed here
+    with Knowledge(load_settings(home)) as kb:
+        base = kb.create_base("shared", file_processor_id=None)
+        kb.add_note(base.id, "already here", wait=False)  # the first read has an item to send
+        app = create_app(kb)
+        with live_server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+            with client.stream("GET", "/bases/shared/events") as stream:
+                lines = stream.iter_lines()
+                assert next(lines) == ": knowbase events"
+                next(lines)  # the first read's item event: the stream now waits on the feed
+                assert kb.changes.watching.wait(10)
+                out = subprocess.run(
+                    [sys.executable, "-c", script, str(home)],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=True,
+                )
+                item_id = out.stdout.strip().splitlines()[-1]
+                statuses = []
+                for event, data in sse_events(lines):
+                    if event == "item" and data["id"] == item_id:
+                        statuses.append(data["status"])
+                        if data["status"] == "completed":
+                            break
+        assert statuses[-1] == "completed"
+        assert kb._worker is None  # nothing here did the work
 
 
 def test_reads_after_the_first_cost_what_changed(kb: Knowledge) -> None:

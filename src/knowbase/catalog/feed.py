@@ -43,6 +43,8 @@ class ChangeFeed:
         self._floors: collections.deque[tuple[int, int | None]] = collections.deque(maxlen=_HISTORY)
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
+        #: Set once other processes' commits are watched (LISTEN is up, or SQLite polls).
+        self.watching = threading.Event()
 
     @property
     def seq(self) -> int:
@@ -82,6 +84,10 @@ class ChangeFeed:
             self._watcher.join(timeout=5)
 
     # --- other processes -----------------------------------------------------------------
+    def start(self) -> None:
+        """Start watching other processes now (it also starts on first use)."""
+        self._ensure_watcher()
+
     def _ensure_watcher(self) -> None:
         if self._watcher is not None or self._stop.is_set():
             return
@@ -97,10 +103,12 @@ class ChangeFeed:
 
         path = self._catalog.url.split("///", 1)[1] if "///" in self._catalog.url else ""
         if not path or path == ":memory:":
+            self.watching.set()
             return  # one process only: publish() reaches every reader
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         try:
             last = conn.execute("PRAGMA data_version").fetchone()[0]
+            self.watching.set()
             while not self._stop.wait(SQLITE_POLL_S):
                 try:
                     now = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -117,6 +125,7 @@ class ChangeFeed:
             try:
                 self._listen()
             except Exception as exc:  # the server went away: wake readers, try again
+                self.watching.clear()
                 log.warning("change feed LISTEN failed (%s); retrying", exc)
                 self.publish(None)
                 self._stop.wait(PG_FALLBACK_S)
@@ -129,6 +138,7 @@ class ChangeFeed:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"LISTEN {CHANNEL}")
             self.publish(None)  # anything before LISTEN is unseen: let readers catch up
+            self.watching.set()
             while not self._stop.is_set():
                 for note in conn.notifies(timeout=PG_FALLBACK_S, stop_after=256):
                     self.publish(int(note.payload) if note.payload.isdigit() else None)
