@@ -154,3 +154,20 @@ def test_sweep_removes_only_old_base_folders_without_a_row(
     assert fresh.is_dir() and not_a_base.is_dir()
     assert (bases_dir / bm25_base.id).is_dir()
     assert kb.search(bm25_base.id, "anything").results == []  # the live base still works
+
+
+def test_a_sweep_with_nothing_active_reads_no_jobs(kb: Knowledge, bm25_base: Base) -> None:
+    kb.add(bm25_base.id, [AddInput.note("done already")], wait=True)
+    calls: list[dict] = []
+    real = kb.rt.jobs.iter_jobs
+
+    def counting(**kw):  # type: ignore[no-untyped-def]
+        calls.append(kw)
+        return real(**kw)
+
+    kb.rt.jobs.iter_jobs = counting  # type: ignore[method-assign]
+    assert kb.recover().interrupted == []
+    assert calls == []  # nothing active, nothing deleting: the job table is not walked
+    item = kb.add(bm25_base.id, [AddInput.note("queued")]).items[0]
+    assert kb.recover().interrupted == []  # covered by its pending job, found by paging
+    assert len(calls) == 1 and kb.get_item(bm25_base.id, item.id).status == "processing"

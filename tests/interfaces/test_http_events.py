@@ -161,26 +161,29 @@ def test_a_change_in_another_process_is_pushed(tmp_path: Path) -> None:
         base = kb.create_base("shared", file_processor_id=None)
         kb.add_note(base.id, "already here", wait=False)  # the first read has an item to send
         app = create_app(kb)
-        with live_server(app) as url, httpx.Client(base_url=url, timeout=30) as client:
-            with client.stream("GET", "/bases/shared/events") as stream:
-                lines = stream.iter_lines()
-                assert next(lines) == ": knowbase events"
-                next(lines)  # the first read's item event: the stream now waits on the feed
-                assert kb.changes.watching.wait(10)
-                out = subprocess.run(
-                    [sys.executable, "-c", script, str(home)],
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                    check=True,
-                )
-                item_id = out.stdout.strip().splitlines()[-1]
-                statuses = []
-                for event, data in sse_events(lines):
-                    if event == "item" and data["id"] == item_id:
-                        statuses.append(data["status"])
-                        if data["status"] == "completed":
-                            break
+        with (
+            live_server(app) as url,
+            httpx.Client(base_url=url, timeout=30) as client,
+            client.stream("GET", "/bases/shared/events") as stream,
+        ):
+            lines = stream.iter_lines()
+            assert next(lines) == ": knowbase events"
+            next(lines)  # the first read's item event: the stream now waits on the feed
+            assert kb.changes.watching.wait(10)
+            out = subprocess.run(
+                [sys.executable, "-c", script, str(home)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            item_id = out.stdout.strip().splitlines()[-1]
+            statuses = []
+            for event, data in sse_events(lines):
+                if event == "item" and data["id"] == item_id:
+                    statuses.append(data["status"])
+                    if data["status"] == "completed":
+                        break
         assert statuses[-1] == "completed"
         assert kb._worker is None  # nothing here did the work
 
