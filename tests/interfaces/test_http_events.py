@@ -206,7 +206,7 @@ def test_reads_after_the_first_cost_what_changed(kb: Knowledge) -> None:
         return rows
 
     kb.changed_item_states = counting  # type: ignore[method-assign]
-    cursor = http_events.Cursor(base.id, http_events.LAG_MS["sqlite"])
+    cursor = http_events.Cursor(base.id)
     first = http_events.first_read(kb, cursor)
     assert sorted(d["id"] for e, d in first if e == "item") == sorted(ids)
     assert http_events.read_changes(kb, cursor) == []
@@ -250,3 +250,42 @@ def test_a_wake_reads_only_rows_that_moved(client: httpx.Client, kb: Knowledge) 
     stream_reads = [s for s in reads if "knowledge_item.type, knowledge_item.status" in s]
     assert stream_reads, "the stream did not wake"
     assert all("knowledge_item.updated_at >=" in s for s in stream_reads), stream_reads
+
+
+def test_a_long_transaction_in_another_process_is_not_skipped(kb: Knowledge) -> None:
+    """SQLite: another process stamps a row, holds its transaction past the lag, commits; a
+    write here queues behind it and publishes at once. The stream still reports both."""
+    base = kb.create_base("slow-writer", file_processor_id=None)
+    with kb.rt.catalog.write_tx() as conn:
+        theirs, ours = (
+            item_repo.insert_active(conn, base_id=base.id, type="note", data={}).id
+            for _ in range(2)
+        )
+    cursor = http_events.Cursor(base.id)
+    http_events.first_read(kb, cursor)
+    script = (
+        "import sys, time\n"
+        "from knowbase.catalog import items\n"
+        "from knowbase.catalog.db import Catalog\n"
+        "cat = Catalog(sys.argv[1])\n"
+        "with cat.write_tx() as conn:\n"
+        "    items.set_status(conn, sys.argv[2], 'completed')\n"
+        "    print('stamped', flush=True)\n"
+        "    time.sleep(3.5)\n"  # longer than the SQLite lag
+    )
+    other = subprocess.Popen(
+        [sys.executable, "-c", script, kb.settings.catalog_url, theirs],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "stamped"
+        with kb.rt.catalog.write_tx() as conn:  # waits for their commit, then goes first here
+            item_repo.set_status(conn, ours, "completed")
+        events = http_events.read_changes(kb, cursor)
+    finally:
+        assert other.wait(30) == 0
+    assert {(d["id"], d["status"]) for _, d in events} == {
+        (theirs, "completed"),
+        (ours, "completed"),
+    }

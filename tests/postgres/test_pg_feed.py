@@ -73,7 +73,7 @@ def test_the_stream_reads_a_change_made_elsewhere(kb: Knowledge, other: Catalog)
     base = kb.create_base("pg-stream", file_processor_id=None)
     with kb.rt.catalog.write_tx() as conn:
         first = item_repo.insert_active(conn, base_id=base.id, type="note", data={})
-    cursor = http_events.Cursor(base.id, http_events.LAG_MS["postgresql"])
+    cursor = http_events.Cursor(base.id)
     listening(kb)
     assert [d["id"] for _, d in http_events.first_read(kb, cursor)] == [first.id]
     seen = cursor.seq
