@@ -1,18 +1,22 @@
 """The change feed: wakes readers (the event stream) when catalog rows change, in any process.
 
-Every write transaction that ran an INSERT, UPDATE or DELETE *publishes* once it commits: in
-this process at once (a counter and a condition), and to other processes
+Every write transaction that wrote a base, item or job row *publishes* once it commits: in this
+process at once (a counter and a condition), and to other processes
 
 - on PostgreSQL by ``NOTIFY knowbase_changes`` inside the transaction (delivered at commit),
   with the transaction's start time as payload, heard by one ``LISTEN`` connection per process;
 - on SQLite by the file itself: one connection per process polls ``PRAGMA data_version``, which
   moves when another connection commits (no table is read), every ``SQLITE_POLL_S``.
 
-A publication carries a *floor*: no row it wrote has ``updated_at`` below it (the transaction's
-start, ms). Readers re-read rows with ``updated_at >= min(floors since they last looked,
-their high-water mark - LAG)``; the lag covers a publication without a floor (SQLite's
-``data_version``, a lost notification) and clocks that differ a little. Waking is cheap and may
-be spurious: a reader that finds nothing new sends nothing.
+Where to re-read from (:meth:`ChangeFeed.read_from`) follows from how each database orders
+writers. SQLite has one writer at a time and rows are stamped under its lock, so a transaction
+that was not yet visible stamps nothing below the highest ``updated_at`` a reader has seen: the
+reader re-reads from that mark, less ``SQLITE_LAG_MS`` for small clock steps. PostgreSQL
+transactions interleave, so a mark is not enough; each publication carries a *floor* (its
+transaction's start: no row it wrote is stamped below it) and the reader re-reads from the
+lowest floor since it last looked. Only when a floor is unknown (the LISTEN connection was
+down) does it fall back to its mark less ``PG_LAG_MS``. Waking is cheap and may be spurious: a
+reader that finds nothing new sends nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "knowbase_changes"
 SQLITE_POLL_S = 0.25
+SQLITE_LAG_MS = 2_000
+PG_LAG_MS = 30_000  # a PostgreSQL transaction longer than this, during a LISTEN outage, is missed
 PG_FALLBACK_S = 5.0  # how often the LISTEN loop checks for close; the retry delay
 _HISTORY = 4096  # publications remembered for their floors
 
@@ -77,6 +83,14 @@ class ChangeFeed:
             if len(floors) < self._seq - seen or None in floors:
                 return None
             return min(f for f in floors if f is not None)
+
+    def read_from(self, seen: int, mark: int) -> int:
+        """The ``updated_at`` a reader must re-read from: it has taken in the publications up
+        to ``seen`` and rows stamped up to ``mark`` (see the module docstring)."""
+        if self._catalog.is_sqlite:
+            return mark - SQLITE_LAG_MS
+        floor = self.floor_since(seen)
+        return mark - PG_LAG_MS if floor is None else min(floor, mark)
 
     def close(self) -> None:
         self._stop.set()

@@ -144,6 +144,7 @@ item_tombstone = sa.Table(
     sa.Column("item_id", sa.String(36), nullable=False),
     sa.Column("deleted_at", sa.BigInteger, nullable=False),
     sa.Index("item_tombstone_base_deleted_idx", "base_id", "deleted_at"),
+    sa.Index("item_tombstone_deleted_idx", "deleted_at"),  # the sweep's cleanup
 )
 
 job = sa.Table(

@@ -30,7 +30,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from knowbase.catalog.db import now_ms
 from knowbase.errors import NotFound
 from knowbase.interfaces.http import COMMON_ERRORS, get_kb
 from knowbase.interfaces.http_query import job_dict
@@ -40,14 +39,9 @@ router = APIRouter(tags=["events"], responses=COMMON_ERRORS)
 
 MIN_READ_INTERVAL_S = 0.25
 WAKE_CHECK_S = 0.05  # how often the coroutine looks at the feed's counter (memory only)
+DISCONNECT_CHECK_S = 0.5
 KEEPALIVE_S = 15.0
 JOB_WINDOW = 500  # newest jobs in the first read (active ones always come too)
-#: How far before its high-water mark a read without a known floor looks again: covers a
-#: wake-up whose transaction start is unknown (another SQLite process, a lost NOTIFY) and small
-#: clock steps. On SQLite writers are serialised and stamp under the lock, so two seconds
-#: suffice; PostgreSQL transactions interleave, so a longer one is allowed for.
-LAG_MS = {"sqlite": 2_000, "postgresql": 30_000}
-
 Event = tuple[str, dict[str, Any]]
 
 
@@ -61,7 +55,6 @@ class Cursor:
     """What one client has been told, and where to read from next."""
 
     base_id: str
-    lag_ms: int
     seq: int = 0
     item_mark: int = 0  # highest item updated_at seen
     job_mark: int = 0
@@ -91,7 +84,7 @@ class Cursor:
 def first_read(kb: Knowledge, cursor: Cursor) -> list[Event]:
     """Every item and the recent/active jobs; marks set so the next read misses nothing."""
     cursor.seq = kb.changes.seq
-    started = now_ms()
+    started = int(time.time() * 1000)
     events: list[Event] = []
     after: str | None = None
     while page := kb.item_states(cursor.base_id, after_id=after):
@@ -108,10 +101,9 @@ def first_read(kb: Knowledge, cursor: Cursor) -> list[Event]:
 def read_changes(kb: Knowledge, cursor: Cursor) -> list[Event]:
     """Items and jobs changed since the cursor's marks (and its feed floor), then deletions."""
     seq = kb.changes.seq  # before reading: a change after this wakes the next read
-    floor = kb.changes.floor_since(cursor.seq)
+    item_since = kb.changes.read_from(cursor.seq, cursor.item_mark)
+    job_since = kb.changes.read_from(cursor.seq, cursor.job_mark)
     cursor.seq = seq
-    item_since = floor if floor is not None else cursor.item_mark - cursor.lag_ms
-    job_since = floor if floor is not None else cursor.job_mark - cursor.lag_ms
     events: list[Event] = []
     after: tuple[int, str] | None = None
     while page := kb.changed_item_states(cursor.base_id, since_ms=item_since, after=after):
@@ -143,8 +135,7 @@ async def _base_exists(kb: Knowledge, base_id: str) -> bool:
 async def stream(
     kb: Knowledge, base_id: str, request: Request, duration_s: float | None
 ) -> AsyncIterator[str]:
-    dialect = "sqlite" if kb.rt.catalog.is_sqlite else "postgresql"
-    cursor = Cursor(base_id, LAG_MS[dialect])
+    cursor = Cursor(base_id)
     event_id = 0
     started = last_sent = last_read = time.monotonic()
     yield ": knowbase events\n\n"
@@ -162,10 +153,13 @@ async def stream(
         # Sleep until the feed moves (checked in memory, no thread held), the keepalive is
         # due, or the stream's time is up; never read more often than MIN_READ_INTERVAL_S.
         await anyio.sleep(max(0.0, last_read + MIN_READ_INTERVAL_S - time.monotonic()))
+        checked = time.monotonic()
         while kb.changes.seq == cursor.seq:
-            if await request.is_disconnected():
-                return
             now = time.monotonic()
+            if now - checked >= DISCONNECT_CHECK_S:
+                checked = now
+                if await request.is_disconnected():
+                    return
             if duration_s is not None and now - started >= duration_s:
                 return
             if now - last_sent >= KEEPALIVE_S:

@@ -98,7 +98,8 @@ class JobQueries:
         ``created_at`` are always fetched) when only a few fields are needed."""
         statuses = None if statuses is None else list(statuses)
         cols = list(job_t.c) if columns is None else list(columns)
-        extra = [c for c in (job_t.c.created_at, job_t.c.id) if c not in cols]
+        names = {c.name for c in cols}
+        extra = [c for c in (job_t.c.created_at, job_t.c.id) if c.name not in names]
         base = _filtered(sa.select(*cols, *extra), queue=queue, statuses=statuses)
         after: tuple[int, str] | None = None
         while True:

@@ -335,7 +335,12 @@ class JobManager(LeaseOps, JobQueries):
         deadline = time.monotonic() + timeout_s
         done = 0
         while ids := self.active_job_ids(queue=queue, limit=page):
-            self.cancel_and_wait(ids, timeout_s=max(0.1, deadline - time.monotonic()))
+            left = deadline - time.monotonic()
+            if left <= 0:  # handlers keep enqueueing faster than we cancel
+                raise Unavailable(
+                    f"jobs of {queue} still active after {timeout_s:g} s", queue=queue
+                )
+            self.cancel_and_wait(ids, timeout_s=left)
             done += len(ids)
         return done
 

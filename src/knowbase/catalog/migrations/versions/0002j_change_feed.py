@@ -36,6 +36,7 @@ def upgrade() -> None:
         op.create_index(
             "item_tombstone_base_deleted_idx", "item_tombstone", ["base_id", "deleted_at"]
         )
+        op.create_index("item_tombstone_deleted_idx", "item_tombstone", ["deleted_at"])
     for name, table, columns in INDEXES:
         existing = {i["name"] for i in inspector.get_indexes(table)}
         if name not in existing:
