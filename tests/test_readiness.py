@@ -188,3 +188,29 @@ def test_overall_status() -> None:
     assert overall([c("catalog", "ready"), c("index", "unavailable")]) == "degraded"
     assert overall([c("catalog", "ready"), c("workers", "degraded")]) == "degraded"
     assert overall([c("catalog", "unavailable")]) == "unavailable"
+
+
+def test_pending_jobs_are_counted_not_loaded(kb: Knowledge) -> None:
+    """More pending jobs than the old 10,000-row read: the count is exact (SQL COUNT)."""
+    import sqlalchemy as sa
+
+    from knowbase.catalog.schema import job as job_t
+    from knowbase.ids import new_time_id
+
+    rows = [
+        {
+            "id": new_time_id(),
+            "kind": "knowledge.delete-subtree",
+            "queue": "base.none",
+            "payload": "{}",
+            "status": "pending",
+            "run_at": 0,
+            "created_at": 0,
+            "updated_at": 0,
+        }
+        for _ in range(10_001)
+    ]
+    with kb.rt.catalog.write_tx() as conn:
+        conn.execute(sa.insert(job_t), rows)
+    workers = component(readiness(kb), "workers")
+    assert workers["details"]["pending"] == 10_001

@@ -199,3 +199,27 @@ def test_local_model_finds_a_paraphrase(knowledge):
     assert best.title == "Account recovery"
     doc_words = set(best.text.lower().replace(".", "").split())
     assert not doc_words & set(query.lower().split())  # no shared keyword at all
+
+
+def test_delete_base_cancels_every_active_job(knowledge):
+    """More active jobs than one page (and than the old first-1,000 read): none survives."""
+    from knowbase.runtime import queue_of
+    from knowbase.tasks import kinds
+
+    base = knowledge.create_base("many-jobs")
+    keep = knowledge.create_base("other")
+    with knowledge.rt.catalog.write_tx() as conn:
+        for base_id, n in ((base.id, 1_205), (keep.id, 3)):
+            for i in range(n):
+                knowledge.rt.jobs.enqueue(
+                    conn,
+                    kinds.DELETE_SUBTREE.name,
+                    {"base_id": base_id, "root_item_ids": [], "i": i},
+                    queue=queue_of(base_id),
+                )
+    assert knowledge.count_jobs(base=base.id, statuses=["pending"]) == 1_205
+    knowledge.delete_base(base.id)
+    jobs = knowledge.rt.jobs
+    assert jobs.count_jobs(queue=queue_of(base.id), statuses=["pending", "running"]) == 0
+    assert jobs.count_jobs(queue=queue_of(base.id), statuses=["cancelled"]) == 1_205
+    assert knowledge.count_jobs(base=keep.id, statuses=["pending"]) == 3

@@ -172,7 +172,7 @@ def check_workers(kb: Knowledge) -> dict[str, Any]:
 
     try:
         workers = live_workers(kb.rt.catalog)
-        pending = kb.rt.jobs.list_jobs(statuses=["pending"], limit=10_000)
+        pending = kb.count_jobs(statuses=["pending"])
     except Exception as exc:
         return _component("workers", UNAVAILABLE, _reason(exc))
     if workers:
@@ -181,7 +181,7 @@ def check_workers(kb: Knowledge) -> dict[str, Any]:
             READY,
             f"{len(workers)} live worker(s)",
             workers=workers,
-            pending=len(pending),
+            pending=pending,
         )
     if pending:
         return _component(
@@ -189,7 +189,7 @@ def check_workers(kb: Knowledge) -> dict[str, Any]:
             DEGRADED,
             "queued, no worker running: start kb serve or kb worker",
             workers=[],
-            pending=len(pending),
+            pending=pending,
         )
     return _component("workers", READY, "no worker running; nothing queued", workers=[], pending=0)
 

@@ -16,8 +16,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog import bases as base_repo
+from knowbase.catalog import item_changes
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
+from knowbase.catalog.feed import ChangeFeed
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import KnowbaseError, NotFound, Unavailable
 from knowbase.ingestion import bases
@@ -328,10 +330,52 @@ class Knowledge:
 
     # --- jobs ----------------------------------------------------------------------------------
     def list_jobs(
-        self, *, base: str | None = None, statuses: Iterable[str] | None = None, limit: int = 200
+        self,
+        *,
+        base: str | None = None,
+        statuses: Iterable[str] | None = None,
+        limit: int = 200,
+        before: str | None = None,
     ) -> list[Job]:
+        """Jobs newest first; ``before`` (the last job id of a page) reads the next page."""
         queue = queue_of(self.get_base(base).id) if base else None
-        return self.rt.jobs.list_jobs(queue=queue, statuses=statuses, limit=limit)
+        return self.rt.jobs.list_jobs(queue=queue, statuses=statuses, limit=limit, before=before)
+
+    def count_jobs(self, *, base: str | None = None, statuses: Iterable[str] | None = None) -> int:
+        queue = queue_of(self.get_base(base).id) if base else None
+        return self.rt.jobs.count_jobs(queue=queue, statuses=statuses)
+
+    # --- change feed (the event stream, interfaces/http_events.py) ----------------------------
+    @property
+    def changes(self) -> ChangeFeed:
+        """Wakes readers when items or jobs change, in this process or another."""
+        return self.rt.catalog.feed
+
+    def item_states(self, base_id: str, *, after_id: str | None = None) -> list[dict[str, Any]]:
+        """A page of the base's items (progress fields only), by id after ``after_id``."""
+        with self.rt.catalog.read() as conn:
+            return item_changes.item_states(conn, base_id, after_id=after_id)
+
+    def changed_item_states(
+        self, base_id: str, *, since_ms: int, after: tuple[int, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """A page of the base's items with ``updated_at >= since_ms``; ``after`` pages on."""
+        with self.rt.catalog.read() as conn:
+            return item_changes.changed_item_states(conn, base_id, since_ms=since_ms, after=after)
+
+    def deleted_item_ids(self, base_id: str, *, since_ms: int) -> list[str]:
+        with self.rt.catalog.read() as conn:
+            return item_changes.deleted_item_ids(conn, base_id, since_ms=since_ms)
+
+    def recent_jobs(self, base_id: str, *, limit: int) -> list[Job]:
+        """The base's newest ``limit`` jobs and every active one, oldest first."""
+        return self.rt.jobs.recent_jobs(queue=queue_of(base_id), limit=limit)
+
+    def changed_jobs(
+        self, base_id: str, *, since_ms: int, after: tuple[int, str] | None = None
+    ) -> list[Job]:
+        """A page of the base's jobs with ``updated_at >= since_ms``; ``after`` pages on."""
+        return self.rt.jobs.changed_jobs(queue=queue_of(base_id), since_ms=since_ms, after=after)
 
     def live_workers(self) -> list[str]:
         """Ids of the workers (any process on this catalog) whose heartbeat is fresh."""

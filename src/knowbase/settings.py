@@ -34,8 +34,8 @@ class Settings:
     providers: dict[str, ProviderProfile] = field(default_factory=dict)
     allow_local_urls: bool = False  # SSRF guard off (tests against loopback)
     max_file_bytes: int = 200 * 1024 * 1024
-    workers: int = 5  # per-queue concurrency
-    global_workers: int = 50
+    workers: int = 5  # job threads per worker process
+    job_retention_days: float = 14  # terminal jobs older than this are pruned; <= 0 keeps all
 
     @property
     def catalog_url(self) -> str:
@@ -102,4 +102,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         allow_local_urls=pick("allow_local_urls", "KNOWBASE_ALLOW_LOCAL_URLS", False, truthy),
         max_file_bytes=pick("max_file_bytes", "KNOWBASE_MAX_FILE_BYTES", 200 * 1024 * 1024, int),
         workers=pick("workers", "KNOWBASE_WORKERS", 5, int),
+        job_retention_days=pick(
+            "job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float
+        ),
     )

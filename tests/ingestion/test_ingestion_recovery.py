@@ -106,3 +106,68 @@ def test_sweep_leaves_a_folder_whose_children_are_still_running(kb: Knowledge, s
     assert "failed" not in {i.status for i in kb.list_items(base.id)}
     kb.wait(result.job_ids, timeout_s=30)
     assert {i.status for i in kb.list_items(base.id)} == {"completed"}
+
+
+def test_sweep_prunes_old_terminal_jobs_by_the_retention_setting(
+    kb_settings, src: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from knowbase.clock import ManualClock
+
+    clock = ManualClock(1_900_000_000.0)
+    with Knowledge(kb_settings.with_(job_retention_days=2), clock=clock) as kb:
+        base = kb.create_base("b", file_processor_id=None)
+        old = kb.add(base.id, [AddInput.note("first note")], wait=True)
+        clock.advance(3 * 86_400)
+        old_tree = {j.id for j in kb.job_tree(old.job_ids)}
+        assert old_tree
+        new = kb.add(base.id, [AddInput.note("second note")], wait=True)  # starts the sweep
+        kb.recover()
+        left = {j.id for j in kb.list_jobs(limit=1_000)}
+        assert not left & old_tree
+        assert set(new.job_ids) <= left
+        # the items themselves are untouched: only job history goes
+        assert [i.status for i in kb.list_items(base.id)] == ["completed", "completed"]
+
+
+def test_sweep_removes_only_old_base_folders_without_a_row(
+    kb: Knowledge, bm25_base: Base
+) -> None:
+    import os
+    import time
+    import uuid
+
+    bases_dir = kb.settings.bases_dir
+    orphan = bases_dir / str(uuid.uuid4())
+    (orphan / "raw").mkdir(parents=True)
+    (orphan / "raw" / "left.md").write_text("left behind by a crash")
+    fresh = bases_dir / str(uuid.uuid4())  # a base being created right now: no row yet
+    fresh.mkdir()
+    not_a_base = bases_dir / "notes"
+    not_a_base.mkdir()
+    old = time.time() - 2 * recovery.ORPHAN_GRACE_S
+    for path in (orphan / "raw" / "left.md", orphan / "raw", orphan, not_a_base):
+        os.utime(path, (old, old))
+    os.utime(bases_dir / bm25_base.id, (old, old))
+    report = kb.recover()
+    assert report.orphan_dirs_removed == [orphan.name]
+    assert not orphan.exists()
+    assert fresh.is_dir() and not_a_base.is_dir()
+    assert (bases_dir / bm25_base.id).is_dir()
+    assert kb.search(bm25_base.id, "anything").results == []  # the live base still works
+
+
+def test_a_sweep_with_nothing_active_reads_no_jobs(kb: Knowledge, bm25_base: Base) -> None:
+    kb.add(bm25_base.id, [AddInput.note("done already")], wait=True)
+    calls: list[dict] = []
+    real = kb.rt.jobs.iter_jobs
+
+    def counting(**kw):  # type: ignore[no-untyped-def]
+        calls.append(kw)
+        return real(**kw)
+
+    kb.rt.jobs.iter_jobs = counting  # type: ignore[method-assign]
+    assert kb.recover().interrupted == []
+    assert calls == []  # nothing active, nothing deleting: the job table is not walked
+    item = kb.add(bm25_base.id, [AddInput.note("queued")]).items[0]
+    assert kb.recover().interrupted == []  # covered by its pending job, found by paging
+    assert len(calls) == 1 and kb.get_item(bm25_base.id, item.id).status == "processing"

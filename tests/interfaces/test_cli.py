@@ -66,3 +66,31 @@ def test_cli_errors_have_codes(run):
     assert json.loads(proc.stdout)["code"] == "no_searchable_tokens"
     proc = run("add", "e", "--note", "   ", check=False)
     assert proc.returncode == 1 and "empty_content" in proc.stderr
+
+
+def test_cli_jobs_newest_first_and_status_counts_every_active_job(run, tmp_path):
+    from knowbase.runtime import queue_of
+    from knowbase.service import Knowledge
+    from knowbase.settings import load_settings
+    from knowbase.tasks import kinds
+
+    with Knowledge(load_settings(tmp_path / "home")) as kb:
+        base = kb.create_base("queued")
+        with kb.rt.catalog.write_tx() as conn:
+            ids = [
+                kb.rt.jobs.enqueue(
+                    conn,
+                    kinds.DELETE_SUBTREE.name,
+                    {"base_id": base.id, "root_item_ids": []},
+                    queue=queue_of(base.id),
+                ).id
+                for _ in range(250)  # more than the listing's default page of 200
+            ]
+    status = json.loads(run("status", "queued", "--json").stdout)
+    assert status["active_jobs"] == 250
+    page = json.loads(run("jobs", "--base", "queued", "--limit", "2", "--json").stdout)
+    assert [j["id"] for j in page] == [ids[-1], ids[-2]]
+    more = json.loads(
+        run("jobs", "--base", "queued", "--limit", "2", "--before", ids[-2], "--json").stdout
+    )
+    assert [j["id"] for j in more] == [ids[-3], ids[-4]]

@@ -185,3 +185,34 @@ def test_dead_pid_on_this_host_is_recovered_at_once(url: str, catalog, kind: Job
         assert settled == []
     assert report.workers_removed == 1
     assert (still.status, still.attempts) == ("pending", 0)
+
+
+def test_the_sweep_reads_only_orphaned_jobs(
+    manager, catalog: Catalog, clock: FakeClock, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Many healthy running jobs and one lapsed: the sweep loads the lapsed one, not all."""
+    import sqlalchemy as sa
+
+    from knowbase.catalog.schema import job as job_t
+    from knowbase.jobs import recovery as recovery_mod
+
+    with catalog.write_tx() as conn:
+        for i in range(300):
+            manager.enqueue(conn, RETRY.name, {}, queue=f"q{i % 10}")
+    healthy = manager.claim("w-live", limit=300)
+    assert len(healthy) == 50  # 5 per queue; the rest stay pending
+    lapsed = healthy[0]
+    with catalog.write_tx() as conn:  # this one's worker stalled: its lease is long gone
+        conn.execute(sa.update(job_t).where(job_t.c.id == lapsed.id).values(lease_until=0))
+    loaded: list[str] = []
+    real = recovery_mod.Job.from_row
+
+    def counting(row):  # type: ignore[no-untyped-def]
+        job = real(row)
+        loaded.append(job.id)
+        return job
+
+    monkeypatch.setattr(recovery_mod.Job, "from_row", staticmethod(counting))
+    report = manager.recover()
+    assert report.requeued == (lapsed.id,)
+    assert set(loaded) == {lapsed.id}  # the orphan (and its release's RETURNING row) only

@@ -49,7 +49,6 @@ def test_delay_is_monotone_and_bounded(base: float, extra: float, n: int) -> Non
 
 
 def test_only_transient_errors_retry() -> None:
-    assert is_transient(RuntimeError("x"))
     assert is_transient(Unavailable("down"))
     assert is_transient(ProviderUnavailable("down"))
     assert is_transient(JobTimeout("late"))
@@ -58,14 +57,104 @@ def test_only_transient_errors_retry() -> None:
     assert not is_transient(ProviderError("garbage"))
 
 
+@pytest.mark.parametrize(
+    "exc",
+    [KeyError("k"), TypeError("t"), RuntimeError("r"), ValueError("v"), AttributeError("a")],
+)
+def test_programming_errors_are_not_transient(exc: BaseException) -> None:
+    assert not is_transient(exc)
+    d = decide(PREPARE, 1, exc)
+    assert (d.status, d.error_code) == ("failed", "internal_error")
+
+
+def test_io_network_and_timeouts_are_transient() -> None:
+    import errno
+
+    for exc in (
+        OSError(errno.EIO, "I/O error"),
+        OSError(errno.ENOSPC, "No space left on device"),
+        ConnectionResetError("reset"),
+        TimeoutError("slow"),
+        BrokenPipeError(),
+    ):
+        assert is_transient(exc), exc
+        d = decide(PREPARE, 1, exc)
+        assert (d.status, d.error_code) == ("pending", "transient_error")
+    for exc in (
+        FileNotFoundError("gone"),
+        PermissionError("no"),
+        IsADirectoryError("dir"),
+        NotADirectoryError("x"),
+        FileExistsError("x"),
+    ):
+        assert not is_transient(exc), exc
+        assert decide(PREPARE, 1, exc).error_code == "internal_error"
+
+
+def test_a_busy_database_is_transient(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Real lock contention on a real SQLite file, through sqlite3, SQLAlchemy and apsw."""
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    path = tmp_path / "busy.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        waiter = sqlite3.connect(path, timeout=0, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError) as raw:
+            waiter.execute("BEGIN IMMEDIATE")
+        assert is_transient(raw.value)
+        engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 0})
+        with pytest.raises(sa.exc.OperationalError) as wrapped, engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO t VALUES (1)"))
+        assert is_transient(wrapped.value)
+        engine.dispose()
+        waiter.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    # apsw bundles its own SQLite: its locks are only seen by another apsw connection (POSIX
+    # locks are per process, and each library copy keeps its own table of them).
+    apsw = pytest.importorskip("apsw")
+    first, second = apsw.Connection(str(path)), apsw.Connection(str(path))
+    first.execute("BEGIN IMMEDIATE")
+    second.set_busy_timeout(0)
+    with pytest.raises(apsw.BusyError) as busy:
+        second.execute("BEGIN IMMEDIATE")
+    assert is_transient(busy.value)
+    first.execute("ROLLBACK")
+    first.close()
+    second.close()
+    # Other database errors are bugs (a missing table is not going to appear).
+    with pytest.raises(sqlite3.OperationalError) as missing:
+        sqlite3.connect(path).execute("SELECT * FROM nowhere")
+    assert not is_transient(missing.value)
+
+
+def test_http_transport_errors_and_5xx_are_transient() -> None:
+    import httpx
+
+    request = httpx.Request("GET", "http://example.invalid/")
+    assert is_transient(httpx.ConnectError("refused", request=request))
+    assert is_transient(httpx.ReadTimeout("slow", request=request))
+    for status, transient in ((429, True), (503, True), (500, True), (404, False), (400, False)):
+        response = httpx.Response(status, request=request)
+        exc = httpx.HTTPStatusError("status", request=request, response=response)
+        assert is_transient(exc) is transient, status
+
+
 def test_decide_outcomes() -> None:
     assert decide(PREPARE, 1, None).status == "completed"
     d = decide(PREPARE, 1, RuntimeError("boom"))
-    assert (d.status, d.error_code, d.delay_s) == ("pending", "internal_error", 2)
+    assert (d.status, d.error_code) == ("failed", "internal_error")
     assert "RuntimeError: boom" in (d.error_message or "")
     d = decide(PREPARE, 2, ProviderUnavailable("503"))
     assert (d.status, d.error_code, d.delay_s) == ("pending", "provider_unavailable", 4)
-    assert decide(PREPARE, 3, RuntimeError("boom")).status == "failed"
+    d = decide(PREPARE, 1, ConnectionResetError("reset"))
+    assert (d.status, d.error_code, d.delay_s) == ("pending", "transient_error", 2)
+    assert decide(PREPARE, 3, ConnectionResetError("reset")).status == "failed"
     d = decide(PREPARE, 1, NoTextExtracted("scanned"))
     assert (d.status, d.error_code) == ("failed", "no_text_extracted")
     assert decide(PREPARE, 1, Cancelled()).status == "cancelled"

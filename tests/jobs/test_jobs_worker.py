@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -121,23 +122,49 @@ def test_item_failed_is_not_retried(manager: JobManager) -> None:
     assert len(settled.calls) == 1 and isinstance(settled.calls[0][2], NoTextExtracted)
 
 
-def test_unexpected_error_retries_then_succeeds(manager: JobManager, clock: FakeClock) -> None:
+def test_a_bug_in_a_handler_is_not_retried(
+    manager: JobManager, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    settled = Settled()
     attempts: list[int] = []
 
-    def once_broken(ctx: JobContext) -> None:
+    def buggy(ctx: JobContext) -> None:
+        attempts.append(ctx.job.attempts)
+        raise KeyError("missing_field")
+
+    manager.register(JobKind("t.bug", 3, 1, 30, 60, "abandon"), buggy, on_settled=settled)
+    job = manager.enqueue_now("t.bug", {}, queue="q")
+    w = worker(manager)
+    with caplog.at_level(logging.WARNING, logger="knowbase.jobs"):
+        w.run_until_idle(timeout_s=10)
+    clock.advance(60)  # a retry would be due by now
+    w.run_until_idle(timeout_s=10)
+    j = manager.get(job.id)
+    assert (j.status, j.attempts, j.error_code) == ("failed", 1, "internal_error")
+    assert "KeyError" in (j.error_message or "") and attempts == [1]
+    assert [(s, type(e)) for _, s, e in settled.calls] == [("failed", KeyError)]
+    logged = [r for r in caplog.records if r.exc_info and r.exc_info[0] is KeyError]
+    assert logged and "in buggy" in caplog.text  # the traceback names the handler
+
+
+def test_an_io_error_retries_then_succeeds(manager: JobManager, clock: FakeClock) -> None:
+    attempts: list[int] = []
+
+    def flaky_disk(ctx: JobContext) -> None:
         attempts.append(ctx.job.attempts)
         if ctx.job.attempts == 1:
-            raise KeyError("bug")
+            raise OSError(5, "Input/output error")
 
-    manager.register(JobKind("t.once", 3, 1, 30, 60, "abandon"), once_broken)
+    manager.register(JobKind("t.once", 3, 1, 30, 60, "abandon"), flaky_disk)
     job = manager.enqueue_now("t.once", {}, queue="q")
     w = worker(manager)
     w.run_until_idle(timeout_s=10)
-    assert manager.get(job.id).error_code == "internal_error"
+    j = manager.get(job.id)
+    assert (j.status, j.error_code) == ("pending", "transient_error")
     clock.advance(1)
     w.run_until_idle(timeout_s=10)
     j = manager.get(job.id)
-    assert (j.status, j.error_code, attempts) == ("completed", None, [1, 2])
+    assert (j.status, j.error_code, j.attempts, attempts) == ("completed", None, 2, [1, 2])
 
 
 def test_timeout_ends_the_attempt_and_fences_the_late_handler(

@@ -6,10 +6,12 @@ import threading
 
 import pytest
 import sqlalchemy as sa
+from alembic.script import ScriptDirectory
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
+from knowbase.catalog.migrate import alembic_config
 from knowbase.catalog.schema import knowledge_base, knowledge_item, metadata
 from knowbase.errors import Conflict, InvalidInput
 
@@ -56,6 +58,24 @@ def _tree(catalog, base):
     return root, sub, a, b
 
 
+def test_upgrade_from_0001_adds_the_change_feed_objects(pg_empty_url: str) -> None:
+    cat = Catalog(pg_empty_url)
+    try:
+        cat.create_schema()
+        with cat.engine.begin() as conn:  # what 0001 left on a database made before 0002j
+            conn.execute(sa.text("DROP TABLE item_tombstone"))
+            for name in ("knowledge_item_base_updated_idx", "job_queue_updated_idx"):
+                conn.execute(sa.text(f"DROP INDEX {name}"))
+            conn.execute(sa.text("DROP INDEX job_finished_idx"))
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = '0001'"))
+        cat.create_schema()
+        inspector = sa.inspect(cat.engine)
+        assert inspector.has_table("item_tombstone")
+        assert "job_queue_updated_idx" in {i["name"] for i in inspector.get_indexes("job")}
+    finally:
+        cat.dispose()
+
+
 def _status(catalog, item_id):
     with catalog.read() as conn:
         return item_repo.get(conn, item_id)
@@ -75,8 +95,9 @@ def test_create_schema_on_an_empty_database_is_idempotent(pg_empty_url: str) -> 
         fks = {fk["name"]: fk for fk in inspector.get_foreign_keys("knowledge_item")}
         assert fks["knowledge_item_group_fk"]["options"].get("ondelete") == "CASCADE"
         with cat.read() as conn:
+            head = ScriptDirectory.from_config(alembic_config(cat.engine)).get_current_head()
             assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [
-                ("0001",)
+                (head,)
             ]
             server = conn.execute(sa.text("SHOW server_version")).scalar()
         assert server.startswith("18")

@@ -172,3 +172,25 @@ def test_idempotency_key_dedupes_a_second_add_of_the_same_job(
     )
     assert again.id == result.job_ids[0]
     assert [j.id for j in kb.list_jobs()] == [again.id]
+
+
+def test_a_bug_in_the_index_handler_fails_the_item_at_once(
+    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyError is a bug, not a transient error: one attempt, the item failed internal_error."""
+    from knowbase.tasks import index_documents
+
+    calls: list[str] = []
+
+    def broken_read(rt, base, item):  # type: ignore[no-untyped-def]
+        calls.append(item.id)
+        raise KeyError("page_count")  # stands for a programming error in a reader
+
+    monkeypatch.setattr(index_documents, "read_item", broken_read)
+    result = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "# A\n\ntext"))], wait=True)
+    item = kb.get_item(bm25_base.id, result.items[0].id)
+    assert (item.status, item.error_code) == ("failed", "internal_error")
+    assert "KeyError" in (item.error_message or "")
+    (job,) = [j for j in kb.list_jobs() if j.kind == kinds.INDEX_DOCUMENTS.name]
+    assert (job.status, job.attempts, job.error_code) == ("failed", 1, "internal_error")
+    assert len(calls) == 1

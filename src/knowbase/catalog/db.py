@@ -11,6 +11,7 @@ on a lock of ours first and hand the write lock on at once; only other processes
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -20,11 +21,38 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from knowbase.catalog.feed import CHANNEL, ChangeFeed
 from knowbase.catalog.schema import metadata
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+#: Tables whose writes the change feed publishes (what a stream shows: bases, items, jobs).
+FEED_TABLES = frozenset({"knowledge_base", "knowledge_item", "job"})
+# A heartbeat renews leases every few seconds; no reader shows a lease, so it wakes nobody.
+_LEASE_ONLY = re.compile(r"UPDATE job SET lease_until=\S+ WHERE ")
+
+
+def _feed_table(statement: str) -> str | None:
+    """The table an INSERT/UPDATE/DELETE writes, or None for anything else."""
+    words = statement.split(None, 3)
+    verb = words[0].upper() if words else ""
+    if verb == "UPDATE" and len(words) > 1:
+        return words[1]
+    if verb in ("INSERT", "DELETE") and len(words) > 2:
+        return words[2]
+    return None
+
+
+def _track_writes(engine: Engine) -> None:
+    """Flag a connection that wrote a :data:`FEED_TABLES` row, for the change feed."""
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def _on_execute(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if _feed_table(statement) in FEED_TABLES and not _LEASE_ONLY.match(statement):
+            conn.info["kb_wrote"] = True
 
 
 def _make_engine(url: str) -> Engine:
@@ -60,6 +88,8 @@ class Catalog:
         self.url = url
         self.engine = _make_engine(url)
         self.is_sqlite = url.startswith("sqlite")
+        _track_writes(self.engine)
+        self.feed = ChangeFeed(self)
         # re-entrant: a nested write_tx (another pooled connection) then fails with SQLite's
         # "database is locked" after the busy timeout, as it always did, instead of hanging.
         # PostgreSQL has row locks and real waits: nothing to queue for.
@@ -75,12 +105,27 @@ class Catalog:
 
     @contextmanager
     def write_tx(self) -> Iterator[Connection]:
-        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so check-then-write is atomic."""
+        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so check-then-write is atomic.
+
+        When it wrote a base, item or job row it publishes on :attr:`feed` after the commit
+        (on PostgreSQL also a ``NOTIFY`` that other processes hear at commit)."""
         with self._writer_queue, self.engine.connect() as conn:
             if self.is_sqlite:
                 conn.info["begin_mode"] = "IMMEDIATE"
             with conn.begin():
+                conn.info["kb_wrote"] = False
+                # After BEGIN: on SQLite the write lock is ours, so every row this
+                # transaction stamps is at or after ``started``.
+                started = now_ms()
                 yield conn
+                wrote = conn.info.pop("kb_wrote", False)
+                if wrote and not self.is_sqlite:
+                    conn.execute(
+                        sa.text("SELECT pg_notify(:channel, :floor)"),
+                        {"channel": CHANNEL, "floor": str(started)},
+                    )
+        if wrote:
+            self.feed.publish(started)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -89,6 +134,7 @@ class Catalog:
             yield conn
 
     def dispose(self) -> None:
+        self.feed.close()
         self.engine.dispose()
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from knowbase.catalog.db import now_ms
 from knowbase.catalog.models import Item
 from knowbase.catalog.schema import ACTIVE_STATUSES, is_container
+from knowbase.catalog.schema import item_tombstone as tombstone_t
 from knowbase.catalog.schema import knowledge_item as it
 from knowbase.errors import NotFound
 from knowbase.ids import new_time_id
@@ -272,6 +273,15 @@ def delete_rows(conn: Connection, item_ids: Iterable[str]) -> None:
                 sa.select(it.c.group_id).where(it.c.id.in_(part), it.c.group_id.is_not(None))
             )
         )
+    # Tombstones for the event stream: every row that goes, cascaded descendants included.
+    ts = now_ms()
+    for part in _chunks(subtree_ids(conn, ids)):
+        rows = conn.execute(sa.select(it.c.base_id, it.c.id).where(it.c.id.in_(part))).all()
+        if rows:
+            conn.execute(
+                tombstone_t.insert(),
+                [{"base_id": b, "item_id": i, "deleted_at": ts} for b, i in rows],
+            )
     # Deepest first, so the composite FK cascade never meets a half-deleted parent.
     for part in _chunks(ids[::-1]):
         conn.execute(it.delete().where(it.c.id.in_(part)))

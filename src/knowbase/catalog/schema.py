@@ -130,6 +130,21 @@ knowledge_item = sa.Table(
     sa.Index("knowledge_item_base_type_created_idx", "base_id", "type", "created_at"),
     sa.Index("knowledge_item_base_group_created_idx", "base_id", "group_id", "created_at"),
     sa.Index("knowledge_item_status_idx", "status"),
+    # The event stream reads what changed since it last looked (0002j).
+    sa.Index("knowledge_item_base_updated_idx", "base_id", "updated_at"),
+)
+
+#: Rows ``items.delete_rows`` removed, so a live event stream can report them ``gone`` without
+#: re-reading the base; the sweep drops them after a day (a reconnecting client gets a full
+#: snapshot anyway). No foreign key: a base's deletion ends its streams.
+item_tombstone = sa.Table(
+    "item_tombstone",
+    metadata,
+    sa.Column("base_id", sa.String(36), nullable=False),
+    sa.Column("item_id", sa.String(36), nullable=False),
+    sa.Column("deleted_at", sa.BigInteger, nullable=False),
+    sa.Index("item_tombstone_base_deleted_idx", "base_id", "deleted_at"),
+    sa.Index("item_tombstone_deleted_idx", "deleted_at"),  # the sweep's cleanup
 )
 
 job = sa.Table(
@@ -162,6 +177,8 @@ job = sa.Table(
     sa.Index("job_claim_idx", "queue", "status", "run_at"),
     sa.Index("job_status_idx", "status"),
     sa.Index("job_parent_idx", "parent_id"),
+    sa.Index("job_queue_updated_idx", "queue", "updated_at"),  # event stream (0002j)
+    sa.Index("job_finished_idx", "finished_at"),  # retention (0002j)
 )
 
 worker = sa.Table(

@@ -109,9 +109,7 @@ def delete_base(rt: Runtime, base_id: str) -> None:
 
 def cancel_base_jobs(rt: Runtime, base_id: str) -> None:
     """Cancel the base's pending and running jobs and wait (bounded) until they stop."""
-    active = rt.jobs.list_jobs(queue=queue_of(base_id), statuses=["pending", "running"])
-    if active:
-        rt.jobs.cancel_and_wait([j.id for j in active], timeout_s=CANCEL_WAIT_S)
+    rt.jobs.cancel_queue(queue_of(base_id), timeout_s=CANCEL_WAIT_S)  # all of them, in pages
 
 
 def remove_base(rt: Runtime, base_id: str) -> None:

@@ -24,7 +24,7 @@ def active_jobs_touching(
     ids = set(item_ids)
     kinds = {k.name for k in ALL_KINDS}
     found = []
-    for job in rt.jobs.list_jobs(queue=queue_of(base_id), statuses=_ACTIVE_JOB, limit=1_000_000):
+    for job in rt.jobs.iter_jobs(queue=queue_of(base_id), statuses=_ACTIVE_JOB):
         if job.id == exclude_job_id or job.kind not in kinds:
             continue
         touched = {job.payload.get("item_id"), *job.payload.get("root_item_ids", [])}

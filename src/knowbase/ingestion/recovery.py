@@ -6,30 +6,54 @@ home and is left alone; an active item is failed only when no live job covers it
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from dataclasses import dataclass, field
 
+import sqlalchemy as sa
+
+from knowbase.catalog import bases as base_repo
+from knowbase.catalog import item_changes
 from knowbase.catalog import items as item_repo
+from knowbase.catalog.db import now_ms
 from knowbase.catalog.models import Item
+from knowbase.catalog.schema import job as job_t
+from knowbase.catalog.schema import knowledge_base as base_t
+from knowbase.jobs.listing import ACTIVE
 from knowbase.runtime import Runtime, queue_of
+from knowbase.storage import list_orphan_base_dirs
 from knowbase.tasks import kinds
 
 log = logging.getLogger(__name__)
 DELETE_CHUNK = 500
 
 
+#: The sweep prunes old terminal jobs at most this often (seconds, real time).
+JOB_PRUNE_INTERVAL_S = 3600.0
+#: Item tombstones serve live event streams only; a reconnecting client reads a full snapshot.
+TOMBSTONE_KEEP_MS = 86_400_000
+#: A base folder without a catalog row is removed only when nothing in it changed for this
+#: long: a base being created (folder first, row in the same second) is never touched.
+ORPHAN_GRACE_S = 3600.0
+
+
 @dataclass
 class SweepReport:
     interrupted: list[str] = field(default_factory=list)
     deletes_enqueued: int = 0
+    jobs_pruned: int = 0
+    orphan_dirs_removed: list[str] = field(default_factory=list)
 
 
 def _covered_ids(rt: Runtime) -> set[str]:
+    """Item ids named by a pending or running job, read page by page (payloads only)."""
     covered: set[str] = set()
-    for job in rt.jobs.list_jobs(statuses=["pending", "running"], limit=10_000_000):
-        if job.payload.get("item_id"):
-            covered.add(job.payload["item_id"])
-        covered.update(job.payload.get("root_item_ids", []))
+    for row in rt.jobs.iter_jobs(statuses=ACTIVE, columns=[job_t.c.payload]):
+        payload = json.loads(row.payload or "{}")
+        if payload.get("item_id"):
+            covered.add(payload["item_id"])
+        covered.update(payload.get("root_item_ids", []))
     return covered
 
 
@@ -45,7 +69,9 @@ def _is_covered(item: Item, covered: set[str], parents: dict[str, str | None]) -
 
 
 def sweep(rt: Runtime) -> SweepReport:
-    """Recover lapsed jobs, fail uncovered active items, re-enqueue orphaned deletes."""
+    """Recover lapsed jobs, fail uncovered active items, re-enqueue orphaned deletes; then
+    housekeeping: prune old terminal jobs (``job_retention_days``), remove orphan base
+    folders."""
     report = SweepReport()
     try:
         rt.jobs.recover()
@@ -53,8 +79,10 @@ def sweep(rt: Runtime) -> SweepReport:
         log.exception("job recovery failed")
     try:
         with rt.catalog.write_tx() as conn:
-            covered = _covered_ids(rt)
             active = item_repo.active_items(conn)
+            deleting = item_repo.deleting_roots(conn)
+            # Most sweeps find nothing active: then no job needs reading at all.
+            covered = _covered_ids(rt) if active or deleting else set()
             if active:
                 parents = _parents(conn, active)
                 uncovered = [i for i in active if not _is_covered(i, covered, parents)]
@@ -73,7 +101,7 @@ def sweep(rt: Runtime) -> SweepReport:
                 for container_id in rolled_up:
                     item_repo.reconcile_containers(conn, container_id)
             roots_by_base: dict[str, list[str]] = {}
-            for root in item_repo.deleting_roots(conn):
+            for root in deleting:
                 if root.id not in covered:
                     roots_by_base.setdefault(root.base_id, []).append(root.id)
             for base_id, roots in roots_by_base.items():
@@ -89,13 +117,54 @@ def sweep(rt: Runtime) -> SweepReport:
                     report.deletes_enqueued += 1
     except Exception:
         log.exception("item recovery failed")
-    if report.interrupted or report.deletes_enqueued:
+    try:
+        report.jobs_pruned = rt.jobs.prune_terminal(
+            retention_s=rt.settings.job_retention_days * 86_400,
+            min_interval_s=JOB_PRUNE_INTERVAL_S,
+        )
+    except Exception:
+        log.exception("job retention failed")
+    try:
+        with rt.catalog.write_tx() as conn:
+            item_changes.prune_tombstones(conn, before_ms=now_ms() - TOMBSTONE_KEEP_MS)
+    except Exception:
+        log.exception("tombstone cleanup failed")
+    try:
+        report.orphan_dirs_removed = remove_orphan_base_dirs(rt)
+    except Exception:
+        log.exception("orphan base folder cleanup failed")
+    if report.interrupted or report.deletes_enqueued or report.jobs_pruned:
         log.info(
-            "recovery: %d interrupted items failed, %d delete jobs re-enqueued",
+            "recovery: %d interrupted items failed, %d delete jobs re-enqueued, "
+            "%d old jobs pruned",
             len(report.interrupted),
             report.deletes_enqueued,
+            report.jobs_pruned,
         )
     return report
+
+
+def remove_orphan_base_dirs(rt: Runtime, *, grace_s: float = ORPHAN_GRACE_S) -> list[str]:
+    """Remove base folders that no catalog row names (spec §2.4: a crash between deleting a
+    base's row and its folder, or a create that never got its row). Only UUID-named folders
+    untouched for ``grace_s``; each is re-checked under the base lock before it goes."""
+    with rt.catalog.read() as conn:
+        known = set(conn.execute(sa.select(base_t.c.id)).scalars())
+    candidates = list_orphan_base_dirs(
+        rt.settings.bases_dir, known, now=time.time(), min_age_s=grace_s
+    )
+    removed: list[str] = []
+    for path in candidates:
+        base_id = path.name
+        with rt.lock(base_id):
+            with rt.catalog.read() as conn:
+                if base_repo.find(conn, base_id) is not None:
+                    continue  # created meanwhile
+            rt.close_store(base_id)
+            rt.storage(base_id).remove_all()
+        log.warning("removed orphan base folder %s (no catalog row)", path)
+        removed.append(base_id)
+    return removed
 
 
 def _parents(conn, items: list[Item]) -> dict[str, str | None]:  # type: ignore[no-untyped-def]

@@ -433,14 +433,14 @@ def status(
         b = kb.get_base(base)
         counts = kb.counts(b.id)
         failed = kb.list_items(b.id, statuses=["failed"])
-        queued = kb.list_jobs(base=b.id, statuses=["pending", "running"])
+        queued = kb.count_jobs(base=b.id, statuses=["pending", "running"])
         workers = kb.live_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
     data = {
         "base": b,
         "counts": counts,
         "failed": failed,
-        "active_jobs": len(queued),
+        "active_jobs": queued,
         "live_workers": len(workers),
         "skipped": skipped,
     }
@@ -452,7 +452,7 @@ def status(
         )
         if queued:
             note = "" if workers else " — queued, no worker running (run: kb worker)"
-            console.print(f"{len(queued)} active jobs{note}")
+            console.print(f"{queued} active jobs{note}")
         for item in failed:
             hint = f" — {item.error_message}" if item.error_message != item.error_code else ""
             console.print(f"  [red]failed[/] {item.title}: {item.error_code}{hint}")
@@ -467,13 +467,17 @@ def status(
 def jobs(
     base: Annotated[str | None, typer.Option(help="Only this base.")] = None,
     all_jobs: Annotated[bool, typer.Option("--all", help="Include completed jobs.")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="Show this many, newest first.")] = 200,
+    before: Annotated[
+        str | None, typer.Option(help="Page on: only jobs created before this job id.")
+    ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List active and failed jobs."""
+    """List active and failed jobs, newest first."""
     statuses = None if all_jobs else ["pending", "running", "failed"]
     with open_kb(home) as kb:
-        found = kb.list_jobs(base=base, statuses=statuses)
+        found = kb.list_jobs(base=base, statuses=statuses, limit=limit, before=before)
 
     def render() -> None:
         table = Table("id", "kind", "status", "attempts", "progress", "error")

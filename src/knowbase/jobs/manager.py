@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +25,9 @@ from sqlalchemy.engine import Connection
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.schema import job as job_t
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound, Unavailable
+from knowbase.ids import new_time_id
 from knowbase.jobs.context import JobContext
+from knowbase.jobs.listing import JobQueries
 from knowbase.jobs.liveness import make_worker_id
 from knowbase.jobs.model import Job, JobKind
 from knowbase.jobs.recovery import LeaseOps, RecoveryReport, chunks
@@ -44,12 +44,8 @@ GLOBAL_CONCURRENCY = 50
 
 
 def new_job_id() -> str:
-    """A uuid7: time-ordered, so ids sort by creation like the rows they name."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | ((rand >> 68) & 0xFFF) << 64
-    value |= 0b10 << 62 | (rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
+    """A uuid7, monotonic in this process: ids sort by creation like the rows they name."""
+    return new_time_id()
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ def _owned(job: Job, worker_id: str) -> Any:
     )
 
 
-class JobManager(LeaseOps):
+class JobManager(LeaseOps, JobQueries):
     """Durable jobs on the catalog. Thread-safe; one instance per process is enough.
 
     ``clock`` (seconds, like :func:`time.time`) stamps every row and decides leases, backoff
@@ -102,6 +98,8 @@ class JobManager(LeaseOps):
         # Contexts of attempts running in this process: a local cancel reaches them at once.
         self._live: dict[str, JobContext] = {}
         self._live_lock = threading.Lock()
+        self._prune_lock = threading.Lock()
+        self._last_prune = float("-inf")
 
     # --- registry ------------------------------------------------------------------------
     def register(
@@ -218,26 +216,6 @@ class JobManager(LeaseOps):
                     out[row.id] = Job.from_row(row)
         return out
 
-    def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        statuses: Iterable[str] | None = None,
-        kind_prefix: str | None = None,
-        limit: int = 1000,
-    ) -> list[Job]:
-        """Jobs in creation order, filtered."""
-        q = sa.select(job_t)
-        if queue is not None:
-            q = q.where(job_t.c.queue == queue)
-        if statuses is not None:
-            q = q.where(job_t.c.status.in_(list(statuses)))
-        if kind_prefix:
-            q = q.where(job_t.c.kind.startswith(kind_prefix, autoescape=True))
-        q = q.order_by(job_t.c.created_at, job_t.c.id).limit(limit)
-        with self.catalog.read() as conn:
-            return [Job.from_row(r) for r in conn.execute(q)]
-
     def children(self, job_id: str) -> list[Job]:
         """Jobs enqueued with ``parent_id=job_id``, in creation order."""
         q = sa.select(job_t).where(job_t.c.parent_id == job_id)
@@ -287,9 +265,9 @@ class JobManager(LeaseOps):
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return
-        now = self._ms()
         settled: list[Job] = []
         with self.catalog.write_tx() as conn:
+            now = self._ms()  # stamped under the write lock: the change feed relies on it
             for chunk in chunks(ids):
                 rows = conn.execute(
                     sa.update(job_t)
@@ -349,6 +327,23 @@ class JobManager(LeaseOps):
                 next_sweep = time.monotonic() + 1.0
             time.sleep(0.05)
 
+    def cancel_queue(self, queue: str, *, timeout_s: float = 30, page: int = 500) -> int:
+        """Cancel **every** pending or running job of ``queue`` and wait until none is left,
+        ``page`` jobs at a time; jobs their handlers enqueue meanwhile are cancelled too.
+        Returns how many were cancelled. Raises ``Unavailable`` past ``timeout_s`` in all.
+        Never call this while holding a base lock (see :meth:`cancel_and_wait`)."""
+        deadline = time.monotonic() + timeout_s
+        done = 0
+        while ids := self.active_job_ids(queue=queue, limit=page):
+            left = deadline - time.monotonic()
+            if left <= 0:  # handlers keep enqueueing faster than we cancel
+                raise Unavailable(
+                    f"jobs of {queue} still active after {timeout_s:g} s", queue=queue
+                )
+            self.cancel_and_wait(ids, timeout_s=left)
+            done += len(ids)
+        return done
+
     # --- claim and attempts --------------------------------------------------------------
     def claim(
         self, worker_id: str, *, queues: Iterable[str] | None = None, limit: int = 1
@@ -360,8 +355,8 @@ class JobManager(LeaseOps):
         if limit <= 0 or not kinds:
             return []
         queue_list = None if queues is None else list(queues)
-        now = self._ms()
         with self.catalog.write_tx() as conn:
+            now = self._ms()
             if conn.dialect.name == "postgresql":
                 # Caps need a consistent count of running jobs: serialise claims (the window
                 # query below cannot take FOR UPDATE SKIP LOCKED; the lock makes it needless).
@@ -450,21 +445,21 @@ class JobManager(LeaseOps):
         """Persist the end of one attempt; None when the attempt no longer owns the job (it
         was recovered, or a newer attempt runs), in which case nothing is written. Calls
         ``on_settled`` after the commit for ``failed``/``cancelled``."""
-        now = self._ms()
         values: dict[str, Any] = {
             "status": decision.status,
             "error_code": decision.error_code,
             "error_message": decision.error_message,
             "lease_until": None,
-            "updated_at": now,
         }
-        if decision.status == "pending":
-            values.update(locked_by=None, run_at=now + int(decision.delay_s * 1000))
-        else:
-            values.update(active_key=None, finished_at=now)
         if progress is not None:
             values.update(_progress_values(*progress))
         with self.catalog.write_tx() as conn:
+            now = self._ms()  # under the write lock, like every stamp the change feed reads
+            values["updated_at"] = now
+            if decision.status == "pending":
+                values.update(locked_by=None, run_at=now + int(decision.delay_s * 1000))
+            else:
+                values.update(active_key=None, finished_at=now)
             row = conn.execute(
                 sa.update(job_t).where(_owned(job, worker_id)).values(values).returning(*job_t.c)
             ).first()

@@ -113,10 +113,9 @@ class LeaseOps:
         reg = self._registry.get(job.kind)
         if reg is None:
             return None
-        now = self._ms()
-        values = _recovery_values(job, reg.kind, reason, now)
         owner = job_t.c.locked_by.is_(None) if worker_id is None else job_t.c.locked_by == worker_id
         with self.catalog.write_tx() as conn:
+            values = _recovery_values(job, reg.kind, reason, self._ms())
             row = conn.execute(
                 sa.update(job_t)
                 .where(
@@ -142,9 +141,17 @@ class LeaseOps:
         Pending jobs are never touched; jobs of kinds this process has not registered are
         left for a process that knows them. Also drops worker rows of dead local pids."""
         now = self._ms()
+        running = job_t.c.status == "running"
         with self.catalog.read() as conn:
-            rows = conn.execute(sa.select(job_t).where(job_t.c.status == "running")).all()
             workers = conn.execute(sa.select(worker_t.c.id)).scalars().all()
+            # Only the orphans are read: a lapsed lease, or a holder that is dead here. The
+            # holders are few (one per worker process), so the second test is a short IN list.
+            holders = conn.execute(
+                sa.select(job_t.c.locked_by).where(running).group_by(job_t.c.locked_by)
+            ).scalars()
+            dead_holders = [h for h in holders if h is not None and worker_is_dead_here(h)]
+            orphaned = sa.or_(job_t.c.lease_until < now, job_t.c.locked_by.in_(dead_holders))
+            rows = conn.execute(sa.select(job_t).where(running, orphaned)).all()
         cancelled: list[str] = []
         requeued: list[str] = []
         failed: list[str] = []

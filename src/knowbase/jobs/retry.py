@@ -22,8 +22,10 @@ JOB_TIMEOUT = "job_timeout"
 JOB_CANCELLED = "cancelled"
 #: error_code of a running job recovered after its worker vanished.
 JOB_INTERRUPTED = "job_interrupted"
-#: error_code of an exception that is not a KnowbaseError.
+#: error_code of an exception that is a bug: not ours, and not transient.
 INTERNAL_ERROR = "internal_error"
+#: error_code of a transient library error (I/O, network, busy database) once retries ran out.
+TRANSIENT_ERROR = "transient_error"
 
 
 class JobTimeout(Exception):  # noqa: N818 - names the outcome
@@ -55,20 +57,92 @@ def retry_delay_s(kind: JobKind, attempt: int) -> float:
     return float(min(kind.base_delay_s * 2 ** min(attempt - 1, 64), kind.max_delay_s))
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Only transient errors are retried: Unavailable (incl. ProviderUnavailable), timeouts and
-    anything that is not one of ours. Every other KnowbaseError (ItemFailed, InvalidInput,
-    ProviderError…) ends the job at once."""
-    if isinstance(exc, Unavailable):
+#: OSErrors that say the request itself is wrong: retrying cannot change the answer.
+PERMANENT_OS_ERRORS: tuple[type[OSError], ...] = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+#: Words of a database driver's message that mean "busy, try again" (SQLite, PostgreSQL).
+_BUSY_WORDS = ("locked", "busy")
+
+
+def _is_busy_database(exc: BaseException) -> bool:
+    """sqlite3/apsw busy or locked; a SQLAlchemy error wrapping one, a dropped connection, a
+    PostgreSQL serialization failure, deadlock or lock timeout; a pool that timed out."""
+    import sqlite3
+
+    import sqlalchemy.exc as sa_exc
+
+    if isinstance(exc, sa_exc.TimeoutError):  # the connection pool is exhausted
         return True
-    return not isinstance(exc, KnowbaseError)
+    if isinstance(exc, sa_exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        return exc.orig is not None and exc.orig is not exc and _is_busy_database(exc.orig)
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return any(word in text for word in _BUSY_WORDS)
+    module = type(exc).__module__ or ""
+    if module.startswith("apsw"):
+        return type(exc).__name__ in ("BusyError", "LockedError", "IOError")
+    if module.startswith("psycopg"):
+        # 40001 serialization_failure, 40P01 deadlock_detected, 55P03 lock_not_available;
+        # class 08: the connection went away.
+        state = getattr(exc, "sqlstate", None) or ""
+        return state in ("40001", "40P01", "55P03") or state.startswith("08")
+    return False
+
+
+def _is_transient_http(exc: BaseException) -> bool:
+    """httpx transport errors (connect, read, timeouts) and answers 429 or 5xx."""
+    module = type(exc).__module__ or ""
+    if not module.startswith("httpx"):
+        return False
+    import httpx
+
+    if isinstance(exc, httpx.TransportError):
+        return True
+    if isinstance(exc, httpx.HTTPStatusError):
+        status = exc.response.status_code
+        return status == 429 or status >= 500
+    return False
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a later attempt may succeed where this one failed; only these are retried.
+
+    Transient: ``Unavailable`` (incl. ``ProviderUnavailable``, which providers raise for 429 and
+    5xx), an attempt that ran past its timeout (``JobTimeout``, ``TimeoutError``), I/O and
+    network errors (``OSError`` other than :data:`PERMANENT_OS_ERRORS` — a missing file or a
+    denied permission stays so, a full disk or a reset connection may not), a busy or locked
+    database, and httpx transport errors or 429/5xx answers that reached us unmapped.
+
+    Not transient, so the job fails at once: every other ``KnowbaseError`` (``ItemFailed``,
+    ``InvalidInput``, ``ProviderError``…) and any other exception — a ``KeyError`` or
+    ``TypeError`` is a bug, and running it again only delays the report (``internal_error``,
+    logged with its traceback).
+    """
+    if isinstance(exc, KnowbaseError):
+        return isinstance(exc, Unavailable)
+    if isinstance(exc, (JobTimeout, TimeoutError)):
+        return True
+    if isinstance(exc, OSError):
+        return not isinstance(exc, PERMANENT_OS_ERRORS)
+    return _is_busy_database(exc) or _is_transient_http(exc)
 
 
 def error_code_of(exc: BaseException) -> str:
+    """The job's ``error_code``: the error's own code, ``job_timeout``, ``transient_error`` for
+    a transient error of a library (OSError, a busy database…), else ``internal_error``."""
     if isinstance(exc, JobTimeout):
         return JOB_TIMEOUT
     if isinstance(exc, KnowbaseError):
         return exc.code
+    if is_transient(exc):
+        return TRANSIENT_ERROR
     return INTERNAL_ERROR
 
 
@@ -103,9 +177,12 @@ __all__ = [
     "JOB_CANCELLED",
     "JOB_INTERRUPTED",
     "JOB_TIMEOUT",
+    "PERMANENT_OS_ERRORS",
+    "TRANSIENT_ERROR",
     "Decision",
     "JobTimeout",
     "decide",
+    "error_code_of",
     "is_transient",
     "retry_delay_s",
 ]

@@ -10,6 +10,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.jobs.model import Job
+from knowbase.jobs.retry import error_code_of, error_message_of
 from knowbase.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,11 @@ def failure_of(status: str, error: BaseException | None) -> tuple[str, str]:
     """(code, message) an item gets when its job ends ``failed`` or ``cancelled``."""
     if status == "cancelled":
         return "indexing_interrupted", "Indexing was interrupted (job cancelled or abandoned)"
-    code = getattr(error, "code", None) or "job_failed"
-    message = str(error).strip() if error is not None else ""
+    if error is None:
+        code, message = "job_failed", ""
+    else:
+        # The job's own code: a KnowbaseError's, or internal_error for a bug (a KeyError…).
+        code, message = error_code_of(error), error_message_of(error).strip()
     # An item keeps only a code and a message: fold the hint in so the user learns the fix
     # ("enable OCR…", "remove the password…").
     hint = getattr(error, "hint", None)

@@ -1,0 +1,43 @@
+"""Alembic brings a catalog from an older revision to head (SQLite here; PostgreSQL in
+tests/postgres/test_pg_catalog.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from knowbase.catalog.db import Catalog
+
+pytestmark = pytest.mark.timeout(60)
+
+NEW_IN_0002J = {
+    "knowledge_item": "knowledge_item_base_updated_idx",
+    "job": "job_queue_updated_idx",
+}
+
+
+def as_of_0001(catalog: Catalog) -> None:
+    """Turn a head catalog into what 0001 left on a database made before 0002j."""
+    with catalog.engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE item_tombstone"))
+        for name in (*NEW_IN_0002J.values(), "job_finished_idx"):
+            conn.execute(sa.text(f"DROP INDEX {name}"))
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0001'"))
+
+
+def test_upgrade_from_0001_adds_the_change_feed_objects(tmp_path: Path) -> None:
+    catalog = Catalog(f"sqlite:///{tmp_path / 'catalog.sqlite'}")
+    try:
+        catalog.create_schema()
+        as_of_0001(catalog)
+        assert not sa.inspect(catalog.engine).has_table("item_tombstone")
+        catalog.create_schema()
+        inspector = sa.inspect(catalog.engine)
+        assert inspector.has_table("item_tombstone")
+        for table, index in NEW_IN_0002J.items():
+            assert index in {i["name"] for i in inspector.get_indexes(table)}
+        catalog.create_schema()  # at head: nothing to do
+    finally:
+        catalog.dispose()
