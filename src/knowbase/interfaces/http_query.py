@@ -193,10 +193,12 @@ def list_jobs(
     base: str | None = Query(None, description="only this base's jobs (name or id)"),
     status: list[JobStatus] | None = Query(None),
     limit: int = Query(200, ge=1, le=10_000),
+    before: str | None = Query(None, description="a job id: the page of jobs created before it"),
     kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
-    """Jobs in creation order."""
-    return [job_dict(j) for j in kb.list_jobs(base=base, statuses=status or None, limit=limit)]
+    """Jobs newest first; pass the last id of a page as ``before`` for the next page."""
+    jobs = kb.list_jobs(base=base, statuses=status or None, limit=limit, before=before)
+    return [job_dict(j) for j in jobs]
 
 
 @router.get("/bases/{base}/jobs", response_model=list[JobOut], tags=["jobs"])
@@ -204,9 +206,12 @@ def list_base_jobs(
     base: str,
     status: list[JobStatus] | None = Query(None),
     limit: int = Query(200, ge=1, le=10_000),
+    before: str | None = Query(None, description="a job id: the page of jobs created before it"),
     kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
-    return [job_dict(j) for j in kb.list_jobs(base=base, statuses=status or None, limit=limit)]
+    """The base's jobs newest first; ``before`` pages on as in ``GET /jobs``."""
+    jobs = kb.list_jobs(base=base, statuses=status or None, limit=limit, before=before)
+    return [job_dict(j) for j in jobs]
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
