@@ -6,42 +6,18 @@ BM25-only bases and the deterministic ``hash:d64`` embeddings: no model loads.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from knowbase.interfaces.http import create_app
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@contextmanager
-def live_server(app) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """Serve ``app`` on a free loopback port in a thread; yields the base URL."""
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture
@@ -58,9 +34,9 @@ def kb(tmp_path: Path) -> Iterator[Knowledge]:
 
 
 @pytest.fixture
-def client(kb: Knowledge, roots: Path) -> Iterator[httpx.Client]:
-    app = create_app(kb, local_path_roots=[roots], max_upload_bytes=64 * 1024)
-    with live_server(app) as url, httpx.Client(base_url=url, timeout=20) as c:
+def client(kb: Knowledge, roots: Path, live_server) -> Iterator[httpx.Client]:  # type: ignore[no-untyped-def]
+    url = live_server(create_app(kb, local_path_roots=[roots], max_upload_bytes=64 * 1024))
+    with httpx.Client(base_url=url, timeout=20) as c:
         yield c
 
 

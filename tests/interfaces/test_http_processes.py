@@ -1,5 +1,6 @@
 """``kb serve --processes 2``: two API processes share the port and one worker process runs
-the jobs; a note added through one process is searchable through either; SIGTERM stops all."""
+the jobs; a note added through one process is searchable through either, and either refuses a
+foreign Host / Origin; SIGTERM stops all."""
 
 from __future__ import annotations
 
@@ -84,7 +85,17 @@ def test_two_api_processes_and_one_worker(tmp_path: Path) -> None:
             for _ in range(6):
                 with httpx.Client(base_url=url, timeout=30) as fresh:
                     hits = fresh.get("/bases/docs/search", params={"q": "barn owl"}).json()
+                    # every API process applies the Host / Origin guard (http_guard.py)
+                    foreign = fresh.get("/bases", headers={"Host": "evil.example"})
+                    planted = fresh.post(
+                        "/bases/docs/items",
+                        json={"inputs": [{"type": "note", "content": "planted"}]},
+                        headers={"Origin": "http://evil.example"},
+                    )
                 assert hits["results"][0]["text"].startswith("Owls hunt")
+                assert foreign.status_code == 421 and foreign.json()["code"] == "host_not_allowed"
+                assert planted.status_code == 403
+            assert len(client.get("/bases/docs/items").json()) == 1
     finally:
         kids = _children(server.pid)
         server.send_signal(signal.SIGTERM)
