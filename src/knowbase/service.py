@@ -32,6 +32,7 @@ from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.store.base import UnitRecord
+from knowbase.providers.registry import check_base_models
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
 from knowbase.tasks import register_all
@@ -138,6 +139,12 @@ class Knowledge:
         **settings: Any,
     ) -> Base:
         """Create a base; without a model it is BM25-only. Learns dims from the provider."""
+        check_base_models(
+            self.settings,
+            embedding_model_id=embedding_model_id,
+            dimensions=dimensions,
+            rerank_model_id=settings.get("rerank_model_id"),
+        )
         if embedding_model_id:
             dimensions, window = self._probe_model(embedding_model_id, dimensions)
         else:
@@ -188,6 +195,7 @@ class Knowledge:
         """Change settings (no reindex). Model changes go through ``enable_embedding_model``."""
         if {"embedding_model_id", "dimensions", "status", "error"} & set(patch):
             raise InvalidInput("use enable_embedding_model to set a base's embedding model")
+        check_base_models(self.settings, rerank_model_id=patch.get("rerank_model_id"))
         base = self.get_base(name_or_id)
         with self.rt.catalog.write_tx() as conn:
             return base_repo.update(conn, base.id, **patch)

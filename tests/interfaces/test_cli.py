@@ -66,3 +66,12 @@ def test_cli_errors_have_codes(run):
     assert json.loads(proc.stdout)["code"] == "no_searchable_tokens"
     proc = run("add", "e", "--note", "   ", check=False)
     assert proc.returncode == 1 and "empty_content" in proc.stderr
+
+
+def test_cli_base_create_checks_the_model_id(run):
+    proc = run("base", "create", "m", "--embedding", "", check=False)  # was an IntegrityError
+    assert proc.returncode == 1 and "invalid_input" in proc.stderr, proc.stderr
+    # the subprocess inherits KNOWBASE_TEST_PROVIDERS=1 from tests/conftest.py
+    created = json.loads(run("base", "create", "h", "--embedding", "hash:d8", "--json").stdout)
+    assert created["dimensions"] == 8
+    assert [b["name"] for b in json.loads(run("base", "list", "--json").stdout)] == ["h"]

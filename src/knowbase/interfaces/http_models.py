@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowbase.ingestion.inputs import BATCH_MAX, NOTE_MAX_CHARS
+from knowbase.providers.registry import MAX_DIMENSIONS
 
 ItemStatus = Literal[
     "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting"
@@ -79,7 +80,7 @@ class BaseCreate(BaseSettingsPatch):
     embedding_model_id: str | None = Field(
         default=None, max_length=200, examples=["local:all-minilm-l6-v2"]
     )
-    dimensions: int | None = Field(default=None, ge=1, le=65_536)
+    dimensions: int | None = Field(default=None, ge=1, le=MAX_DIMENSIONS)
 
 
 class RestoreRequest(_Strict):
