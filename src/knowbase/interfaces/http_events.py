@@ -29,6 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from knowbase.catalog.schema import knowledge_item as item_t
 from knowbase.errors import NotFound
 from knowbase.interfaces.http import COMMON_ERRORS, get_kb
+from knowbase.interfaces.http_models import SSE_EVENT_SCHEMA
 from knowbase.interfaces.http_query import job_dict
 
 router = APIRouter(tags=["events"], responses=COMMON_ERRORS)
@@ -118,7 +119,7 @@ async def stream(
     responses={
         200: {
             "description": "an endless text/event-stream of `item` and `job` events",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
         }
     },
 )

@@ -116,7 +116,7 @@ def add_items(base: str, body: AddRequest, request: Request, kb: Any = Depends(g
 @router.post("/bases/{base}/uploads", status_code=201, response_model=AddOut, responses=BODY_ERRORS)
 def upload_items(
     base: str,
-    files: list[UploadFile] = File(description="the files to store into the base"),
+    files: list[UploadFile] = File(min_length=1, description="the files to store into the base"),
     conflict: ConflictStrategy = Form("rename"),
     kb: Any = Depends(get_kb),
 ) -> Any:
