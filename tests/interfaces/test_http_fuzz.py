@@ -62,12 +62,29 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
 BASES = ["docs", "hybrid"]
 
 
+# Ids of what the seeded bases hold, refreshed by seed_bases: the hooks below offer them, so
+# item, concept and job routes are fuzzed past their 404 too.
+KNOWN: dict[str, list[str]] = {"item_id": [], "concept_id": [], "job_id": []}
+
+
 @schema.hook
 def flatmap_path_parameters(ctx: Any, path_parameters: dict[str, Any]) -> Any:
-    """Half the requests name a base that exists, so the routes behind the 404 get fuzzed."""
-    if not path_parameters or "base" not in path_parameters:
+    """Most requests name a base (and item, job) that exists, the rest what was generated."""
+    if not path_parameters:
         return st.just(path_parameters)
-    return st.sampled_from([path_parameters] + [{**path_parameters, "base": b} for b in BASES])
+    options = [path_parameters]
+    if "base" in path_parameters:
+        options += [{**path_parameters, "base": b} for b in BASES]
+    known = [(k, v) for k in ("item_id", "job_id") if k in path_parameters for v in KNOWN[k]]
+    options += [{**o, k: v} for o in list(options) for k, v in known]
+    return st.sampled_from(options)
+
+
+@schema.hook
+def flatmap_query(ctx: Any, query: dict[str, Any]) -> Any:
+    if not isinstance(query, dict) or "concept_id" not in query:
+        return st.just(query)
+    return st.sampled_from([query] + [{**query, "concept_id": c} for c in KNOWN["concept_id"]])
 
 
 def seed_bases(kb: Knowledge) -> None:
@@ -79,6 +96,10 @@ def seed_bases(kb: Knowledge) -> None:
             model = "hash:d16" if name == "hybrid" else None
             kb.create_base(name, embedding_model_id=model, file_processor_id=None)
             kb.add(name, [AddInput.note("Paris is the capital of France.")], wait=True)
+    items = [i for name in BASES for i in kb.list_items(name)]
+    KNOWN["item_id"] = [i.id for i in items]
+    KNOWN["concept_id"] = sorted({i.concept_id for i in items if i.concept_id})
+    KNOWN["job_id"] = [j.id for j in kb.list_jobs()[:4]]
 
 
 @pytest.fixture(scope="module")
