@@ -189,7 +189,7 @@ def main() -> None:
         home = args.home or Path(tmp) / "home"
         corpus = Path(tmp) / "corpus"
         make_corpus(corpus, args.docs)
-        kb = Knowledge(Settings(home=home, workers=args.workers))
+        kb = Knowledge(Settings(home=home, workers=args.workers, test_providers=True))
         try:
             base = kb.create_base(
                 f"bench-{int(time.time())}", embedding_model_id=args.model, file_processor_id=None

@@ -4,17 +4,25 @@
 - ``kb``: ``Knowledge`` over ``home`` (no workers until a test starts them or waits);
 - ``bm25_base``: a BM25-only base; ``hash_base``: a hybrid base on the deterministic
   ``hash:d64`` test provider (no model download, same vectors in every process);
-- ``src``: a folder outside the home to add files and folders from.
+- ``src``: a folder outside the home to add files and folders from;
+- ``live_server``: ``live_server(app)`` serves an ASGI app with uvicorn on a free loopback port
+  in a thread and returns its base URL; stopped at teardown.
 
 Both bases pin ``file_processor_id=None`` so a machine with tesseract behaves like one without.
 The hypothesis profile ``ci`` (no deadline: 2 shared cores make timings meaningless) is always
-loaded.
+loaded. ``KNOWBASE_TEST_PROVIDERS=1`` is set for the whole run, so ``load_settings`` here and in
+every ``kb`` / worker subprocess (they inherit the environment) offers the ``hash:`` provider;
+settings built directly pass ``test_providers=True``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -27,6 +35,8 @@ settings.register_profile(
     "ci", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 settings.load_profile("ci")
+
+os.environ["KNOWBASE_TEST_PROVIDERS"] = "1"
 
 HASH_MODEL = "hash:d64"
 pytest_plugins = ["_system_tools"]  # needs_system marker + the one-line "install X" summary
@@ -42,7 +52,7 @@ def home(tmp_path: Path) -> Path:
 @pytest.fixture
 def kb_settings(home: Path) -> Settings:
     """Settings built directly (not from ``KNOWBASE_*``), so the caller's env never leaks in."""
-    return Settings(home=home)
+    return Settings(home=home, test_providers=True)
 
 
 @pytest.fixture
@@ -70,3 +80,30 @@ def src(tmp_path: Path) -> Path:
     path = tmp_path / "src"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def live_server() -> Iterator[Callable[[Any], str]]:
+    import uvicorn
+
+    servers: list[tuple[Any, threading.Thread]] = []
+
+    def start(app: Any) -> str:
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=2
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+
+    yield start
+    for server, _ in servers:
+        server.should_exit = True
+    for _, thread in servers:
+        thread.join(10)

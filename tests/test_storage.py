@@ -158,6 +158,15 @@ def test_sanitize_filename_caps_bytes():
     assert cjk == "你" * 85 and len(cjk.encode()) == 255
 
 
+def test_sanitize_filename_cuts_the_stem_and_keeps_the_extension():
+    assert sanitize_filename("a" * 297 + ".md") == "a" * 252 + ".md"
+    cjk = sanitize_filename("你" * 100 + ".pdf")
+    assert cjk == "你" * 83 + ".pdf" and len(cjk.encode()) == 253
+    assert sanitize_filename("a" * 300 + ". .md") == "a" * 252 + ".md"  # stem's tail stripped
+    absurd = sanitize_filename("a." + "b" * 300)  # no room for a stem: cut the whole name
+    assert absurd == "a." + "b" * 253
+
+
 # --- name_candidates -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "expected"),

@@ -120,7 +120,7 @@ def _check_model(
         return UNAVAILABLE, _reason(exc)
     if profile_name == "local" and "local" in builtin:
         return _check_local(model)
-    if profile_name == "hash" and "hash" in builtin:
+    if profile_name == "hash" and "hash" in builtin and kb.settings.test_providers:
         return READY, "deterministic test provider"
     profile = kb.settings.providers.get(profile_name)
     if profile is None:

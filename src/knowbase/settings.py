@@ -36,6 +36,11 @@ class Settings:
     max_file_bytes: int = 200 * 1024 * 1024
     workers: int = 5  # job threads per worker process
     job_retention_days: float = 14  # terminal jobs older than this are pruned; <= 0 keeps all
+    # Host names a server (kb serve, kb mcp --http) answers to besides its bound address and,
+    # on loopback, localhost/127.0.0.1/[::1]; "*" turns the Host check off (http_guard.py).
+    allowed_hosts: tuple[str, ...] = ()
+    # The deterministic ``hash:`` provider is for tests only: off, it is an unknown profile.
+    test_providers: bool = False
 
     @property
     def catalog_url(self) -> str:
@@ -95,6 +100,11 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
     def truthy(v: Any) -> bool:
         return str(v).lower() in {"1", "true", "yes", "on"}
 
+    def names(v: Any) -> tuple[str, ...]:
+        """A list (config.toml) or a comma-separated string (env)."""
+        items = v.split(",") if isinstance(v, str) else list(v)
+        return tuple(s for s in (str(i).strip() for i in items) if s)
+
     return Settings(
         home=home_path,
         database_url=pick("database_url", "KNOWBASE_DATABASE_URL", None),
@@ -105,4 +115,6 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         job_retention_days=pick(
             "job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float
         ),
+        allowed_hosts=pick("allowed_hosts", "KNOWBASE_ALLOWED_HOSTS", (), names),
+        test_providers=pick("test_providers", "KNOWBASE_TEST_PROVIDERS", False, truthy),
     )

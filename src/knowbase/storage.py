@@ -139,16 +139,22 @@ def _cut_bytes(text: str, limit: int) -> str:
 
 def sanitize_filename(name: str) -> str:
     """Make ``name`` a portable filename (§2.2): ``<>:"/\\|?*`` and controls become ``_``,
-    device names (CON, COM1…) get a ``_`` prefix, trailing dots/spaces go, ≤ 255 bytes,
-    and an empty result is ``untitled``.
+    device names (CON, COM1…) get a ``_`` prefix, trailing dots/spaces go, ≤ 255 bytes
+    (the stem is cut, the extension kept, as :func:`name_candidates` does), and an empty
+    result is ``untitled``.
 
     >>> sanitize_filename('a/b: c. ')
     'a_b_ c'
+    >>> sanitize_filename('x' * 300 + '.md')[-6:], len(sanitize_filename('x' * 300 + '.md'))
+    ('xxx.md', 255)
     """
     text = _ILLEGAL_CHARS.sub("_", name).rstrip(" .")
     if _DEVICE_NAME.match(text):
         text = "_" + text
-    text = _cut_bytes(text, MAX_NAME_BYTES).rstrip(" .")
+    if _utf8_len(text) > MAX_NAME_BYTES:
+        stem, ext = posixpath.splitext(text)
+        text = _fit(stem.rstrip(" ."), "", ext)
+    text = text.rstrip(" .")
     return text or "untitled"
 
 

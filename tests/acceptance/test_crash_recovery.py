@@ -46,6 +46,7 @@ class WorkerProcess:
     def __init__(self, home: Path, log: Path) -> None:
         self.log = log.open("w")
         env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWBASE_")}
+        env["KNOWBASE_TEST_PROVIDERS"] = "1"  # the hash: provider these tests use
         self.proc = subprocess.Popen(
             [sys.executable, str(WORKER), str(home)],
             stdout=subprocess.PIPE,

@@ -29,7 +29,7 @@ class Ingestion(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="kb-sm-"))
-        self.kb = Knowledge(Settings(home=self.tmp / "home"))
+        self.kb = Knowledge(Settings(home=self.tmp / "home", test_providers=True))
         self.base = self.kb.create_base("sm", embedding_model_id="hash:d64", file_processor_id=None)
         self.kb.start_workers()
         self.n = 0

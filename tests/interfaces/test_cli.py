@@ -94,3 +94,12 @@ def test_cli_jobs_newest_first_and_status_counts_every_active_job(run, tmp_path)
         run("jobs", "--base", "queued", "--limit", "2", "--before", ids[-2], "--json").stdout
     )
     assert [j["id"] for j in more] == [ids[-3], ids[-4]]
+
+
+def test_cli_base_create_checks_the_model_id(run):
+    proc = run("base", "create", "m", "--embedding", "", check=False)  # was an IntegrityError
+    assert proc.returncode == 1 and "invalid_input" in proc.stderr, proc.stderr
+    # the subprocess inherits KNOWBASE_TEST_PROVIDERS=1 from tests/conftest.py
+    created = json.loads(run("base", "create", "h", "--embedding", "hash:d8", "--json").stdout)
+    assert created["dimensions"] == 8
+    assert [b["name"] for b in json.loads(run("base", "list", "--json").stdout)] == ["h"]

@@ -1,6 +1,7 @@
 """``kb serve --processes 2``: two API processes share the port and one worker process runs
 the jobs; a note added through one process is searchable through either (connections are
-seen, in /proc, to reach two different API pids); SIGTERM stops all."""
+seen, in /proc, to reach two different API pids), and either refuses a foreign Host / Origin;
+SIGTERM stops all."""
 
 from __future__ import annotations
 
@@ -94,6 +95,18 @@ def test_two_api_processes_and_one_worker(tmp_path: Path) -> None:
                 assert hits["results"][0]["text"].startswith("Owls hunt")
                 assert pid != worker and pid in _descendants(server.pid), pid
                 served_by.add(pid)
+            # every API process applies the Host / Origin guard (http_guard.py)
+            for _ in range(6):
+                with httpx.Client(base_url=url, timeout=30) as fresh:
+                    foreign = fresh.get("/bases", headers={"Host": "evil.example"})
+                    planted = fresh.post(
+                        "/bases/docs/items",
+                        json={"inputs": [{"type": "note", "content": "planted"}]},
+                        headers={"Origin": "http://evil.example"},
+                    )
+                assert foreign.status_code == 421 and foreign.json()["code"] == "host_not_allowed"
+                assert planted.status_code == 403
+            assert len(client.get("/bases/docs/items").json()) == 1
     finally:
         kids = _children(server.pid)
         server.send_signal(signal.SIGTERM)

@@ -65,7 +65,23 @@ def test_window_and_scripts_options() -> None:
 
 
 @pytest.mark.parametrize(
-    "model", ["d0", "dx", "big", "", "d8?delay=-1", "d8?delay=soon", "d8?colour=red", "d8?window=1"]
+    "model",
+    [
+        "d0",
+        "dx",
+        "big",
+        "",
+        "d8?delay=-1",
+        "d8?delay=soon",
+        "d8?colour=red",
+        "d8?window=1",
+        "d65537",  # wider than a base may be (MAX_DIMENSIONS)
+        "d99999999",
+        "d\u00b2",  # a digit str.isdigit() knows and int() does not
+        "d8?delay=1.5",  # past MAX_DELAY_S: a job worker would be parked
+        "d8?delay=inf",
+        "d8?delay=nan",
+    ],
 )
 def test_bad_specs_are_invalid_input(model: str) -> None:
     with pytest.raises(InvalidInput):

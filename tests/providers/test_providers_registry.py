@@ -15,6 +15,9 @@ from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.providers.hashing_provider import HashEmbeddings, HashReranker
 from knowbase.providers.openai_http import OpenAIEmbeddings
 from knowbase.providers.registry import (
+    MAX_DIMENSIONS,
+    check_base_models,
+    check_model_id,
     clear_cache,
     get_embedding_provider,
     get_rerank_provider,
@@ -35,6 +38,7 @@ def fresh_cache() -> Iterator[None]:
 def settings(tmp_path: Path) -> Settings:
     return Settings(
         home=tmp_path,
+        test_providers=True,
         providers={
             "ollama": ProviderProfile("ollama", "http://127.0.0.1:11434/v1"),
             "openai": ProviderProfile("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
@@ -141,6 +145,66 @@ def test_probe_dims_uses_declared_dims_or_one_probe(settings: Settings) -> None:
     assert probe_dims(probe) == 7 and probe.calls == [["dimension probe"]]
     with pytest.raises(EmbeddingMismatch):
         probe_dims(_Probe(0))
+
+
+@pytest.mark.parametrize(
+    ("model_id", "kind"),
+    [
+        ("", "embedding"),
+        ("  ", "rerank"),
+        (":m", "embedding"),
+        ("hash:", "embedding"),
+        ("cohere:x", "embedding"),
+        ("local:all-minilm-l6-v2", "rerank"),  # no local reranker
+        ("local:bge-small", "embedding"),
+        (f"hash:d{MAX_DIMENSIONS + 1}", "embedding"),
+        ("hash:d99999999", "embedding"),
+        ("hash:d8?delay=5", "embedding"),
+        ("hash:d8?delay=nan", "embedding"),
+    ],
+)
+def test_check_model_id_refuses_unusable_ids(settings: Settings, model_id: str, kind) -> None:
+    with pytest.raises(InvalidInput):
+        check_model_id(model_id, settings, kind=kind)
+
+
+def test_check_model_id_accepts_usable_ids_without_io(settings: Settings) -> None:
+    for model_id in ("local:all-minilm-l6-v2", "ollama:bge-m3:latest", f"hash:d{MAX_DIMENSIONS}"):
+        assert check_model_id(model_id, settings) == model_id
+    assert check_model_id("openai:rerank-x", settings, kind="rerank") == "openai:rerank-x"
+    assert check_model_id("hash:default", settings, kind="rerank") == "hash:default"
+
+
+def test_hash_is_an_unknown_profile_unless_test_providers_are_on(settings: Settings) -> None:
+    off = settings.with_(test_providers=False)
+    for call in (
+        lambda: check_model_id("hash:d8", off),
+        lambda: check_model_id("hash:default", off, kind="rerank"),
+        lambda: get_embedding_provider("hash:d8", off),
+        lambda: get_rerank_provider("hash:default", off),
+    ):
+        with pytest.raises(InvalidInput, match="unknown provider profile 'hash'") as info:
+            call()
+        assert "hash" not in info.value.details["known"]
+    assert get_embedding_provider("hash:d8", settings).dims == 8
+
+
+def test_check_base_models_caps_dimensions(settings: Settings) -> None:
+    check_base_models(settings, embedding_model_id="hash:d8", dimensions=MAX_DIMENSIONS)
+    check_base_models(settings)  # nothing set: a BM25-only base
+    for dims in (0, MAX_DIMENSIONS + 1, True):
+        with pytest.raises(InvalidInput):
+            check_base_models(settings, embedding_model_id="hash:d8", dimensions=dims)
+    with pytest.raises(InvalidInput):
+        check_base_models(settings, embedding_model_id="")
+    with pytest.raises(InvalidInput):
+        check_base_models(settings, rerank_model_id="")
+
+
+def test_probe_dims_refuses_a_provider_wider_than_the_cap() -> None:
+    assert probe_dims(_Probe(MAX_DIMENSIONS)) == MAX_DIMENSIONS
+    with pytest.raises(EmbeddingMismatch):
+        probe_dims(_Probe(MAX_DIMENSIONS + 1))
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ from knowbase.errors import InvalidInput
 from knowbase.ingestion.guards import assert_base_runnable, assert_subtrees_terminal
 from knowbase.ingestion.reindex import reindex_items
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
+from knowbase.providers.registry import check_base_models
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
 
@@ -59,6 +60,12 @@ def create_base(
     **settings: Any,
 ) -> Base:
     """Insert the base's row, then make its directory and index; undo the row if that fails."""
+    check_base_models(
+        rt.settings,
+        embedding_model_id=embedding_model_id,
+        dimensions=dimensions,
+        rerank_model_id=settings.get("rerank_model_id"),
+    )
     if embedding_model_id:
         dimensions, window = probe_model(rt.settings, embedding_model_id, dimensions)
     else:
@@ -96,6 +103,7 @@ def update_base(rt: Runtime, base_id: str, **patch: Any) -> Base:
     """Change settings (no reindex). Model changes go through :func:`enable_embedding_model`."""
     if MODEL_FIELDS & set(patch):
         raise InvalidInput("use enable_embedding_model to set a base's embedding model")
+    check_base_models(rt.settings, rerank_model_id=patch.get("rerank_model_id"))
     with rt.catalog.write_tx() as conn:
         return base_repo.update(conn, base_id, **patch)
 
@@ -131,6 +139,7 @@ def enable_embedding_model(rt: Runtime, base: Base, model_id: str) -> Base:
         raise InvalidInput(
             f"base {base.name!r} already uses {base.embedding_model_id}", base_id=base.id
         )
+    check_base_models(rt.settings, embedding_model_id=model_id)
     with rt.catalog.read() as conn:
         roots = item_repo.list_items(conn, base.id, roots_only=True)
         if roots:

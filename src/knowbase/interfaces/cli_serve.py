@@ -1,31 +1,25 @@
 """``kb serve``: the HTTP API and the job workers in one process.
 
 Binds 127.0.0.1 unless told otherwise; any other address needs ``KNOWBASE_API_TOKEN`` (clients
-send ``Authorization: Bearer <token>``). With the token set, loopback requires it too. FastAPI
-and uvicorn are imported only when the command runs, so ``kb --help`` stays light.
+send ``Authorization: Bearer <token>``). With the token set, loopback requires it too. Requests
+naming another ``Host`` are refused 421 and state-changing ones from a foreign ``Origin`` 403
+(:mod:`.http_guard`); more names go in ``allowed_hosts`` (config.toml) or
+``KNOWBASE_ALLOWED_HOSTS``. FastAPI and uvicorn are imported only when the command runs, so
+``kb --help`` stays light.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from knowbase.interfaces.http_guard import is_loopback
+
 TOKEN_ENV = "KNOWBASE_API_TOKEN"
 PATH_ROOTS_ENV = "KNOWBASE_HTTP_PATH_ROOTS"
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost`` or a loopback IP; a name or wildcard (``0.0.0.0``, ``::``) is not."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -97,6 +91,7 @@ def serve(
             err=True,
         )
         config = {
+            "host": host,
             "token": token,
             "require_token": not is_loopback(host),
             "max_upload_bytes": max_upload_mb * 1024 * 1024,
@@ -128,6 +123,8 @@ def serve(
             require_token=not is_loopback(host),
             max_upload_bytes=max_upload_mb * 1024 * 1024,
             local_path_roots=roots,
+            host=host,
+            allowed_hosts=kb.settings.allowed_hosts,
         )
         typer.echo(
             f"knowbase API on http://{host}:{port} (docs at /docs); "

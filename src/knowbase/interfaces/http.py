@@ -8,6 +8,9 @@ value objects; one error edge turns every :class:`KnowbaseError` into ``{code, m
 with the error's own HTTP status (validation 422, not found 404, guard refusal 409, unavailable
 503, provider 502). Request validation, unknown routes, auth and size-limit failures use the same
 shape. Routes live in ``http_bases``, ``http_items``, ``http_query`` and ``http_events``.
+
+Every request passes :mod:`.http_guard` first: a ``Host`` the server does not answer to gets 421
+(DNS rebinding), a state-changing request from a foreign ``Origin`` 403.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import hmac
 import json
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +32,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowbase.errors import InvalidInput, KnowbaseError
+from knowbase.interfaces.http_guard import HostGuard, HostPolicy
 from knowbase.interfaces.http_models import ErrorBody
 
 if TYPE_CHECKING:
@@ -46,9 +51,11 @@ HTTP_CODES = {
 }
 _DESCRIPTIONS = {
     401: "missing or wrong bearer token",
+    403: "a state-changing request from a foreign Origin (code origin_not_allowed)",
     404: "the base, item, concept or job does not exist",
     409: "a guard refused the operation, or detect-strategy conflicts (details.conflicts)",
     413: "the request body is larger than the server's limit",
+    421: "the Host header names a host this server does not answer to (host_not_allowed)",
     422: "invalid input; nothing was written",
     502: "a provider answered something unusable",
     503: "a component (index, provider) cannot be reached right now",
@@ -205,8 +212,14 @@ def create_app(
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     local_path_roots: list[Path] | None = None,
     search_concurrency: int | None = None,
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
 ) -> FastAPI:
     """The API over ``kb``. The caller owns ``kb`` (open and close it around the server).
+
+    ``host``: the address the server binds; with ``allowed_hosts`` (``Settings.allowed_hosts``)
+    it decides which ``Host`` headers are served and which ``Origin`` may change state
+    (:class:`~knowbase.interfaces.http_guard.HostPolicy`).
 
     ``token``: when set, every route needs ``Authorization: Bearer <token>``; ``require_token``
     refuses to build an app without one (``kb serve`` sets it for non-loopback hosts).
@@ -225,7 +238,8 @@ def create_app(
     if max_upload_bytes < 1:
         raise InvalidInput("max_upload_bytes must be positive", max_upload_bytes=max_upload_bytes)
     dependencies = [Depends(_auth_dependency(token))] if token else []
-    responses = error_responses(401) if token else {}
+    # 403 and 421 come from the guard in front of every route (403 on state-changing ones).
+    responses = error_responses(*((401, 403, 421) if token else (403, 421)))
     app = FastAPI(
         title="knowbase",
         version="0.1.0",
@@ -243,6 +257,8 @@ def create_app(
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
     app.add_middleware(BodyLimit, limit=max_upload_bytes)
+    # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
+    app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts))
     for module in (http_bases, http_items, http_query, http_events):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console.py)

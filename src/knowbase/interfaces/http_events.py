@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 
 from knowbase.errors import NotFound
 from knowbase.interfaces.http import COMMON_ERRORS, get_kb
+from knowbase.interfaces.http_models import SSE_EVENT_SCHEMA
 from knowbase.interfaces.http_query import job_dict
 from knowbase.service import Knowledge
 
@@ -183,7 +184,7 @@ async def stream(
     responses={
         200: {
             "description": "an endless text/event-stream of `item` and `job` events",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
         }
     },
 )

@@ -1,6 +1,7 @@
 """``/bases/{base}/items``: add (JSON inputs or multipart upload), list, get, delete, reindex,
 chunks.
 
+URLs are checked for syntax here (``invalid_url``) and against the SSRF guard when fetched.
 Local paths are the server's files, so a ``file``/``directory`` input is refused (422
 ``unsafe_path``) unless it resolves, symlinks followed, under one of the app's
 ``local_path_roots``. Uploads are written to a private temp file and added like a local file
@@ -64,7 +65,13 @@ def _to_input(spec: AddInputIn, roots: list[Path]) -> AddInput:
     if spec.type == "note":
         return AddInput.note(spec.content or "", title=spec.title)
     if spec.type in ("url", "sitemap"):
+        from knowbase.pipeline.sources.ssrf import parse_url
+
         url = (spec.url or "").strip()
+        # Syntax now, as kb_manage does (http(s), a host, no control characters): a malformed
+        # URL is refused before anything is written. Where the host resolves to is checked when
+        # it is fetched (the SSRF guard), since DNS can change in between.
+        parse_url(url)
         if spec.type == "sitemap":
             return AddInput("sitemap", url, url=url, origin=url)
         return AddInput("url", url, url=url, origin=url)
@@ -109,7 +116,7 @@ def add_items(base: str, body: AddRequest, request: Request, kb: Any = Depends(g
 @router.post("/bases/{base}/uploads", status_code=201, response_model=AddOut, responses=BODY_ERRORS)
 def upload_items(
     base: str,
-    files: list[UploadFile] = File(description="the files to store into the base"),
+    files: list[UploadFile] = File(min_length=1, description="the files to store into the base"),
     conflict: ConflictStrategy = Form("rename"),
     kb: Any = Depends(get_kb),
 ) -> Any:

@@ -7,11 +7,24 @@ what SQLite can store, so a fuzzer's 10**30 is a 422, not a 500.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from knowbase.ingestion.inputs import BATCH_MAX, NOTE_MAX_CHARS
+from knowbase.providers.registry import MAX_DIMENSIONS
+
+# ``profile:model``, both parts non-empty: the syntax registry.parse_model_id accepts, stated in
+# the schema so clients (and the fuzzer) know it; whether the profile exists is the facade's.
+ModelId = Annotated[
+    str,
+    Field(
+        min_length=3,
+        max_length=200,
+        pattern=r"^[^:]+:[\s\S]",
+        description="profile:model, e.g. local:all-minilm-l6-v2",
+    ),
+]
 
 ItemStatus = Literal[
     "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting"
@@ -22,8 +35,24 @@ Readiness = Literal["ready", "degraded", "unavailable"]
 MAX_INT = 2**31 - 1
 
 
+def _whole_number(value: Any) -> Any:
+    """``217.0`` is an integer to JSON Schema, so it is one here too (strict mode refuses it)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def json_int(ge: int, le: int) -> Any:
+    """An integer in ``ge..le`` as JSON Schema means it: 3 and 3.0, never true or "3". (The
+    bounds sit inside the Annotated: on ``X | None = Field(ge=…)`` pydantic would emit them as
+    unknown keywords next to the validator instead of ``minimum``/``maximum``.)"""
+    return Annotated[int, Field(ge=ge, le=le), BeforeValidator(_whole_number)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: the body is JSON, and what the schema calls an integer or a number is one — no
+    # true for 1, no "3" for 3 (lax mode took both, so the fuzzer's invalid data was accepted).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -61,14 +90,14 @@ class BaseSettingsPatch(_Strict):
     """Settings to change; omitted fields stay. Fields typed without ``null`` cannot be cleared."""
 
     name: str = Field(default=None, min_length=1, max_length=200)  # type: ignore[assignment]
-    rerank_model_id: str | None = Field(default=None, max_length=200)
+    rerank_model_id: ModelId | None = None
     file_processor_id: Literal["tesseract"] | None = None
-    chunk_size: int = Field(default=None, ge=1, le=100_000)  # type: ignore[assignment]
-    chunk_overlap: int = Field(default=None, ge=0, le=100_000)  # type: ignore[assignment]
+    chunk_size: json_int(1, 100_000) = None  # type: ignore[assignment]
+    chunk_overlap: json_int(0, 100_000) = None  # type: ignore[assignment]
     chunk_strategy: Literal["structured", "delimiter"] = None  # type: ignore[assignment]
     chunk_separator: str = Field(default=None, max_length=100)  # type: ignore[assignment]
     threshold: float | None = Field(default=None, ge=0, le=1)
-    document_count: int | None = Field(default=None, ge=1, le=1000)
+    document_count: json_int(1, 1000) | None = None
     allow_local_urls: bool = None  # type: ignore[assignment]
 
 
@@ -76,15 +105,13 @@ class BaseCreate(BaseSettingsPatch):
     """A new base; without ``embedding_model_id`` it is BM25-only."""
 
     name: str = Field(min_length=1, max_length=200)
-    embedding_model_id: str | None = Field(
-        default=None, max_length=200, examples=["local:all-minilm-l6-v2"]
-    )
-    dimensions: int | None = Field(default=None, ge=1, le=65_536)
+    embedding_model_id: ModelId | None = Field(default=None, examples=["local:all-minilm-l6-v2"])
+    dimensions: json_int(1, MAX_DIMENSIONS) | None = None
 
 
 class RestoreRequest(_Strict):
     name: str = Field(min_length=1, max_length=200, description="name of the new base")
-    embedding_model_id: str | None = Field(default=None, max_length=200)
+    embedding_model_id: ModelId | None = None
 
 
 class RestoreOut(BaseModel):
@@ -94,7 +121,7 @@ class RestoreOut(BaseModel):
 
 
 class EnableEmbeddingRequest(_Strict):
-    embedding_model_id: str = Field(min_length=1, max_length=200)
+    embedding_model_id: ModelId
 
 
 class Deleted(BaseModel):
@@ -108,8 +135,8 @@ class AddInputIn(_Strict):
     """One input. ``file``/``directory`` need an absolute ``path`` under a served root."""
 
     type: Literal["file", "directory", "url", "sitemap", "note"]
-    path: str | None = Field(default=None, max_length=4096)
-    url: str | None = Field(default=None, max_length=8192)
+    path: str | None = Field(default=None, min_length=1, max_length=4096)
+    url: str | None = Field(default=None, min_length=1, max_length=8192)
     content: str | None = Field(default=None, max_length=NOTE_MAX_CHARS)
     title: str | None = Field(default=None, max_length=1000)
 
@@ -165,7 +192,7 @@ class ChunkOut(BaseModel):
 # --- search ------------------------------------------------------------------------------------
 class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=1000)
-    top_k: int | None = Field(default=None, ge=1, le=1000)
+    top_k: json_int(1, 1000) | None = None
 
 
 class MultiSearchRequest(SearchRequest):
@@ -314,3 +341,21 @@ class ConceptBatchOut(BaseModel):
     applied: list[str]
     not_found: list[str]
     job_id: str | None
+
+
+# --- events ------------------------------------------------------------------------------------
+# One Server-Sent Event, as OpenAPI 3.1 documents a text/event-stream: ``schema`` describes each
+# event (``event``/``id``/``data`` fields), ``data`` being a JSON object.
+SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["item", "job", "base"]},
+        "id": {"type": "string"},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"type": "object", "required": ["id", "status"]},
+        },
+    },
+}

@@ -53,6 +53,8 @@ def app_from_env() -> Any:
         require_token=cfg["require_token"],
         max_upload_bytes=cfg["max_upload_bytes"],
         local_path_roots=[Path(p) for p in cfg["roots"]],
+        host=cfg["host"],
+        allowed_hosts=kb.settings.allowed_hosts,
     )
 
     @asynccontextmanager

