@@ -57,8 +57,10 @@ def split_relative(raw: str) -> list[str]:
 )
 def upload_folders(
     base: str,
-    files: list[UploadFile] = File(description="the folder's files"),
-    paths: list[str] = Form(description="one relative path per file, e.g. docs/sub/a.pdf"),
+    files: list[UploadFile] = File(min_length=1, description="the folder's files"),
+    paths: list[str] = Form(
+        min_length=1, description="one relative path per file, e.g. docs/sub/a.pdf"
+    ),
     conflict: ConflictStrategy = Form("rename"),
     kb: Any = Depends(get_kb),
 ) -> Any:
