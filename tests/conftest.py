@@ -23,6 +23,9 @@ from knowbase.catalog.models import Base
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 
+# the embedded PostgreSQL server, for tests/postgres and the backend conformance suite
+from pg_server import pg_empty_url, pg_server, pg_url  # noqa: F401
+
 settings.register_profile(
     "ci", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

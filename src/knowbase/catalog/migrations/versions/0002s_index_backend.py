@@ -4,7 +4,8 @@ Bases that exist before this revision keep their SQLite index files (``sqlite``)
 the backend next to their catalog (``catalog/bases.py``). On PostgreSQL the per-base index
 (§3: content, material, search units with their keyword text) lives in ``kb_*`` tables keyed by
 base id, deleted with the base (``ON DELETE CASCADE``). The ``vector`` extension is created when
-the server has it; without it the catalog and BM25-only bases work and a vector base's index
+the server has it (every FK cascades, so deleting a base's row deletes its index in one
+statement; the store's GC never deletes a row still referenced); without it the catalog and BM25-only bases work and a vector base's index
 is ``unavailable`` (``pipeline/store/postgres.py``). The per-width vector tables
 (``kb_vec_<dims>``) are made by the store when a base of that width first opens.
 
@@ -22,6 +23,7 @@ depends_on = None
 
 # PostgreSQL's english snowball stemmer with no stop words: the SQLite lane runs FTS5's
 # ``porter`` tokenizer, which keeps every word; a stop-word list would drop query terms.
+# '%%' is one '%': the driver formats this text (exec_driver_sql passes parameters).
 PG_DDL = """
 CREATE TABLE IF NOT EXISTS kb_index (
   base_id varchar(36) PRIMARY KEY REFERENCES knowledge_base(id) ON DELETE CASCADE,
@@ -50,6 +52,7 @@ CREATE TABLE IF NOT EXISTS kb_material (
   PRIMARY KEY (base_id, material_id),
   UNIQUE (base_id, relative_path),
   FOREIGN KEY (base_id, current_content_hash) REFERENCES kb_content(base_id, content_hash)
+    ON DELETE CASCADE
 );
 CREATE TABLE IF NOT EXISTS kb_unit (
   base_id varchar(36) NOT NULL,
@@ -70,6 +73,7 @@ CREATE TABLE IF NOT EXISTS kb_unit (
   FOREIGN KEY (base_id, material_id) REFERENCES kb_material(base_id, material_id)
     ON DELETE CASCADE,
   FOREIGN KEY (base_id, content_hash) REFERENCES kb_content(base_id, content_hash)
+    ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS kb_unit_keyword_idx ON kb_unit USING gin (keyword);
 CREATE INDEX IF NOT EXISTS kb_unit_hash_idx ON kb_unit (base_id, embedding_text_hash);

@@ -1,0 +1,582 @@
+"""The index in the catalog's PostgreSQL database: pgvector HNSW + full-text search (§3).
+
+Tables (migration ``0002s``): ``kb_index`` (one row per base: versions and the BM25 totals),
+``kb_content``, ``kb_material``, ``kb_unit`` (one row per search unit: its body, the hash of the
+body's embedding and the keyword ``tsvector``), all keyed by base id and deleted with the base.
+Vectors live in ``kb_vec_<dims>`` (one table per embedding width, made on first use) with an
+HNSW index (``vector_cosine_ops``); like SQLite's ``embedding`` table they are keyed by body
+hash, so equal bodies share a vector and an unchanged chunk is never re-embedded.
+
+Keyword lane: the same keyword text as the SQLite store (:func:`.fts_query.keyword_text`, CJK
+runs as bigrams), cut into the words ``unicode61`` would see and stemmed by PostgreSQL's english
+snowball stemmer without stop words (config ``kb_keyword``). Ranking is FTS5's own BM25
+(k1 = 1.2, b = 0.75, idf = ln((N − n + 0.5)/(n + 0.5)), floor 1e-6, per query term), computed
+in SQL from term frequencies in the ``tsvector`` and the base's totals in ``kb_index`` — not
+``ts_rank_cd``, which has no idf and would change what the measured lane ranks first.
+
+Vector lane: ``ORDER BY embedding <=> q`` over the base's rows with ``hnsw.ef_search`` set per
+query (:func:`ef_search_for`) and ``hnsw.iterative_scan = strict_order`` (the width table is
+shared by bases: the scan goes on until enough rows of this base are found).
+
+Every write is one transaction that first locks the base's ``kb_index`` row, so writers of one
+base queue there even across machines. Without the ``vector`` extension a vector base cannot be
+opened (``vector_store_unavailable``, ``reason = vector_extension_missing``); BM25-only bases work.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import numpy as np
+import regex
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from knowbase.errors import (
+    Conflict,
+    EmbeddingMismatch,
+    InvalidInput,
+    KnowbaseError,
+    Unavailable,
+    VectorStoreUnavailable,
+)
+from knowbase.pipeline.store.base import MaterialInput, SearchHit, UnitRecord
+from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
+from knowbase.pipeline.store.lease import Leases
+from knowbase.pipeline.store.plan import check_vectors, plan_units
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+HNSW_MAX_DIMS = 2000  # pgvector's limit for an HNSW index on ``vector``
+# ef_search for recall@10 >= 0.95 on the bench's set (bench/scale_out.py --ann; see docs):
+EF_SEARCH_MIN = 100
+EF_SEARCH_MAX = 1000  # pgvector's limit
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+_WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+")
+_LATIN = regex.compile(r"\p{Latin}")
+
+_HIT = """u.unit_id, u.material_id, m.relative_path, u.unit_index, u.char_start, u.char_end,
+  u.body, u.title, u.locator_json"""
+_JOIN = "JOIN kb_material m ON m.base_id = u.base_id AND m.material_id = u.material_id"
+# Visibility through the catalog in the same database: only completed items of this base.
+_VISIBLE = """JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id
+  AND ki.status = 'completed'"""
+
+
+def ef_search_for(limit: int) -> int:
+    """HNSW's candidate list for a query of ``limit``: never under the measured floor, and at
+    least twice the rows asked for (a list shorter than the limit cannot return the limit)."""
+    return max(EF_SEARCH_MIN, min(EF_SEARCH_MAX, 2 * limit))
+
+
+def _strip_latin_marks(word: str) -> str:
+    """``remove_diacritics 2`` of unicode61, for Latin letters only (CJK marks are letters'
+    parts: か + ゙ must stay が)."""
+    if not _LATIN.search(word):
+        return word
+    decomposed = unicodedata.normalize("NFD", word)
+    return unicodedata.normalize(
+        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
+    )
+
+
+def keyword_words(text: str) -> list[str]:
+    """The words the keyword lane indexes: :func:`keyword_text`'s, as ``unicode61`` cuts them."""
+    return [_strip_latin_marks(w) for w in _WORD.findall(keyword_text(text))]
+
+
+def _vector_literal(vec: np.ndarray) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
+
+
+def _map_error(exc: Exception, op: str, base_id: str) -> KnowbaseError:
+    details = {"op": op, "base_id": base_id, "pg_error": type(exc).__name__}
+    if isinstance(exc, sa.exc.IntegrityError):
+        return InvalidInput(f"index constraint failed ({op}): {exc.orig}", **details)
+    if isinstance(exc, sa.exc.OperationalError):
+        return Unavailable(
+            f"the index database cannot be reached ({op})", transient=True, **details
+        )
+    return KnowbaseError(f"index error ({op}): {exc}", **details)
+
+
+class PostgresIndexStore:
+    """The IndexStore protocol over the ``kb_*`` tables. Open with :meth:`open`."""
+
+    def __init__(
+        self, engine: Engine, *, base_id: str, dims: int | None, visibility_join: bool
+    ) -> None:
+        self.engine = engine
+        self.base_id = base_id
+        self.dims = dims
+        self.was_reset = False
+        self.visibility_join = visibility_join
+        self.vec_table = f"kb_vec_{dims}" if dims is not None else None
+        self.leases = Leases(lambda: None, what=f"postgres index of {base_id}")
+
+    # --- lifecycle -----------------------------------------------------------------------
+    @staticmethod
+    def exists(engine: Engine, base_id: str) -> bool:
+        with engine.connect() as conn:
+            row = conn.exec_driver_sql(
+                "SELECT 1 FROM kb_index WHERE base_id = %(b)s", {"b": base_id}
+            ).first()
+        return row is not None
+
+    @classmethod
+    def open(
+        cls,
+        engine: Engine,
+        *,
+        base_id: str,
+        dims: int | None,
+        create: bool = True,
+        visibility_join: bool = False,
+    ) -> PostgresIndexStore:
+        """Mount the base's index rows, creating them when ``create``.
+
+        VectorStoreUnavailable when the rows are missing (``create=False``), or when a vector
+        base meets a server without the ``vector`` extension (``reason`` says so).
+        """
+        if dims is not None and dims <= 0:
+            raise InvalidInput("dims must be positive", dims=dims)
+        store = cls(engine, base_id=base_id, dims=dims, visibility_join=visibility_join)
+        try:
+            with engine.begin() as conn:
+                if dims is not None:
+                    store._ensure_vector_table(conn)
+                row = conn.exec_driver_sql(
+                    "SELECT schema_version FROM kb_index WHERE base_id = %(b)s", {"b": base_id}
+                ).first()
+                if row is None and not create:
+                    raise VectorStoreUnavailable(
+                        "the base's index rows are missing", base_id=base_id
+                    )
+                if row is None:
+                    conn.exec_driver_sql(
+                        "INSERT INTO kb_index (base_id, schema_version) VALUES (%(b)s, %(v)s)"
+                        " ON CONFLICT (base_id) DO NOTHING",
+                        {"b": base_id, "v": SCHEMA_VERSION},
+                    )
+                elif row[0] != SCHEMA_VERSION:
+                    store._reset(conn)
+        except sa.exc.SQLAlchemyError as exc:
+            raise _map_error(exc, "open", base_id) from exc
+        return store
+
+    def _ensure_vector_table(self, conn: Connection) -> None:
+        has = conn.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'vector'").first()
+        if has is None:
+            raise VectorStoreUnavailable(
+                "the PostgreSQL server has no 'vector' extension (pgvector)",
+                hint="install pgvector on the server, then run: kb migrate",
+                base_id=self.base_id,
+                reason="vector_extension_missing",
+            )
+        table = self.vec_table
+        # One creator at a time across processes; IF NOT EXISTS alone races on the catalog.
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext(%(t)s))", {"t": table})
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {table} ("
+            " base_id varchar(36) NOT NULL REFERENCES kb_index(base_id) ON DELETE CASCADE,"
+            " embedding_text_hash text NOT NULL,"
+            f" embedding vector({self.dims}) NOT NULL,"
+            " PRIMARY KEY (base_id, embedding_text_hash))"
+        )
+        if self.dims is not None and self.dims <= HNSW_MAX_DIMS:
+            conn.exec_driver_sql(
+                f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table}"
+                " USING hnsw (embedding vector_cosine_ops)"
+            )
+
+    def _reset(self, conn: Connection) -> None:
+        conn.exec_driver_sql("DELETE FROM kb_material WHERE base_id = %(b)s", {"b": self.base_id})
+        conn.exec_driver_sql("DELETE FROM kb_content WHERE base_id = %(b)s", {"b": self.base_id})
+        conn.exec_driver_sql(
+            "UPDATE kb_index SET schema_version = %(v)s, unit_count = 0, token_count = 0,"
+            " vectors_version = vectors_version + 1 WHERE base_id = %(b)s",
+            {"b": self.base_id, "v": SCHEMA_VERSION},
+        )
+        self.was_reset = True
+
+    def hold(self) -> AbstractContextManager[None]:
+        return self.leases.hold()
+
+    def close(self) -> None:
+        """Nothing to release: the connections are the catalog's pool."""
+        self.leases.close()
+
+    @contextmanager
+    def _tx(self, op: str) -> Iterator[Connection]:
+        with self.leases.hold():
+            try:
+                with self.engine.begin() as conn:
+                    yield conn
+            except sa.exc.SQLAlchemyError as exc:
+                raise _map_error(exc, op, self.base_id) from exc
+
+    def _lock_base(self, conn: Connection) -> None:
+        row = conn.exec_driver_sql(
+            "SELECT 1 FROM kb_index WHERE base_id = %(b)s FOR UPDATE", {"b": self.base_id}
+        ).first()
+        if row is None:
+            raise VectorStoreUnavailable("the base's index rows are gone", base_id=self.base_id)
+
+    # --- writes ----------------------------------------------------------------------------
+    def rebuild_material(
+        self, material: MaterialInput, embeddings: Mapping[str, np.ndarray | Sequence[float]]
+    ) -> None:
+        """Replace one material's units in one transaction; see SqliteIndexStore's contract."""
+        content_hash, units = plan_units(material, self.dims, bool(embeddings))
+        needed = sorted({u.body_hash for u in units})
+        vectors = check_vectors(embeddings, needed, self.dims) if self.dims is not None else {}
+        b, mid = self.base_id, material.material_id
+        rows = []
+        for u in units:
+            words = keyword_words(u.body)
+            loc = json.dumps(u.chunk.locator, ensure_ascii=False) if u.chunk.locator else None
+            rows.append(
+                {
+                    "b": b,
+                    "u": u.unit_id,
+                    "m": mid,
+                    "c": content_hash,
+                    "i": u.chunk.unit_index,
+                    "t": material.title,
+                    "s": u.chunk.char_start,
+                    "e": u.chunk.char_end,
+                    "l": loc,
+                    "body": u.body,
+                    "h": u.body_hash,
+                    "kw": " ".join(words),
+                    "n": len(words),
+                }
+            )
+        with self._tx("rebuild_material") as conn:
+            self._lock_base(conn)
+            conn.exec_driver_sql(
+                "INSERT INTO kb_content (base_id, content_hash, text) VALUES (%(b)s, %(c)s, %(t)s)"
+                " ON CONFLICT DO NOTHING",
+                {"b": b, "c": content_hash, "t": material.content_text},
+            )
+            other = conn.exec_driver_sql(
+                "SELECT material_id FROM kb_material WHERE base_id = %(b)s"
+                " AND relative_path = %(p)s AND material_id <> %(m)s",
+                {"b": b, "p": material.relative_path, "m": mid},
+            ).first()
+            if other:
+                raise Conflict(
+                    "another material already has this relative path",
+                    relative_path=material.relative_path,
+                    material_id=other[0],
+                )
+            prior = conn.exec_driver_sql(
+                "SELECT current_content_hash FROM kb_material"
+                " WHERE base_id = %(b)s AND material_id = %(m)s",
+                {"b": b, "m": mid},
+            ).first()
+            conn.exec_driver_sql(
+                "INSERT INTO kb_material (base_id, material_id, relative_path,"
+                " current_content_hash) VALUES (%(b)s, %(m)s, %(p)s, %(c)s)"
+                " ON CONFLICT (base_id, material_id) DO UPDATE SET"
+                " relative_path = excluded.relative_path,"
+                " current_content_hash = excluded.current_content_hash, updated_at = now()",
+                {"b": b, "m": mid, "p": material.relative_path, "c": content_hash},
+            )
+            old = conn.exec_driver_sql(
+                "DELETE FROM kb_unit WHERE base_id = %(b)s AND material_id = %(m)s"
+                " RETURNING embedding_text_hash, content_hash, keyword_len",
+                {"b": b, "m": mid},
+            ).all()
+            if rows:
+                conn.exec_driver_sql(
+                    "INSERT INTO kb_unit (base_id, unit_id, material_id, content_hash,"
+                    " unit_index, title, char_start, char_end, locator_json, body,"
+                    " embedding_text_hash, keyword, keyword_len) VALUES (%(b)s, %(u)s, %(m)s,"
+                    " %(c)s, %(i)s, %(t)s, %(s)s, %(e)s, %(l)s, %(body)s, %(h)s,"
+                    " to_tsvector('kb_keyword', %(kw)s), %(n)s)",
+                    rows,
+                )
+            if vectors:
+                conn.exec_driver_sql(
+                    f"INSERT INTO {self.vec_table} (base_id, embedding_text_hash, embedding)"
+                    " VALUES (%(b)s, %(h)s, %(v)s::vector) ON CONFLICT DO NOTHING",
+                    [{"b": b, "h": h, "v": _vector_literal(v)} for h, v in vectors.items()],
+                )
+            if self.dims is not None:
+                self._check_coverage(conn, needed, mid)
+            hashes = {r[0] for r in old}
+            contents = {r[1] for r in old} | ({prior[0]} if prior else set())
+            self._gc(conn, hashes, contents - {content_hash})
+            self._account(
+                conn, len(rows) - len(old), sum(r["n"] for r in rows) - sum(r[2] for r in old)
+            )
+
+    def _check_coverage(self, conn: Connection, needed: Sequence[str], material_id: str) -> None:
+        found = {
+            r[0]
+            for r in conn.exec_driver_sql(
+                f"SELECT embedding_text_hash FROM {self.vec_table}"
+                " WHERE base_id = %(b)s AND embedding_text_hash = ANY(%(h)s)",
+                {"b": self.base_id, "h": list(needed)},
+            )
+        }
+        missing = [h for h in needed if h not in found]
+        if missing:
+            raise EmbeddingMismatch(
+                f"{len(missing)} chunk(s) have no embedding; nothing was changed",
+                material_id=material_id,
+                missing=missing[:10],
+            )
+
+    def _gc(self, conn: Connection, hashes: set[str], contents: set[str]) -> None:
+        """Drop the vectors and texts that the rows just deleted were the last users of."""
+        b = self.base_id
+        if hashes and self.vec_table is not None:
+            conn.exec_driver_sql(
+                f"DELETE FROM {self.vec_table} v WHERE v.base_id = %(b)s"
+                " AND v.embedding_text_hash = ANY(%(h)s) AND NOT EXISTS (SELECT 1 FROM kb_unit u"
+                " WHERE u.base_id = v.base_id AND u.embedding_text_hash = v.embedding_text_hash)",
+                {"b": b, "h": sorted(hashes)},
+            )
+        if contents:
+            conn.exec_driver_sql(
+                "DELETE FROM kb_content c WHERE c.base_id = %(b)s AND c.content_hash = ANY(%(c)s)"
+                " AND NOT EXISTS (SELECT 1 FROM kb_material m WHERE m.base_id = c.base_id"
+                " AND m.current_content_hash = c.content_hash)"
+                " AND NOT EXISTS (SELECT 1 FROM kb_unit u WHERE u.base_id = c.base_id"
+                " AND u.content_hash = c.content_hash)",
+                {"b": b, "c": sorted(contents)},
+            )
+
+    def _account(self, conn: Connection, units: int, tokens: int) -> None:
+        conn.exec_driver_sql(
+            "UPDATE kb_index SET vectors_version = vectors_version + 1, updated_at = now(),"
+            " unit_count = unit_count + %(u)s, token_count = token_count + %(t)s"
+            " WHERE base_id = %(b)s",
+            {"b": self.base_id, "u": units, "t": tokens},
+        )
+
+    def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]:
+        wanted = sorted(set(hashes))
+        if self.vec_table is None or not wanted:
+            return set()
+        with self._tx("existing_embedding_hashes") as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT embedding_text_hash FROM {self.vec_table}"
+                " WHERE base_id = %(b)s AND embedding_text_hash = ANY(%(h)s)",
+                {"b": self.base_id, "h": wanted},
+            )
+            return {r[0] for r in rows}
+
+    def delete_materials(self, material_ids: Iterable[str]) -> None:
+        """Delete the materials and what only they used, in one transaction."""
+        ids = sorted(set(material_ids))
+        if not ids:
+            return
+        with self._tx("delete_materials") as conn:
+            self._lock_base(conn)
+            params = {"b": self.base_id, "m": ids}
+            old = conn.exec_driver_sql(
+                "DELETE FROM kb_unit WHERE base_id = %(b)s AND material_id = ANY(%(m)s)"
+                " RETURNING embedding_text_hash, content_hash, keyword_len",
+                params,
+            ).all()
+            gone = conn.exec_driver_sql(
+                "DELETE FROM kb_material WHERE base_id = %(b)s AND material_id = ANY(%(m)s)"
+                " RETURNING current_content_hash",
+                params,
+            ).all()
+            if not old and not gone:
+                return
+            self._gc(conn, {r[0] for r in old}, {r[1] for r in old} | {r[0] for r in gone})
+            self._account(conn, -len(old), -sum(r[2] for r in old))
+
+    def reclaim(self) -> None:
+        """Nothing to do: autovacuum reclaims PostgreSQL's dead rows."""
+
+    # --- reads -----------------------------------------------------------------------------
+    def _visible(self) -> str:
+        return _VISIBLE if self.visibility_join else ""
+
+    def _hits(self, rows: Iterable[Sequence[Any]]) -> list[SearchHit]:
+        out = []
+        for uid, mid, path, idx, start, end, text, title, loc, score in rows:
+            locator = json.loads(loc) if loc else {}
+            out.append(
+                SearchHit(uid, mid, path, idx, start, end, text, float(score), title, locator)
+            )
+        return out
+
+    def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
+        """FTS5-equivalent BM25 (score = the positive BM25 sum) or the LIKE fallback
+        (score = −length), ties by unit id; see the module docstring."""
+        kq = build_keyword_query(query)
+        if limit <= 0 or kq.mode == "none":
+            return []
+        with self._tx("keyword_search") as conn:
+            if kq.mode == "like":
+                where = " AND ".join(f"u.body LIKE %(l{i})s" for i in range(len(kq.like_terms)))
+                params = {f"l{i}": t for i, t in enumerate(kq.like_terms)}
+                rows = conn.exec_driver_sql(
+                    f"SELECT {_HIT}, -length(u.body) FROM kb_unit u {_JOIN} {self._visible()}"
+                    f" WHERE u.base_id = %(b)s AND {where}"
+                    " ORDER BY length(u.body), u.unit_id LIMIT %(k)s",
+                    {**params, "b": self.base_id, "k": limit},
+                ).all()
+                return self._hits(rows)
+            terms = [" ".join(keyword_words(t)) for t in kq.terms]
+            rows = self._bm25(conn, terms, kq.filters, limit)
+            if not rows and kq.filters:
+                rows = self._bm25(conn, terms, (), limit)
+        return self._hits(rows)
+
+    def _bm25(
+        self, conn: Connection, terms: list[str], filters: Sequence[str], limit: int
+    ) -> list[Any]:
+        totals = conn.exec_driver_sql(
+            "SELECT unit_count, token_count FROM kb_index WHERE base_id = %(b)s",
+            {"b": self.base_id},
+        ).first()
+        if totals is None or not totals[0]:
+            return []
+        n_units, tokens = int(totals[0]), int(totals[1])
+        extra = "".join(f" AND u.body LIKE %(f{i})s" for i in range(len(filters)))
+        params: dict[str, Any] = {f"f{i}": f for i, f in enumerate(filters)}
+        params.update(
+            b=self.base_id,
+            terms=terms,
+            n=float(n_units),
+            avgdl=tokens / n_units if tokens else 1.0,
+            k=limit,
+            k1=BM25_K1,
+            bb=BM25_B,
+        )
+        # q: one row per (query term, lexeme); a term repeated in the query counts once per
+        # term, as FTS5 scores each phrase of an OR query. idf from the GIN index per lexeme.
+        sql = f"""
+        WITH q AS (
+          SELECT t.ord, lx.lexeme FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, ord)
+          CROSS JOIN LATERAL unnest(to_tsvector('kb_keyword', t.term)) AS lx
+        ), w AS (
+          SELECT q.lexeme, GREATEST(ln((%(n)s - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
+          FROM q CROSS JOIN LATERAL (SELECT count(*) AS n FROM kb_unit x
+            WHERE x.base_id = %(b)s AND x.keyword @@ quote_literal(q.lexeme)::tsquery) d
+        ), tsq AS (
+          SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
+        )
+        SELECT {_HIT}, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
+          / (cardinality(lx.positions)
+             + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s))) AS score
+        FROM kb_unit u {_JOIN} {self._visible()}
+        CROSS JOIN LATERAL unnest(u.keyword) AS lx
+        JOIN w ON w.lexeme = lx.lexeme
+        WHERE u.base_id = %(b)s AND u.keyword @@ (SELECT query FROM tsq){extra}
+        GROUP BY u.base_id, u.unit_id, m.relative_path
+        ORDER BY score DESC, u.unit_id LIMIT %(k)s
+        """
+        return conn.exec_driver_sql(sql, params).all()
+
+    def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
+        """Approximate cosine top-``limit`` through HNSW (score = cosine similarity)."""
+        if self.dims is None or limit <= 0:
+            return []
+        q = np.asarray(vector, dtype="<f4").ravel()
+        if q.shape[0] != self.dims:
+            raise EmbeddingMismatch(
+                "query vector width does not match the base", dims=self.dims, got=q.shape[0]
+            )
+        norm = float(np.linalg.norm(q.astype(np.float64)))
+        if not math.isfinite(norm) or norm == 0.0:
+            return []  # matches nothing, as the SQLite lane
+        with self._tx("vector_search") as conn:
+            conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {ef_search_for(limit)}")
+            conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = strict_order")
+            # The k nearest distinct vectors, then their units: a vector shared by equal bodies
+            # is one row of the index and one or more units.
+            rows = conn.exec_driver_sql(
+                f"""WITH near AS MATERIALIZED (
+                  SELECT v.embedding_text_hash, v.embedding <=> %(q)s::vector AS dist
+                  FROM {self.vec_table} v WHERE v.base_id = %(b)s
+                  ORDER BY v.embedding <=> %(q)s::vector LIMIT %(k)s)
+                SELECT {_HIT}, 1 - near.dist FROM near
+                JOIN kb_unit u ON u.base_id = %(b)s
+                  AND u.embedding_text_hash = near.embedding_text_hash
+                {_JOIN} {self._visible()}
+                WHERE near.dist IS NOT NULL AND near.dist = near.dist
+                ORDER BY near.dist, u.unit_id LIMIT %(k)s""",
+                {"b": self.base_id, "q": _vector_literal(q), "k": limit},
+            ).all()
+        return self._hits(rows)
+
+    def _one(self, op: str, sql: str, **params: Any) -> Any:
+        with self._tx(op) as conn:
+            row = conn.exec_driver_sql(sql, {"b": self.base_id, **params}).first()
+        return row[0] if row else None
+
+    def material_path(self, material_id: str) -> str | None:
+        return self._one(
+            "material_path",
+            "SELECT relative_path FROM kb_material WHERE base_id = %(b)s AND material_id = %(m)s",
+            m=material_id,
+        )
+
+    def material_by_path(self, relative_path: str) -> str | None:
+        return self._one(
+            "material_by_path",
+            "SELECT material_id FROM kb_material WHERE base_id = %(b)s AND relative_path = %(p)s",
+            p=relative_path,
+        )
+
+    def content_text(self, material_id: str) -> str | None:
+        return self._one(
+            "content_text",
+            "SELECT c.text FROM kb_material m JOIN kb_content c ON c.base_id = m.base_id"
+            " AND c.content_hash = m.current_content_hash"
+            " WHERE m.base_id = %(b)s AND m.material_id = %(m)s",
+            m=material_id,
+        )
+
+    def list_units(self, material_id: str) -> list[UnitRecord]:
+        with self._tx("list_units") as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT unit_id, unit_index, char_start, char_end, body, locator_json FROM kb_unit"
+                " WHERE base_id = %(b)s AND material_id = %(m)s ORDER BY unit_index",
+                {"b": self.base_id, "m": material_id},
+            ).all()
+        return [
+            UnitRecord(uid, idx, s, e, text, json.loads(loc) if loc else {})
+            for uid, idx, s, e, text, loc in rows
+        ]
+
+    def material_ids(self) -> set[str]:
+        with self._tx("material_ids") as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT material_id FROM kb_material WHERE base_id = %(b)s", {"b": self.base_id}
+            )
+            return {r[0] for r in rows}
+
+    def unit_material_ids(self) -> set[str]:
+        with self._tx("unit_material_ids") as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT DISTINCT material_id FROM kb_unit WHERE base_id = %(b)s",
+                {"b": self.base_id},
+            )
+            return {r[0] for r in rows}
+
+    def changes_version(self) -> int:
+        version = self._one(
+            "changes_version", "SELECT vectors_version FROM kb_index WHERE base_id = %(b)s"
+        )
+        if version is None:
+            raise VectorStoreUnavailable("the base's index rows are gone", base_id=self.base_id)
+        return int(version)
