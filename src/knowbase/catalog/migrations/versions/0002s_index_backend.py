@@ -3,11 +3,11 @@
 Bases that exist before this revision keep their SQLite index files (``sqlite``); new bases get
 the backend next to their catalog (``catalog/bases.py``). On PostgreSQL the per-base index
 (§3: content, material, search units with their keyword text) lives in ``kb_*`` tables keyed by
-base id, deleted with the base (``ON DELETE CASCADE``). The ``vector`` extension is created when
-the server has it (every FK cascades, so deleting a base's row deletes its index in one
-statement; the store's GC never deletes a row still referenced); without it the catalog and BM25-only bases work and a vector base's index
-is ``unavailable`` (``pipeline/store/postgres.py``). The per-width vector tables
-(``kb_vec_<dims>``) are made by the store when a base of that width first opens.
+base id. Every FK cascades, so deleting a base's row deletes its index in one statement (the
+store's GC never deletes a row still referenced). The ``vector`` extension is created when the
+server has it; without it the catalog and BM25-only bases work and a vector base's index is
+``unavailable`` (``pipeline/store/postgres.py``). The per-width vector tables (``kb_vec_<dims>``)
+are made by the store when a base of that width first opens.
 
 Revision ID: 0002s
 Revises: 0001
