@@ -54,8 +54,13 @@ def _open_postgres(target: StoreTarget, create: bool) -> IndexStore:
         raise VectorStoreUnavailable(
             "the postgres index backend needs the catalog on PostgreSQL", base_id=target.base_id
         )
+    # Searches see only completed items of the base, by a join in the lane's own query.
     return PostgresIndexStore.open(
-        target.engine, base_id=target.base_id, dims=target.dims, create=create
+        target.engine,
+        base_id=target.base_id,
+        dims=target.dims,
+        create=create,
+        visibility_join=True,
     )
 
 
