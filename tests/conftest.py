@@ -13,6 +13,7 @@ loaded.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,10 +42,23 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def kb_settings(home: Path) -> Settings:
+#: ``KB_TEST_BACKENDS=sqlite,postgres`` runs every test that uses ``kb`` once per backend: an
+#: embedded home (SQLite catalog, ``sqlite`` index) and a PostgreSQL catalog with the ``postgres``
+#: index (pgvector), the conformance run that ``.ci/run`` makes. Default: sqlite only.
+BACKENDS = tuple(os.environ.get("KB_TEST_BACKENDS", "sqlite").split(","))
+
+
+def _kb_settings(request: pytest.FixtureRequest, home: Path) -> Settings:
     """Settings built directly (not from ``KNOWBASE_*``), so the caller's env never leaks in."""
+    backend = getattr(request, "param", BACKENDS[0])
+    if backend == "postgres":
+        return Settings(home=home, database_url=request.getfixturevalue("pg_url"))
     return Settings(home=home)
+
+
+kb_settings = pytest.fixture(
+    _kb_settings, name="kb_settings", params=list(BACKENDS) if len(BACKENDS) > 1 else None
+)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Item
+from knowbase.catalog.schema import ACTIVE_STATUSES
 from knowbase.runtime import Runtime, queue_of
 from knowbase.tasks import kinds
 
@@ -53,8 +54,11 @@ def sweep(rt: Runtime) -> SweepReport:
         log.exception("job recovery failed")
     try:
         with rt.catalog.write_tx() as conn:
-            covered = _covered_ids(rt)
+            # Items first, then the jobs that cover them: an item and its job commit together,
+            # so a job of every item read here is visible to the later read. The other order
+            # (PostgreSQL, READ COMMITTED) failed an item added between the two reads.
             active = item_repo.active_items(conn)
+            covered = _covered_ids(rt)
             if active:
                 parents = _parents(conn, active)
                 uncovered = [i for i in active if not _is_covered(i, covered, parents)]
@@ -69,6 +73,8 @@ def sweep(rt: Runtime) -> SweepReport:
                         lost,
                         "indexing_interrupted",
                         "Indexing was interrupted (the process running it stopped)",
+                        # one whose job ended between the two reads is no longer active
+                        only_statuses=ACTIVE_STATUSES,
                     )
                 for container_id in rolled_up:
                     item_repo.reconcile_containers(conn, container_id)
