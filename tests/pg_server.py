@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +123,13 @@ def _run(cmd: list[str], log: Path | None = None) -> None:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
+    with running_server() as server:
+        yield server
+
+
+@contextmanager
+def running_server() -> Iterator[PgServer]:
+    """Start the server (skips, via pytest, when a prerequisite is missing); bench/ uses it too."""
     package, prefix = _prerequisites()
     import psycopg
 
