@@ -52,6 +52,8 @@ def _kb_settings(request: pytest.FixtureRequest, home: Path) -> Settings:
     """Settings built directly (not from ``KNOWBASE_*``), so the caller's env never leaks in."""
     backend = getattr(request, "param", BACKENDS[0])
     if backend == "postgres":
+        if not request.getfixturevalue("pg_server").has_vector:
+            pytest.skip("the postgres backend needs pgvector: run .ci/pgvector.sh")
         return Settings(home=home, database_url=request.getfixturevalue("pg_url"))
     return Settings(home=home)
 

@@ -99,7 +99,9 @@ def test_bm25_base_end_to_end(kb: Knowledge, tmp_path: Path) -> None:
         kb.get_base(base.id)
 
 
-def test_hash_model_base_is_hybrid(kb: Knowledge) -> None:
+def test_hash_model_base_is_hybrid(kb: Knowledge, pg_server) -> None:
+    if not pg_server.has_vector:
+        pytest.skip("a vector base on PostgreSQL needs pgvector: run .ci/pgvector.sh")
     base = kb.create_base("h", embedding_model_id="hash:d64", file_processor_id=None)
     assert base.dimensions == 64
     kb.add_note("h", "Comets have icy tails that point away from the sun.")
