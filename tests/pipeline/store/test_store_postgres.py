@@ -133,3 +133,43 @@ def test_without_pgvector_vector_bases_are_unavailable_and_bm25_works(
         assert [r.item_id for r in kb.search("bm", "beavers").results] == [ok.id]
     finally:
         kb.close()
+
+
+def test_concurrent_writers_keep_the_bm25_totals_exact(catalog: Catalog) -> None:
+    """Writers of one base queue on its ``kb_index`` row; the totals BM25 reads stay exact."""
+    import threading
+
+    store = PostgresIndexStore.open(catalog.engine, base_id=_base(catalog), dims=None)
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(8):
+                text = " ".join(f"w{w} n{i} word{j}" for j in range(i + 1))
+                chunks = [Chunk(text, 0, len(text), 0)]
+                store.rebuild_material(
+                    MaterialInput(f"m{w}-{i % 3}", f"{w}-{i % 3}.md", text, chunks), {}
+                )
+                if i % 4 == 3:
+                    store.delete_materials([f"m{w}-{i % 3}"])
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    with catalog.read() as conn:
+        kept = conn.execute(
+            sa.text("SELECT unit_count, token_count FROM kb_index WHERE base_id = :b"),
+            {"b": store.base_id},
+        ).one()
+        actual = conn.execute(
+            sa.text(
+                "SELECT count(*), coalesce(sum(keyword_len), 0) FROM kb_unit WHERE base_id = :b"
+            ),
+            {"b": store.base_id},
+        ).one()
+    assert tuple(kept) == tuple(actual)
