@@ -55,7 +55,11 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 HNSW_MAX_DIMS = 2000  # pgvector's limit for an HNSW index on ``vector``
-# ef_search for recall@10 >= 0.95 on the bench's set (bench/scale_out.py --ann; see docs):
+# Measured with bench/scale_out.py (100k x 384, low-rank clustered vectors, m=16,
+# ef_construction=64; recall@10 against the exact scan): ef_search 10 → 0.821, 40 → 0.987,
+# 100 → 0.999, 200 → 1.000; median 3.0 / 7.1 / 4.9 / 6.2 ms against 97 ms exact. The recall
+# target is 0.95 with margin: 100 (pgvector's default of 40 sits at the edge; on i.i.d. noise it
+# gives far less, which says nothing about real embeddings).
 EF_SEARCH_MIN = 100
 EF_SEARCH_MAX = 1000  # pgvector's limit
 BM25_K1 = 1.2
