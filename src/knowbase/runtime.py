@@ -54,7 +54,11 @@ class Runtime:
 
     def _target(self, base: Base) -> backends.StoreTarget:
         return backends.StoreTarget(
-            base.id, base.dimensions, self.storage(base.id).index_path, self.catalog.engine
+            base.id,
+            base.dimensions,
+            self.storage(base.id).index_path,
+            self.catalog.engine,
+            getattr(self.settings, "qdrant_url", None),  # a setting the lead may add
         )
 
     def store(self, base: Base, *, create: bool = False) -> IndexStore:

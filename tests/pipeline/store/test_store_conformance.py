@@ -2,8 +2,9 @@
 
 ``store_factory`` is parametrized over the backends (``sqlite``: a file under ``tmp_path``;
 ``postgres``: a fresh database of the embedded PostgreSQL 18 with pgvector, see
-``tests/pg_server.py``). A test here names no backend; a backend's own internals are tested in
-its own file (``test_store_sqlite.py``, ``test_store_postgres.py``).
+``tests/pg_server.py``; ``qdrant``: vectors in qdrant-client's local mode — no Qdrant server can
+run here — with chunks and the keyword lane in SQLite). A test here names no backend; a
+backend's own internals are tested in its own file (``test_store_sqlite.py`` …).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def material(mid: str, text: str, size: int = 20, path: str | None = None) -> Ma
     return MaterialInput(mid, rel, text, chunks_of(text, size), title=mid)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "qdrant"])
 def store_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[Factory]:
     """``factory(dims=…)`` opens a new, empty store of this backend (closed at teardown)."""
     opened: list[IndexStore] = []
@@ -74,6 +75,27 @@ def store_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[Factory]
             return store
 
         yield factory
+    elif request.param == "qdrant":
+        # No Qdrant server runs here: the client's local (in-process) mode, chunks and keyword
+        # lane in a BM25-only SQLite store, as the qdrant backend does on an embedded home.
+        pytest.importorskip("qdrant_client")
+        from knowbase.pipeline.store.qdrant import QdrantIndexStore, connect
+        from knowbase.pipeline.store.sqlite import SqliteIndexStore
+
+        client = connect(":memory:")
+
+        def factory(dims: int | None = DIMS) -> IndexStore:
+            base_id = uuid.uuid4().hex[:12]
+            inner = SqliteIndexStore.open(
+                tmp_path / f"{base_id}.sqlite", base_id=base_id, dims=None
+            )
+            opened.append(inner)
+            if dims is None:
+                return inner
+            return QdrantIndexStore.open(client, inner, base_id=base_id, dims=dims)
+
+        yield factory
+        client.close()
     else:
         server = request.getfixturevalue("pg_server")
         if not server.has_vector:

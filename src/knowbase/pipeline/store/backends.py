@@ -3,11 +3,13 @@
 A base records its backend by name (``knowledge_base.index_backend``); the runtime asks this
 registry to open it and never names one itself. ``sqlite`` keeps the index in the base's own
 file (the embedded default); ``postgres`` keeps it in the catalog database (pgvector + full-text
-search; the default when the catalog is on PostgreSQL).
+search; the default when the catalog is on PostgreSQL); ``qdrant`` keeps vectors in Qdrant (a
+URL, or local mode next to the index file) and the rest in the store next to the catalog.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from knowbase.pipeline.store.base import IndexStore
 
 SQLITE = "sqlite"
 POSTGRES = "postgres"
+QDRANT = "qdrant"
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class StoreTarget:
     dims: int | None
     index_path: Path
     engine: Any = None  # the catalog's sqlalchemy Engine
+    qdrant_location: str | None = None  # a URL, or None: local mode next to the index file
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,51 @@ def _postgres_exists(target: StoreTarget) -> bool:
     return target.engine is not None and PostgresIndexStore.exists(target.engine, target.base_id)
 
 
+_QDRANT_CLIENTS: dict[str, Any] = {}  # local mode locks its folder: one client per process
+_QDRANT_LOCK = threading.Lock()
+
+
+def _open_qdrant(target: StoreTarget, create: bool) -> IndexStore:
+    """Vectors in Qdrant, the rest in a BM25-only store next to the catalog."""
+    from dataclasses import replace
+
+    from knowbase.pipeline.store.qdrant import QdrantIndexStore, connect
+
+    on_pg = target.engine is not None and target.engine.dialect.name == "postgresql"
+    inner_target = replace(target, dims=None)
+    inner = (_open_postgres if on_pg else _open_sqlite)(inner_target, create)
+    if target.dims is None:
+        return inner
+    location = target.qdrant_location or str(target.index_path.parent / "qdrant")
+    with _QDRANT_LOCK:
+        client = _QDRANT_CLIENTS.get(location)
+        if client is None:
+            client = _QDRANT_CLIENTS[location] = connect(location)
+    try:
+        return QdrantIndexStore.open(client, inner, base_id=target.base_id, dims=target.dims)
+    except BaseException:
+        inner.close()
+        raise
+
+
+def close_qdrant_clients() -> None:
+    """Close the process's Qdrant clients (local mode releases its folder lock)."""
+    with _QDRANT_LOCK:
+        clients = list(_QDRANT_CLIENTS.values())
+        _QDRANT_CLIENTS.clear()
+    for client in clients:
+        client.close()
+
+
+def _qdrant_exists(target: StoreTarget) -> bool:
+    on_pg = target.engine is not None and target.engine.dialect.name == "postgresql"
+    return _postgres_exists(target) if on_pg else target.index_path.exists()
+
+
 BACKENDS: dict[str, Backend] = {
     SQLITE: Backend(SQLITE, _open_sqlite, lambda t: t.index_path.exists()),
     POSTGRES: Backend(POSTGRES, _open_postgres, _postgres_exists),
+    QDRANT: Backend(QDRANT, _open_qdrant, _qdrant_exists),
 }
 
 

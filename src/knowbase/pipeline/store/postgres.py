@@ -31,6 +31,7 @@ import math
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -521,6 +522,19 @@ class PostgresIndexStore:
                 {"b": self.base_id, "q": _vector_literal(q), "k": limit},
             ).all()
         return self._hits(rows)
+
+    def hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
+        """Hits for ``(unit_id, score)`` pairs, in their order (an external vector lane)."""
+        if not pairs:
+            return []
+        with self._tx("hits_for") as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT {_HIT}, 0 FROM kb_unit u {_JOIN} {self._visible()}"
+                " WHERE u.base_id = %(b)s AND u.unit_id = ANY(%(u)s)",
+                {"b": self.base_id, "u": [uid for uid, _ in pairs]},
+            ).all()
+        found = {h.unit_id: h for h in self._hits(rows)}
+        return [replace(found[uid], score=score) for uid, score in pairs if uid in found]
 
     def _one(self, op: str, sql: str, **params: Any) -> Any:
         with self._tx(op) as conn:

@@ -584,6 +584,10 @@ class SqliteIndexStore:
                 return cached.patched(rows, removed, version=version)
         return VectorMatrix.from_rows(conn.execute(select), dims=self.dims, version=version)
 
+    def hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
+        """Hits for ``(unit_id, score)`` pairs, in their order (an external vector lane)."""
+        return self._hits_for(pairs)
+
     def _hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
         ids = [uid for uid, _ in pairs]
         found: dict[str, Sequence[Any]] = {}
