@@ -112,3 +112,30 @@ def test_the_registry_opens_the_backend_the_base_records(kb: Knowledge, bm25_bas
     kb.rt.close_store(bm25_base.id)
     with pytest.raises(Exception, match="unknown index backend"):
         kb.rt.store(other)
+
+
+def test_a_base_on_the_qdrant_backend_indexes_and_searches(kb: Knowledge) -> None:
+    pytest.importorskip("qdrant_client")
+    from knowbase.pipeline.store import backends
+
+    base = kb.create_base(
+        "q", embedding_model_id="hash:d64", file_processor_id=None, index_backend="qdrant"
+    )
+    try:
+        assert kb.get_base("q").index_backend == "qdrant"
+        item = kb.add_note("q", "Comets have icy tails that point away from the sun.")
+        assert kb.get_item(base.id, item.id).status == "completed"
+        store = kb.rt.store(kb.get_base("q"))
+        assert store.client.count(store.collection, count_filter=store._filter()).count == 1
+        response = kb.search("q", "icy comets")
+        assert response.mode == "hybrid"
+        assert response.explain["lanes"]["vector"] >= 1
+        assert response.results[0].item_id == item.id
+        kb.delete_items("q", [item.id], wait=True)  # vectors go by filter with the item
+        store = kb.rt.store(kb.get_base("q"))
+        points = store.client.count(store.collection, count_filter=store._filter()).count
+        assert points == 0
+        assert kb.search("q", "icy comets").results == []
+    finally:
+        kb.close()
+        backends.close_qdrant_clients()
