@@ -1,5 +1,13 @@
-"""pgvector HNSW vs the exact scan through the postgres index backend: recall@10 and latency
-per ``hnsw.ef_search`` — the measurement behind ``postgres.EF_SEARCH_MIN``.
+"""Scale-out figures on the embedded PostgreSQL 18 (pgvector built by ``.ci/pgvector.sh``).
+
+``--ann`` (default): pgvector HNSW vs the exact scan through the postgres index backend's
+tables: recall@10 and latency per ``hnsw.ef_search`` — the measurement behind
+``postgres.EF_SEARCH_MIN``.
+
+``--ingest``: one folder indexed by 1, 2 and 4 worker *processes* (``tests/postgres/
+pg_worker.py``, one job thread each) on one PostgreSQL catalog + index, the embedding a fixed
+per-batch latency (``hash:d384?delay=…``, so the figure measures our pipeline and the queue,
+not this CPU). Prints docs/s and the ratio to one worker.
 
 Runs the embedded PostgreSQL 18 of the tests (with pgvector built by ``.ci/pgvector.sh``).
 Vectors are synthetic, clustered in a low-dimensional subspace (:func:`_vectors`): i.i.d. noise
@@ -8,6 +16,7 @@ lane"); real-text embeddings would be better still, and no model runs fast enoug
 machine to embed 100k texts. Recall is against the exact ``ORDER BY <=>`` scan of the same rows.
 
     python bench/scale_out.py --rows 20000 --dims 384 --queries 100
+    python bench/scale_out.py --ingest --docs 80 --delay 0.2
 
 Prints one line per ef_search: recall@10, median and p95 latency, and the ratio to exact.
 """
@@ -47,7 +56,14 @@ def main() -> None:
     ap.add_argument("--spread", type=float, default=0.5)
     ap.add_argument("--intrinsic", type=int, default=32)
     ap.add_argument("--ef", default="10,20,40,64,100,200,400")
+    ap.add_argument("--ingest", action="store_true", help="worker scaling instead of ANN")
+    ap.add_argument("--docs", type=int, default=80)
+    ap.add_argument("--delay", type=float, default=0.2, help="seconds per embedding batch")
+    ap.add_argument("--workers", default="1,2,4")
     args = ap.parse_args()
+    if args.ingest:
+        ingest(args)
+        return
 
     from knowbase.catalog import bases as base_repo
     from knowbase.catalog.db import Catalog
@@ -134,6 +150,67 @@ def main() -> None:
                 )
         raw.close()
         catalog.dispose()
+
+
+def ingest(args: argparse.Namespace) -> None:
+    import os
+    import subprocess
+    import tempfile
+
+    from knowbase.catalog.schema import TERMINAL_ITEM_STATUSES
+    from knowbase.ingestion.inputs import AddInput
+    from knowbase.service import Knowledge
+    from knowbase.settings import Settings
+    from pg_server import TEMPLATE_DB, running_server
+
+    worker = ROOT / "tests" / "postgres" / "pg_worker.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWBASE_")}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    rates: dict[int, float] = {}
+    with running_server() as server, tempfile.TemporaryDirectory() as tmp:
+        if not server.has_vector:
+            sys.exit("pgvector is not built: run .ci/pgvector.sh")
+        folder = Path(tmp) / "corpus"
+        folder.mkdir()
+        for i in range(args.docs):
+            (folder / f"doc{i:04d}.md").write_text(
+                f"# Doc {i}\n\nDocument {i} is about topic {i % 13} and capybaras.\n"
+            )
+        for n in (int(x) for x in args.workers.split(",")):
+            url = server.url(server.new_database(TEMPLATE_DB))
+            home = Path(tmp) / f"home{n}"
+            kb = Knowledge(Settings(home=home, database_url=url))
+            model = f"hash:d384?delay={args.delay}"
+            base = kb.create_base("b", embedding_model_id=model, file_processor_id=None)
+            procs = []
+            for _ in range(n):
+                p = subprocess.Popen(
+                    [sys.executable, str(worker), str(home), url, "1"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                    env=env,
+                )
+                assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+                procs.append(p)
+            started = time.perf_counter()
+            kb.add(base.id, [AddInput.directory(folder)])
+            while True:
+                leaves = [i for i in kb.list_items(base.id) if not i.is_container]
+                done = [i for i in leaves if i.status in TERMINAL_ITEM_STATUSES]
+                if len(leaves) == args.docs and len(done) == args.docs:
+                    break
+                time.sleep(0.05)
+            took = time.perf_counter() - started
+            ok = sum(i.status == "completed" for i in leaves)
+            rates[n] = args.docs / took
+            ratio = rates[n] / rates[min(rates)]
+            print(f"{n} worker(s): {args.docs} docs ({ok} completed) in {took:.1f} s,"
+                  f" {rates[n]:.1f} docs/s, {ratio:.2f}x one worker")  # fmt: skip
+            for p in procs:
+                p.kill()
+                p.wait(10)
+            kb.close()
 
 
 if __name__ == "__main__":
