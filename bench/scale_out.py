@@ -67,7 +67,8 @@ def main() -> None:
 
     from knowbase.catalog import bases as base_repo
     from knowbase.catalog.db import Catalog
-    from knowbase.pipeline.store.postgres import PostgresIndexStore, _vector_literal
+    from knowbase.pipeline.store.postgres import PostgresIndexStore
+    from knowbase.pipeline.store.postgres_sql import vector_literal
     from pg_server import TEMPLATE_DB, running_server
 
     rng = np.random.default_rng(1)
@@ -91,7 +92,7 @@ def main() -> None:
                 f"COPY {table} (base_id, embedding_text_hash, embedding) FROM STDIN"
             ) as cp:
                 for i, vec in enumerate(data):
-                    cp.write_row((base.id, f"h{i}", _vector_literal(vec)))
+                    cp.write_row((base.id, f"h{i}", vector_literal(vec)))
             raw.commit()
             loaded = time.perf_counter() - started
             started = time.perf_counter()
@@ -110,7 +111,7 @@ def main() -> None:
             def run(settings: list[str]) -> tuple[list[set[str]], list[float]]:
                 found, times = [], []
                 for q in queries:
-                    lit = _vector_literal(q)
+                    lit = vector_literal(q)
                     t0 = time.perf_counter()
                     for s in settings:
                         cur.execute(s)
@@ -126,7 +127,7 @@ def main() -> None:
                 cur.execute("BEGIN")
                 if setting:
                     cur.execute(setting)
-                cur.execute("EXPLAIN " + sql, (base.id, _vector_literal(queries[0])))
+                cur.execute("EXPLAIN " + sql, (base.id, vector_literal(queries[0])))
                 plan = " / ".join(r[0].strip()[:60] for r in cur.fetchall()[:2])
                 print(f"{label} plan: {plan}")
                 raw.rollback()

@@ -3,16 +3,8 @@
 Tables (migration ``0002s``): ``kb_index`` (one row per base: versions and the BM25 totals),
 ``kb_content``, ``kb_material``, ``kb_unit`` (one row per search unit: its body, the hash of the
 body's embedding and the keyword ``tsvector``), all keyed by base id and deleted with the base.
-Vectors live in ``kb_vec_<dims>`` (one table per embedding width, made on first use) with an
-HNSW index (``vector_cosine_ops``); like SQLite's ``embedding`` table they are keyed by body
-hash, so equal bodies share a vector and an unchanged chunk is never re-embedded.
-
-Keyword lane: the same keyword text as the SQLite store (:func:`.fts_query.keyword_text`, CJK
-runs as bigrams), cut into the words ``unicode61`` would see and stemmed by PostgreSQL's english
-snowball stemmer without stop words (config ``kb_keyword``). Ranking is FTS5's own BM25
-(k1 = 1.2, b = 0.75, idf = ln((N − n + 0.5)/(n + 0.5)), floor 1e-6, per query term), computed
-in SQL from term frequencies in the ``tsvector`` and the base's totals in ``kb_index`` — not
-``ts_rank_cd``, which has no idf and would change what the measured lane ranks first.
+Vectors: ``kb_vec_<dims>`` with HNSW (:mod:`.postgres_sql`). Keyword lane: the SQLite lane's
+keyword text and FTS5's BM25 recomputed in SQL (:mod:`.postgres_keyword`).
 
 Vector lane: ``ORDER BY embedding <=> q`` over the base's rows with ``hnsw.ef_search`` set per
 query (:func:`ef_search_for`) and ``hnsw.iterative_scan = strict_order`` (the width table is
@@ -28,90 +20,33 @@ from __future__ import annotations
 import json
 import logging
 import math
-import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import regex
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from knowbase.errors import (
-    Conflict,
-    EmbeddingMismatch,
-    InvalidInput,
-    KnowbaseError,
-    Unavailable,
-    VectorStoreUnavailable,
-)
+from knowbase.errors import Conflict, EmbeddingMismatch, InvalidInput, VectorStoreUnavailable
 from knowbase.pipeline.store.base import MaterialInput, SearchHit, UnitRecord
-from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
+from knowbase.pipeline.store.fts_query import build_keyword_query
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
+from knowbase.pipeline.store.postgres_keyword import keyword_rows, keyword_words
+from knowbase.pipeline.store.postgres_sql import (
+    HIT,
+    JOIN,
+    SCHEMA_VERSION,
+    VISIBLE,
+    ef_search_for,
+    ensure_vector_table,
+    map_error,
+    vector_literal,
+)
 
 log = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 1
-HNSW_MAX_DIMS = 2000  # pgvector's limit for an HNSW index on ``vector``
-# Measured with bench/scale_out.py (100k x 384, low-rank clustered vectors, m=16,
-# ef_construction=64; recall@10 against the exact scan): ef_search 10 → 0.821, 40 → 0.987,
-# 100 → 0.999, 200 → 1.000; median 3.0 / 7.1 / 4.9 / 6.2 ms against 97 ms exact. The recall
-# target is 0.95 with margin: 100 (pgvector's default of 40 sits at the edge; on i.i.d. noise it
-# gives far less, which says nothing about real embeddings).
-EF_SEARCH_MIN = 100
-EF_SEARCH_MAX = 1000  # pgvector's limit
-BM25_K1 = 1.2
-BM25_B = 0.75
-
-_WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+")
-_LATIN = regex.compile(r"\p{Latin}")
-
-_HIT = """u.unit_id, u.material_id, m.relative_path, u.unit_index, u.char_start, u.char_end,
-  u.body, u.title, u.locator_json"""
-_JOIN = "JOIN kb_material m ON m.base_id = u.base_id AND m.material_id = u.material_id"
-# Visibility through the catalog in the same database: only completed items of this base.
-_VISIBLE = """JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id
-  AND ki.status = 'completed'"""
-
-
-def ef_search_for(limit: int) -> int:
-    """HNSW's candidate list for a query of ``limit``: never under the measured floor, and at
-    least twice the rows asked for (a list shorter than the limit cannot return the limit)."""
-    return max(EF_SEARCH_MIN, min(EF_SEARCH_MAX, 2 * limit))
-
-
-def _strip_latin_marks(word: str) -> str:
-    """``remove_diacritics 2`` of unicode61, for Latin letters only (CJK marks are letters'
-    parts: か + ゙ must stay が)."""
-    if not _LATIN.search(word):
-        return word
-    decomposed = unicodedata.normalize("NFD", word)
-    return unicodedata.normalize(
-        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
-    )
-
-
-def keyword_words(text: str) -> list[str]:
-    """The words the keyword lane indexes: :func:`keyword_text`'s, as ``unicode61`` cuts them."""
-    return [_strip_latin_marks(w) for w in _WORD.findall(keyword_text(text))]
-
-
-def _vector_literal(vec: np.ndarray) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
-
-
-def _map_error(exc: Exception, op: str, base_id: str) -> KnowbaseError:
-    details = {"op": op, "base_id": base_id, "pg_error": type(exc).__name__}
-    if isinstance(exc, sa.exc.IntegrityError):
-        return InvalidInput(f"index constraint failed ({op}): {exc.orig}", **details)
-    if isinstance(exc, sa.exc.OperationalError):
-        return Unavailable(
-            f"the index database cannot be reached ({op})", transient=True, **details
-        )
-    return KnowbaseError(f"index error ({op}): {exc}", **details)
 
 
 class PostgresIndexStore:
@@ -158,7 +93,7 @@ class PostgresIndexStore:
         try:
             with engine.begin() as conn:
                 if dims is not None:
-                    store._ensure_vector_table(conn)
+                    ensure_vector_table(conn, base_id, dims)
                 row = conn.exec_driver_sql(
                     "SELECT schema_version FROM kb_index WHERE base_id = %(b)s", {"b": base_id}
                 ).first()
@@ -175,33 +110,8 @@ class PostgresIndexStore:
                 elif row[0] != SCHEMA_VERSION:
                     store._reset(conn)
         except sa.exc.SQLAlchemyError as exc:
-            raise _map_error(exc, "open", base_id) from exc
+            raise map_error(exc, "open", base_id) from exc
         return store
-
-    def _ensure_vector_table(self, conn: Connection) -> None:
-        has = conn.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'vector'").first()
-        if has is None:
-            raise VectorStoreUnavailable(
-                "the PostgreSQL server has no 'vector' extension (pgvector)",
-                hint="install pgvector on the server, then run: kb migrate",
-                base_id=self.base_id,
-                reason="vector_extension_missing",
-            )
-        table = self.vec_table
-        # One creator at a time across processes; IF NOT EXISTS alone races on the catalog.
-        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext(%(t)s))", {"t": table})
-        conn.exec_driver_sql(
-            f"CREATE TABLE IF NOT EXISTS {table} ("
-            " base_id varchar(36) NOT NULL REFERENCES kb_index(base_id) ON DELETE CASCADE,"
-            " embedding_text_hash text NOT NULL,"
-            f" embedding vector({self.dims}) NOT NULL,"
-            " PRIMARY KEY (base_id, embedding_text_hash))"
-        )
-        if self.dims is not None and self.dims <= HNSW_MAX_DIMS:
-            conn.exec_driver_sql(
-                f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table}"
-                " USING hnsw (embedding vector_cosine_ops)"
-            )
 
     def _reset(self, conn: Connection) -> None:
         conn.exec_driver_sql("DELETE FROM kb_material WHERE base_id = %(b)s", {"b": self.base_id})
@@ -227,7 +137,7 @@ class PostgresIndexStore:
                 with self.engine.begin() as conn:
                     yield conn
             except sa.exc.SQLAlchemyError as exc:
-                raise _map_error(exc, op, self.base_id) from exc
+                raise map_error(exc, op, self.base_id) from exc
 
     def _lock_base(self, conn: Connection) -> None:
         row = conn.exec_driver_sql(
@@ -315,7 +225,7 @@ class PostgresIndexStore:
                 conn.exec_driver_sql(
                     f"INSERT INTO {self.vec_table} (base_id, embedding_text_hash, embedding)"
                     " VALUES (%(b)s, %(h)s, %(v)s::vector) ON CONFLICT DO NOTHING",
-                    [{"b": b, "h": h, "v": _vector_literal(v)} for h, v in vectors.items()],
+                    [{"b": b, "h": h, "v": vector_literal(v)} for h, v in vectors.items()],
                 )
             if self.dims is not None:
                 self._check_coverage(conn, needed, mid)
@@ -411,7 +321,7 @@ class PostgresIndexStore:
 
     # --- reads -----------------------------------------------------------------------------
     def _visible(self) -> str:
-        return _VISIBLE if self.visibility_join else ""
+        return VISIBLE if self.visibility_join else ""
 
     def _hits(self, rows: Iterable[Sequence[Any]]) -> list[SearchHit]:
         out = []
@@ -424,72 +334,12 @@ class PostgresIndexStore:
 
     def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
         """FTS5-equivalent BM25 (score = the positive BM25 sum) or the LIKE fallback
-        (score = −length), ties by unit id; see the module docstring."""
+        (score = −length), ties by unit id; see :mod:`.postgres_keyword`."""
         kq = build_keyword_query(query)
         if limit <= 0 or kq.mode == "none":
             return []
         with self._tx("keyword_search") as conn:
-            if kq.mode == "like":
-                where = " AND ".join(f"u.body LIKE %(l{i})s" for i in range(len(kq.like_terms)))
-                params = {f"l{i}": t for i, t in enumerate(kq.like_terms)}
-                rows = conn.exec_driver_sql(
-                    f"SELECT {_HIT}, -length(u.body) FROM kb_unit u {_JOIN} {self._visible()}"
-                    f" WHERE u.base_id = %(b)s AND {where}"
-                    " ORDER BY length(u.body), u.unit_id LIMIT %(k)s",
-                    {**params, "b": self.base_id, "k": limit},
-                ).all()
-                return self._hits(rows)
-            terms = [" ".join(keyword_words(t)) for t in kq.terms]
-            rows = self._bm25(conn, terms, kq.filters, limit)
-            if not rows and kq.filters:
-                rows = self._bm25(conn, terms, (), limit)
-        return self._hits(rows)
-
-    def _bm25(
-        self, conn: Connection, terms: list[str], filters: Sequence[str], limit: int
-    ) -> list[Any]:
-        totals = conn.exec_driver_sql(
-            "SELECT unit_count, token_count FROM kb_index WHERE base_id = %(b)s",
-            {"b": self.base_id},
-        ).first()
-        if totals is None or not totals[0]:
-            return []
-        n_units, tokens = int(totals[0]), int(totals[1])
-        extra = "".join(f" AND u.body LIKE %(f{i})s" for i in range(len(filters)))
-        params: dict[str, Any] = {f"f{i}": f for i, f in enumerate(filters)}
-        params.update(
-            b=self.base_id,
-            terms=terms,
-            n=float(n_units),
-            avgdl=tokens / n_units if tokens else 1.0,
-            k=limit,
-            k1=BM25_K1,
-            bb=BM25_B,
-        )
-        # q: one row per (query term, lexeme); a term repeated in the query counts once per
-        # term, as FTS5 scores each phrase of an OR query. idf from the GIN index per lexeme.
-        sql = f"""
-        WITH q AS (
-          SELECT t.ord, lx.lexeme FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, ord)
-          CROSS JOIN LATERAL unnest(to_tsvector('kb_keyword', t.term)) AS lx
-        ), w AS (
-          SELECT q.lexeme, GREATEST(ln((%(n)s - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
-          FROM q CROSS JOIN LATERAL (SELECT count(*) AS n FROM kb_unit x
-            WHERE x.base_id = %(b)s AND x.keyword @@ quote_literal(q.lexeme)::tsquery) d
-        ), tsq AS (
-          SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
-        )
-        SELECT {_HIT}, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
-          / (cardinality(lx.positions)
-             + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s))) AS score
-        FROM kb_unit u {_JOIN} {self._visible()}
-        CROSS JOIN LATERAL unnest(u.keyword) AS lx
-        JOIN w ON w.lexeme = lx.lexeme
-        WHERE u.base_id = %(b)s AND u.keyword @@ (SELECT query FROM tsq){extra}
-        GROUP BY u.base_id, u.unit_id, m.relative_path
-        ORDER BY score DESC, u.unit_id LIMIT %(k)s
-        """
-        return conn.exec_driver_sql(sql, params).all()
+            return self._hits(keyword_rows(conn, self.base_id, kq, limit, self._visible()))
 
     def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
         """Approximate cosine top-``limit`` through HNSW (score = cosine similarity)."""
@@ -513,13 +363,13 @@ class PostgresIndexStore:
                   SELECT v.embedding_text_hash, v.embedding <=> %(q)s::vector AS dist
                   FROM {self.vec_table} v WHERE v.base_id = %(b)s
                   ORDER BY v.embedding <=> %(q)s::vector LIMIT %(k)s)
-                SELECT {_HIT}, 1 - near.dist FROM near
+                SELECT {HIT}, 1 - near.dist FROM near
                 JOIN kb_unit u ON u.base_id = %(b)s
                   AND u.embedding_text_hash = near.embedding_text_hash
-                {_JOIN} {self._visible()}
+                {JOIN} {self._visible()}
                 WHERE near.dist IS NOT NULL AND near.dist = near.dist
                 ORDER BY near.dist, u.unit_id LIMIT %(k)s""",
-                {"b": self.base_id, "q": _vector_literal(q), "k": limit},
+                {"b": self.base_id, "q": vector_literal(q), "k": limit},
             ).all()
         return self._hits(rows)
 
@@ -529,7 +379,7 @@ class PostgresIndexStore:
             return []
         with self._tx("hits_for") as conn:
             rows = conn.exec_driver_sql(
-                f"SELECT {_HIT}, 0 FROM kb_unit u {_JOIN} {self._visible()}"
+                f"SELECT {HIT}, 0 FROM kb_unit u {JOIN} {self._visible()}"
                 " WHERE u.base_id = %(b)s AND u.unit_id = ANY(%(u)s)",
                 {"b": self.base_id, "u": [uid for uid, _ in pairs]},
             ).all()
