@@ -13,6 +13,14 @@ from knowbase.errors import VectorStoreUnavailable
 from knowbase.pipeline.documents import Chunk
 from knowbase.pipeline.store.base import MaterialInput
 from knowbase.service import Knowledge
+from knowbase.settings import Settings
+
+
+@pytest.fixture
+def kb_settings(home) -> Settings:  # type: ignore[no-untyped-def]
+    """An embedded home on every run: these are the SQLite store's lifecycle (files, WAL) and
+    write materials with no catalog items, which the postgres lane's visibility join hides."""
+    return Settings(home=home)
 
 
 def _one_material(kb: Knowledge, base: Base) -> None:
