@@ -31,6 +31,9 @@ from knowbase.catalog.models import Base
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 
+# the embedded PostgreSQL server, for tests/postgres and the backend conformance suite
+from pg_server import pg_empty_url, pg_server, pg_url  # noqa: F401
+
 settings.register_profile(
     "ci", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -49,10 +52,27 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def kb_settings(home: Path) -> Settings:
+#: ``KB_TEST_BACKENDS=sqlite,postgres`` runs every test that uses ``kb`` once per backend: an
+#: embedded home (SQLite catalog, ``sqlite`` index) and a PostgreSQL catalog with the ``postgres``
+#: index (pgvector), the conformance run that ``.ci/run`` makes. Default: sqlite only.
+BACKENDS = tuple(os.environ.get("KB_TEST_BACKENDS", "sqlite").split(","))
+
+
+def _kb_settings(request: pytest.FixtureRequest, home: Path) -> Settings:
     """Settings built directly (not from ``KNOWBASE_*``), so the caller's env never leaks in."""
+    backend = getattr(request, "param", BACKENDS[0])
+    if backend == "postgres":
+        if not request.getfixturevalue("pg_server").has_vector:
+            pytest.skip("the postgres backend needs pgvector: run .ci/pgvector.sh")
+        return Settings(
+            home=home, database_url=request.getfixturevalue("pg_url"), test_providers=True
+        )
     return Settings(home=home, test_providers=True)
+
+
+kb_settings = pytest.fixture(
+    _kb_settings, name="kb_settings", params=list(BACKENDS) if len(BACKENDS) > 1 else None
+)
 
 
 @pytest.fixture

@@ -63,7 +63,9 @@ def check_index(kb: Knowledge, base: Base) -> dict[str, Any]:
         version = kb.rt.store(base).changes_version()
     except Exception as exc:
         return _component("index", UNAVAILABLE, _reason(exc), base)
-    return _component("index", READY, "sqlite index mounted", base, changes_version=version)
+    return _component(
+        "index", READY, f"{base.index_backend} index mounted", base, changes_version=version
+    )
 
 
 def _has(module: str) -> bool:

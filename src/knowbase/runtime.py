@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from knowbase.catalog import bases as base_repo
@@ -13,12 +15,17 @@ from knowbase.catalog.models import Base
 from knowbase.errors import VectorStoreUnavailable
 from knowbase.jobs.manager import JobManager
 from knowbase.locks import KeyedMutex
-from knowbase.pipeline.store.sqlite import SqliteIndexStore
+from knowbase.pipeline.store import backends
+from knowbase.pipeline.store.base import IndexStore
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
 from knowbase.settings import Settings
 from knowbase.storage import BaseStorage
 
 log = logging.getLogger(__name__)
+
+
+# A transient open error (see backends.is_transient) is retried after these pauses, ~1.5 s in all.
+OPEN_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 def queue_of(base_id: str) -> str:
@@ -34,7 +41,7 @@ class Runtime:
     jobs: JobManager
     mutex: KeyedMutex
     clock: Callable[[], float]
-    _stores: dict[str, SqliteIndexStore] = field(default_factory=dict)
+    _stores: dict[str, IndexStore] = field(default_factory=dict)
     _stores_lock: threading.Lock = field(default_factory=threading.Lock)
 
     # --- storage and index -------------------------------------------------------------------
@@ -45,32 +52,75 @@ class Runtime:
         """The per-base exclusive section. Take it before opening a write transaction."""
         return self.mutex.hold(base_id)
 
-    def store(self, base: Base, *, create: bool = False) -> SqliteIndexStore:
-        """The base's index store, opened once per process. A failed mount fails the base."""
+    def _target(self, base: Base) -> backends.StoreTarget:
+        return backends.StoreTarget(
+            base.id,
+            base.dimensions,
+            self.storage(base.id).index_path,
+            self.catalog.engine,
+            getattr(self.settings, "qdrant_url", None),  # a setting the lead may add
+        )
+
+    def store(self, base: Base, *, create: bool = False) -> IndexStore:
+        """The base's index store, opened once per process through the backend registry.
+
+        A store of other dims is replaced; the old one closes when its last reader lets go
+        (:mod:`knowbase.pipeline.store.lease`). A transient open error is retried a few times
+        (:data:`OPEN_RETRY_DELAYS`) before a failed mount fails the base.
+        """
         with self._stores_lock:
             cached = self._stores.get(base.id)
             if cached is not None and cached.dims == base.dimensions:
                 return cached
-            if cached is not None:
-                cached.close()
-                del self._stores[base.id]
-            storage = self.storage(base.id)
+        backend = backends.get(base.index_backend)
+        delays = iter(OPEN_RETRY_DELAYS)
+        while True:
             try:
-                store = SqliteIndexStore.open(
-                    storage.index_path, base_id=base.id, dims=base.dimensions, create=create
-                )
-            except VectorStoreUnavailable:
-                if not create:
-                    self._mark_base_failed(base.id)
-                raise
+                store = backend.open(self._target(base), create)
+                break
+            except VectorStoreUnavailable as exc:
+                delay = next(delays, None) if backends.is_transient(exc) else None
+                if delay is None:
+                    if not create and backends.fails_base(exc):
+                        self._mark_base_failed(base.id)
+                    raise
+                log.warning("opening the index of base %s: %s; retrying", base.id, exc)
+                time.sleep(delay)
+        with self._stores_lock:
+            cached = self._stores.get(base.id)
+            if cached is not None and cached.dims == base.dimensions:
+                store.close()  # another thread opened it meanwhile: keep one
+                return cached
             self._stores[base.id] = store
-            return store
+        if cached is not None:
+            cached.close()  # deferred while a reader holds it
+        return store
 
-    def store_if_exists(self, base: Base) -> SqliteIndexStore | None:
-        """The store when its file exists (cleanup on failed bases), else None."""
+    @contextmanager
+    def lease(self, base: Base) -> Iterator[IndexStore]:
+        """The base's store, kept open for the whole body even if the base is updated."""
+        while True:
+            store = self.store(base)
+            try:
+                hold = store.hold()
+                hold.__enter__()
+            except VectorStoreUnavailable:
+                # closed between lookup and hold (replaced by a newer store): look up again
+                with self._stores_lock:
+                    if self._stores.get(base.id) is store:
+                        raise
+                continue
+            break
+        try:
+            yield store
+        finally:
+            hold.__exit__(None, None, None)
+
+    def store_if_exists(self, base: Base) -> IndexStore | None:
+        """The store when its index exists (cleanup on failed bases), else None."""
         if base.id in self._stores:
             return self._stores[base.id]
-        if not self.storage(base.id).index_path.exists():
+        if not backends.get(base.index_backend).exists(self._target(base)):
             return None
         try:
             return self.store(base)
@@ -78,6 +128,7 @@ class Runtime:
             return None
 
     def close_store(self, base_id: str) -> None:
+        """Drop the cached store; it closes once no reader holds it."""
         with self._stores_lock:
             store = self._stores.pop(base_id, None)
         if store is not None:
@@ -85,9 +136,10 @@ class Runtime:
 
     def close(self) -> None:
         with self._stores_lock:
-            for store in self._stores.values():
-                store.close()
+            stores = list(self._stores.values())
             self._stores.clear()
+        for store in stores:
+            store.close()
 
     def _mark_base_failed(self, base_id: str) -> None:
         try:

@@ -282,18 +282,18 @@ class Knowledge:
         """
         b = base if isinstance(base, Base) else self.get_base(base)
         assert_base_runnable(b, "searching")
-        store = self.rt.store(b)
         config = SearchConfig(
             top_k=top_k or b.document_count, threshold=b.threshold, dims=b.dimensions
         )
-        return search(
-            store,
-            query,
-            config=config,
-            embedder=self.rt.embedder(b),
-            reranker=self.rt.reranker(b),
-            visible=self._visible.for_base(b.id),
-        )
+        with self.rt.lease(b) as store:  # a base update meanwhile closes it after us
+            return search(
+                store,
+                query,
+                config=config,
+                embedder=self.rt.embedder(b),
+                reranker=self.rt.reranker(b),
+                visible=self._visible.for_base(b.id),
+            )
 
     def search_many(
         self,

@@ -1,7 +1,7 @@
 """The whole ``Knowledge`` facade with its catalog on a real PostgreSQL 18.
 
-Only the catalog (bases, items, jobs, workers) moves to PostgreSQL; each base's derived index
-stays ``bases/<id>/.kb/index.sqlite`` by design.
+The catalog (bases, items, jobs, workers) and, for new bases, the derived index (the
+``postgres`` backend: ``kb_*`` tables, pgvector) live in PostgreSQL; ``raw/`` stays on disk.
 """
 
 from __future__ import annotations
@@ -43,12 +43,22 @@ def kb(tmp_path: Path, pg_url: str) -> Iterator[Knowledge]:
         knowledge.close()
 
 
-def test_catalog_is_postgres_and_the_index_stays_sqlite(kb: Knowledge, tmp_path: Path) -> None:
+def test_catalog_and_index_are_postgres(kb: Knowledge, tmp_path: Path) -> None:
     assert kb.rt.catalog.engine.dialect.name == "postgresql"
     base = kb.create_base("Notes", file_processor_id=None)
-    kb.add_note("notes", "Alpacas give wool.")
+    assert base.index_backend == "postgres"
+    item = kb.add_note("notes", "Alpacas give wool.", wait=True)
     assert not (tmp_path / "home" / "catalog.sqlite").exists()
-    assert (kb.rt.storage(base.id).root / ".kb" / "index.sqlite").is_file()
+    assert not (kb.rt.storage(base.id).root / ".kb" / "index.sqlite").exists()
+    with kb.rt.catalog.read() as conn:
+        rows = conn.execute(
+            sa.text("SELECT material_id FROM kb_material WHERE base_id = :b"), {"b": base.id}
+        ).all()
+    assert rows == [(item.id,)]
+    assert kb.search("notes", "alpacas").results[0].item_id == item.id
+    kb.delete_base(base.id)
+    with kb.rt.catalog.read() as conn:  # the index rows went with the base
+        assert conn.execute(sa.text("SELECT count(*) FROM kb_unit")).scalar() == 0
 
 
 def test_bm25_base_end_to_end(kb: Knowledge, tmp_path: Path) -> None:
@@ -91,7 +101,9 @@ def test_bm25_base_end_to_end(kb: Knowledge, tmp_path: Path) -> None:
         kb.get_base(base.id)
 
 
-def test_hash_model_base_is_hybrid(kb: Knowledge) -> None:
+def test_hash_model_base_is_hybrid(kb: Knowledge, pg_server) -> None:
+    if not pg_server.has_vector:
+        pytest.skip("a vector base on PostgreSQL needs pgvector: run .ci/pgvector.sh")
     base = kb.create_base("h", embedding_model_id="hash:d64", file_processor_id=None)
     assert base.dimensions == 64
     kb.add_note("h", "Comets have icy tails that point away from the sun.")

@@ -14,6 +14,7 @@ from knowbase.catalog.models import Base
 from knowbase.catalog.schema import knowledge_base as kb_t
 from knowbase.errors import Conflict, InvalidInput, NotFound
 from knowbase.ids import new_base_id
+from knowbase.pipeline.store import backends
 
 UPDATABLE = {
     "name",
@@ -76,6 +77,9 @@ def insert(conn: Connection, *, name: str, **values: Any) -> Base:
         "updated_at": ts,
     }
     row.update({k: v for k, v in values.items() if v is not None})
+    if row.get("index_backend") is None:
+        row["index_backend"] = backends.default_for(conn.dialect.name)
+    backends.get(row["index_backend"])  # an unknown name is InvalidInput, not a broken base
     with _name_taken_is_conflict(name):
         conn.execute(kb_t.insert().values(**row))
     return get(conn, row["id"])

@@ -184,13 +184,19 @@ def set_status(
         error_message = error_message or error_code
     else:
         error_code = error_message = None
-    conn.execute(
+    # The guard is in the UPDATE itself: under PostgreSQL's READ COMMITTED a delete may mark
+    # the row ``deleting`` after the read above, and this write must not undo that.
+    guard = it.c.status != "deleting" if status != "deleting" else sa.true()
+    written = conn.execute(
         it.update()
-        .where(it.c.id == item_id)
+        .where(it.c.id == item_id, guard)
         .values(
             status=status, error_code=error_code, error_message=error_message, updated_at=now_ms()
         )
-    )
+    ).rowcount
+    if not written:
+        log.warning("item %s became deleting meanwhile; not moving it to %s", item_id, status)
+        return False
     # A container's status only depends on whether a child is still active, failed or done:
     # moving between two active states (processing → reading → embedding) cannot change it.
     both_active = item.status in ACTIVE_STATUSES and status in ACTIVE_STATUSES
@@ -199,22 +205,38 @@ def set_status(
     return True
 
 
-def fail_items(conn: Connection, item_ids: Iterable[str], code: str, message: str) -> list[str]:
-    """Set ``failed`` on the given rows, skipping ``deleting`` ones; reconcile their parents."""
+def fail_items(
+    conn: Connection,
+    item_ids: Iterable[str],
+    code: str,
+    message: str,
+    *,
+    only_statuses: Iterable[str] | None = None,
+) -> list[str]:
+    """Set ``failed`` on the given rows, skipping ``deleting`` ones; reconcile their parents.
+
+    ``only_statuses``: write only rows still in one of these (checked in the UPDATE, so a row
+    that moved on since the caller read it — its job just finished — is left alone).
+    """
     ids = list(dict.fromkeys(item_ids))
+    allowed = tuple(only_statuses) if only_statuses is not None else None
     changed: list[str] = []
     parents: set[str] = set()
     for part in _chunks(ids):
+        # one guarded UPDATE … RETURNING: a row marked deleting meanwhile is neither written
+        # nor reported (a select-then-update by id would overwrite it on PostgreSQL)
         rows = conn.execute(
-            sa.select(it.c.id, it.c.group_id).where(it.c.id.in_(part), it.c.status != "deleting")
+            it.update()
+            .where(
+                it.c.id.in_(part),
+                it.c.status != "deleting",
+                it.c.status.in_(allowed) if allowed is not None else sa.true(),
+            )
+            .values(status="failed", error_code=code, error_message=message, updated_at=now_ms())
+            .returning(it.c.id, it.c.group_id)
         ).all()
         if not rows:
             continue
-        conn.execute(
-            it.update()
-            .where(it.c.id.in_([r.id for r in rows]))
-            .values(status="failed", error_code=code, error_message=message, updated_at=now_ms())
-        )
         changed.extend(r.id for r in rows)
         parents.update(r.group_id for r in rows if r.group_id)
     for parent in parents - set(changed):

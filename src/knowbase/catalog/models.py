@@ -31,6 +31,7 @@ class Base:
     allow_local_urls: bool
     created_at: int
     updated_at: int
+    index_backend: str = "sqlite"  # the registry in pipeline/store/backends.py names them
 
     @classmethod
     def from_row(cls, row: Any) -> Base:

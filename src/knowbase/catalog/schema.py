@@ -57,6 +57,8 @@ knowledge_base = sa.Table(
     sa.Column("threshold", sa.Float, nullable=True),
     sa.Column("document_count", sa.Integer, nullable=True),
     sa.Column("allow_local_urls", sa.Boolean, nullable=False, server_default=sa.false()),
+    # which IndexStore holds the base's index (migration 0002s; existing bases keep sqlite)
+    sa.Column("index_backend", sa.String(16), nullable=False, server_default="sqlite"),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.CheckConstraint(_in("status", BASE_STATUSES), name="knowledge_base_status_check"),

@@ -18,6 +18,7 @@ from knowbase.catalog import item_changes
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import now_ms
 from knowbase.catalog.models import Item
+from knowbase.catalog.schema import ACTIVE_STATUSES
 from knowbase.catalog.schema import job as job_t
 from knowbase.catalog.schema import knowledge_base as base_t
 from knowbase.jobs.listing import ACTIVE
@@ -79,6 +80,9 @@ def sweep(rt: Runtime) -> SweepReport:
         log.exception("job recovery failed")
     try:
         with rt.catalog.write_tx() as conn:
+            # Items first, then the jobs that cover them: an item and its job commit together,
+            # so a job of every item read here is visible to the later read. The other order
+            # (PostgreSQL, READ COMMITTED) failed an item added between the two reads.
             active = item_repo.active_items(conn)
             deleting = item_repo.deleting_roots(conn)
             # Most sweeps find nothing active: then no job needs reading at all.
@@ -97,6 +101,8 @@ def sweep(rt: Runtime) -> SweepReport:
                         lost,
                         "indexing_interrupted",
                         "Indexing was interrupted (the process running it stopped)",
+                        # one whose job ended between the two reads is no longer active
+                        only_statuses=ACTIVE_STATUSES,
                     )
                 for container_id in rolled_up:
                     item_repo.reconcile_containers(conn, container_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -90,4 +91,9 @@ class IndexStore(Protocol):
     def changes_version(self) -> int:
         """``meta.vectors_version``: bumped by every transaction that changes units."""
 
-    def close(self) -> None: ...
+    def hold(self) -> AbstractContextManager[None]:
+        """Keep the store open for the body: a ``close`` meanwhile waits for it to end."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's resources now, or when the last holder lets go."""

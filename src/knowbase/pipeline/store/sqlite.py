@@ -38,6 +38,8 @@ from knowbase.errors import (
 from knowbase.pipeline.store import hashing
 from knowbase.pipeline.store.base import MaterialInput, SearchHit, UnitRecord
 from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
+from knowbase.pipeline.store.lease import Leases
+from knowbase.pipeline.store.plan import check_vectors, plan_units
 from knowbase.pipeline.store.sqlite_schema import connect, prepare, utc_now, write_tx
 from knowbase.pipeline.store.vector_matrix import CACHE, VectorMatrix
 
@@ -63,8 +65,15 @@ _GC_SQL = (
 
 
 def _map_error(exc: apsw.Error, op: str, path: Path) -> KnowbaseError:
-    """One place that turns apsw's exceptions into ours."""
-    details = {"op": op, "path": str(path), "sqlite_error": type(exc).__name__}
+    """One place that turns apsw's exceptions into ours.
+
+    A ``CantOpenError``/``IOError`` is marked ``transient``: a file briefly out of reach (a
+    network mount reconnecting, a ``-wal`` file in the way) opens on a later try, so the runtime
+    retries before it fails the base for good.
+    """
+    details: dict[str, Any] = {"op": op, "path": str(path), "sqlite_error": type(exc).__name__}
+    if isinstance(exc, apsw.CantOpenError | apsw.IOError):
+        details["transient"] = True
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return Unavailable(f"index is busy ({op}); retry shortly", **details)
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError | apsw.CantOpenError | apsw.IOError):
@@ -115,7 +124,7 @@ class SqliteIndexStore:
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
-        self._closed = False
+        self.leases = Leases(self._close_connections, what=str(path))
 
     # --- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -156,11 +165,16 @@ class SqliteIndexStore:
         return store
 
     def close(self) -> None:
-        """Close the writer and every reader connection. Idempotent."""
+        """Close the writer and every reader connection — now, or when the last holder of a
+        lease (a call in flight, ``Runtime.lease``) lets go. Idempotent."""
+        self.leases.close()
+
+    def hold(self) -> contextlib.AbstractContextManager[None]:
+        """Keep the store open across several calls (see :mod:`.lease`)."""
+        return self.leases.hold()
+
+    def _close_connections(self) -> None:
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
@@ -174,16 +188,17 @@ class SqliteIndexStore:
 
     @contextlib.contextmanager
     def _edge(self, op: str) -> Iterator[None]:
-        try:
-            yield
-        except apsw.Error as exc:
-            raise _map_error(exc, op, self.path) from exc
+        with self.leases.hold():
+            try:
+                yield
+            except apsw.Error as exc:
+                raise _map_error(exc, op, self.path) from exc
 
     def _reader(self) -> apsw.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             with self._lock:
-                if self._closed:
+                if self.leases.closed:
                     raise VectorStoreUnavailable("the index store is closed", path=str(self.path))
                 conn = connect(self.path, create=False)
                 self._readers.append(conn)
@@ -212,38 +227,8 @@ class SqliteIndexStore:
         EmbeddingMismatch is raised and the previous state of the material stays intact.
         """
         text = material.content_text
-        if embeddings and self.dims is None:
-            raise InvalidInput(
-                "embeddings supplied to a BM25-only index", material_id=material.material_id
-            )
-        content_hash = hashing.text_hash(text)
-        units = []
-        for chunk in material.chunks:
-            if not 0 <= chunk.char_start <= chunk.char_end <= len(text):
-                raise InvalidInput(
-                    "chunk slice lies outside the material text",
-                    material_id=material.material_id,
-                    unit_index=chunk.unit_index,
-                    char_start=chunk.char_start,
-                    char_end=chunk.char_end,
-                    text_length=len(text),
-                )
-            body = text[chunk.char_start : chunk.char_end]
-            if body != chunk.text:
-                raise InvalidInput(
-                    "chunk text is not the slice of the material text it claims",
-                    material_id=material.material_id,
-                    unit_index=chunk.unit_index,
-                )
-            uid = hashing.unit_id(
-                material.material_id,
-                content_hash,
-                "chunk",
-                chunk.unit_index,
-                chunk.char_start,
-                chunk.char_end,
-            )
-            units.append((uid, chunk, body, hashing.text_hash(body)))
+        content_hash, planned = plan_units(material, self.dims, bool(embeddings))
+        units = [(u.unit_id, u.chunk, u.body, u.body_hash) for u in planned]
         needed = sorted({h for *_, h in units})
         blobs = self._encode(embeddings, needed) if self.dims is not None else {}
         now = utc_now()
@@ -307,21 +292,8 @@ class SqliteIndexStore:
         self, embeddings: Mapping[str, np.ndarray | Sequence[float]], needed: Sequence[str]
     ) -> dict[str, bytes]:
         """Little-endian float32 blobs of the supplied vectors this material uses."""
-        out = {}
-        for h in needed:
-            vec = embeddings.get(h)
-            if vec is None:
-                continue
-            arr = np.asarray(vec, dtype="<f4").ravel()
-            if arr.shape[0] != self.dims or not np.isfinite(arr).all():
-                raise EmbeddingMismatch(
-                    "embedding has the wrong width or is not finite",
-                    dims=self.dims,
-                    got=int(arr.shape[0]),
-                    embedding_text_hash=h,
-                )
-            out[h] = arr.tobytes()
-        return out
+        assert self.dims is not None
+        return {h: v.tobytes() for h, v in check_vectors(embeddings, needed, self.dims).items()}
 
     @staticmethod
     def _insert_units(
@@ -412,6 +384,10 @@ class SqliteIndexStore:
         """
         conn = self._writer
         try:
+            self.leases.acquire()
+        except VectorStoreUnavailable:
+            return
+        try:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             free = conn.execute("PRAGMA freelist_count").fetchall()[0][0]
             pages = conn.execute("PRAGMA page_count").fetchall()[0][0]
@@ -427,6 +403,8 @@ class SqliteIndexStore:
             log.error("reclaim of %s found a corrupt index: %s", self.path, exc)
         except Exception as exc:  # best effort by contract
             log.warning("reclaim of %s failed: %s", self.path, exc)
+        finally:
+            self.leases.release()
 
     # --- reads -----------------------------------------------------------------------------
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
@@ -605,6 +583,10 @@ class SqliteIndexStore:
                     )
                 return cached.patched(rows, removed, version=version)
         return VectorMatrix.from_rows(conn.execute(select), dims=self.dims, version=version)
+
+    def hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
+        """Hits for ``(unit_id, score)`` pairs, in their order (an external vector lane)."""
+        return self._hits_for(pairs)
 
     def _hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
         ids = [uid for uid, _ in pairs]

@@ -1,0 +1,118 @@
+"""The postgres backend's keyword lane: the SQLite lane's keyword text and its BM25.
+
+The index holds the same keyword text as the SQLite store (:func:`.fts_query.keyword_text`, CJK
+runs as bigrams), cut into the words ``unicode61`` would see (:func:`keyword_words`) and stemmed
+by PostgreSQL's english snowball stemmer without stop words (config ``kb_keyword``, migration
+0002s). Ranking is FTS5's own BM25 (k1 = 1.2, b = 0.75, idf = ln((N − n + 0.5)/(n + 0.5)),
+floor 1e-6, per query term), computed in SQL from the term frequencies in the ``tsvector`` and
+the base's totals in ``kb_index`` — not ``ts_rank_cd``, which has no idf and would change what
+the measured lane ranks first. Differences left: porter (FTS5) vs snowball english stems, and
+PostgreSQL keeps at most 256 positions of one lexeme per unit.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+import regex
+from sqlalchemy.engine import Connection
+
+from knowbase.pipeline.store.fts_query import KeywordQuery, keyword_text
+from knowbase.pipeline.store.postgres_sql import HIT, JOIN
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+_WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+")
+_LATIN = regex.compile(r"\p{Latin}")
+
+
+def _strip_latin_marks(word: str) -> str:
+    """``remove_diacritics 2`` of unicode61, for Latin letters only (CJK marks are letters'
+    parts: か + ゙ must stay が)."""
+    if not _LATIN.search(word):
+        return word
+    decomposed = unicodedata.normalize("NFD", word)
+    return unicodedata.normalize(
+        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
+    )
+
+
+def keyword_words(text: str) -> list[str]:
+    """The words the keyword lane indexes: :func:`keyword_text`'s, as ``unicode61`` cuts them."""
+    return [_strip_latin_marks(w) for w in _WORD.findall(keyword_text(text))]
+
+
+def keyword_rows(
+    conn: Connection, base_id: str, kq: KeywordQuery, limit: int, visible: str
+) -> list[Any]:
+    """Rows (hit columns + score) for a ``match`` or ``like`` plan of :mod:`.fts_query`."""
+    if kq.mode == "like":
+        where = " AND ".join(f"u.body LIKE %(l{i})s" for i in range(len(kq.like_terms)))
+        params = {f"l{i}": t for i, t in enumerate(kq.like_terms)}
+        return conn.exec_driver_sql(
+            f"SELECT {HIT}, -length(u.body) FROM kb_unit u {JOIN} {visible}"
+            f" WHERE u.base_id = %(b)s AND {where}"
+            " ORDER BY length(u.body), u.unit_id LIMIT %(k)s",
+            {**params, "b": base_id, "k": limit},
+        ).all()
+    terms = [" ".join(keyword_words(t)) for t in kq.terms]
+    rows = bm25_rows(conn, base_id, terms, kq.filters, limit, visible)
+    if not rows and kq.filters:  # the single-char filters emptied it: once without them
+        rows = bm25_rows(conn, base_id, terms, (), limit, visible)
+    return rows
+
+
+def bm25_rows(
+    conn: Connection,
+    base_id: str,
+    terms: list[str],
+    filters: Sequence[str],
+    limit: int,
+    visible: str,
+) -> list[Any]:
+    """The best ``limit`` units by FTS5's BM25 over the base's totals (``kb_index``)."""
+    totals = conn.exec_driver_sql(
+        "SELECT unit_count, token_count FROM kb_index WHERE base_id = %(b)s",
+        {"b": base_id},
+    ).first()
+    if totals is None or not totals[0]:
+        return []
+    n_units, tokens = int(totals[0]), int(totals[1])
+    extra = "".join(f" AND u.body LIKE %(f{i})s" for i in range(len(filters)))
+    params: dict[str, Any] = {f"f{i}": f for i, f in enumerate(filters)}
+    params.update(
+        b=base_id,
+        terms=terms,
+        n=float(n_units),
+        avgdl=tokens / n_units if tokens else 1.0,
+        k=limit,
+        k1=BM25_K1,
+        bb=BM25_B,
+    )
+    # q: one row per (query term, lexeme); a term repeated in the query counts once per
+    # term, as FTS5 scores each phrase of an OR query. idf from the GIN index per lexeme.
+    sql = f"""
+    WITH q AS (
+      SELECT t.ord, lx.lexeme FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, ord)
+      CROSS JOIN LATERAL unnest(to_tsvector('kb_keyword', t.term)) AS lx
+    ), w AS (
+      SELECT q.lexeme, GREATEST(ln((%(n)s - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
+      FROM q CROSS JOIN LATERAL (SELECT count(*) AS n FROM kb_unit x
+        WHERE x.base_id = %(b)s AND x.keyword @@ quote_literal(q.lexeme)::tsquery) d
+    ), tsq AS (
+      SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
+    )
+    SELECT {HIT}, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
+      / (cardinality(lx.positions)
+         + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s))) AS score
+    FROM kb_unit u {JOIN} {visible}
+    CROSS JOIN LATERAL unnest(u.keyword) AS lx
+    JOIN w ON w.lexeme = lx.lexeme
+    WHERE u.base_id = %(b)s AND u.keyword @@ (SELECT query FROM tsq){extra}
+    GROUP BY u.base_id, u.unit_id, m.relative_path
+    ORDER BY score DESC, u.unit_id LIMIT %(k)s
+    """
+    return conn.exec_driver_sql(sql, params).all()
