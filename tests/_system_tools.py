@@ -36,9 +36,7 @@ TOOLS: dict[str, SystemTool] = {
         ("tesseract-ocr", "tesseract-ocr-eng", "tesseract-ocr-chi-sim"), _tesseract
     ),
     "pdftoppm": SystemTool(("poppler-utils",), lambda: shutil.which("pdftoppm") is not None),
-    "soffice": SystemTool(
-        ("libreoffice-writer-nogui", "libreoffice-impress-nogui"), _soffice
-    ),
+    "soffice": SystemTool(("libreoffice-writer-nogui", "libreoffice-impress-nogui"), _soffice),
 }
 
 _missing_key = pytest.StashKey[dict[tuple[str, ...], set[str]]]()
@@ -53,8 +51,9 @@ def _is_available(name: str) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "needs_system(*tools): skipped unless these programs are installed "
-        f"(one of: {', '.join(TOOLS)})"
+        "markers",
+        "needs_system(*tools): skipped unless these programs are installed "
+        f"(one of: {', '.join(TOOLS)})",
     )
     config.stash[_missing_key] = {}
 
@@ -90,6 +89,7 @@ def summary_line(missing: dict[tuple[str, ...], set[str]]) -> str:
         parts.append(f"{' '.join(packages)}: {len(nodeids)} tests ({', '.join(files)})")
     every = dict.fromkeys(p for packages in sorted(missing) for p in packages)
     return (
-        "skipped for want of system packages: " + "; ".join(parts)
+        "skipped for want of system packages: "
+        + "; ".join(parts)
         + f" — apt-get install {' '.join(every)}"
     )

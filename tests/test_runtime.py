@@ -20,7 +20,7 @@ from knowbase.settings import Settings
 def kb_settings(home) -> Settings:  # type: ignore[no-untyped-def]
     """An embedded home on every run: these are the SQLite store's lifecycle (files, WAL) and
     write materials with no catalog items, which the postgres lane's visibility join hides."""
-    return Settings(home=home)
+    return Settings(home=home, test_providers=True)
 
 
 def _one_material(kb: Knowledge, base: Base) -> None:

@@ -24,4 +24,3 @@ def test_every_tool_names_debian_packages_and_checks_the_program() -> None:
     assert set(TOOLS) == {"tesseract", "pdftoppm", "soffice"}
     assert all(t.packages for t in TOOLS.values())
     assert TOOLS["pdftoppm"].available() == (shutil.which("pdftoppm") is not None)
-

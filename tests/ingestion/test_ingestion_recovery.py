@@ -108,9 +108,7 @@ def test_sweep_leaves_a_folder_whose_children_are_still_running(kb: Knowledge, s
     assert {i.status for i in kb.list_items(base.id)} == {"completed"}
 
 
-def test_sweep_prunes_old_terminal_jobs_by_the_retention_setting(
-    kb_settings, src: Path
-) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_prunes_old_terminal_jobs_by_the_retention_setting(kb_settings, src: Path) -> None:  # type: ignore[no-untyped-def]
     from knowbase.clock import ManualClock
 
     clock = ManualClock(1_900_000_000.0)
@@ -129,9 +127,7 @@ def test_sweep_prunes_old_terminal_jobs_by_the_retention_setting(
         assert [i.status for i in kb.list_items(base.id)] == ["completed", "completed"]
 
 
-def test_sweep_removes_only_old_base_folders_without_a_row(
-    kb: Knowledge, bm25_base: Base
-) -> None:
+def test_sweep_removes_only_old_base_folders_without_a_row(kb: Knowledge, bm25_base: Base) -> None:
     import os
     import time
     import uuid

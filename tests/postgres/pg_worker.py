@@ -16,7 +16,7 @@ from knowbase.settings import Settings
 
 def main(home: str, url: str, threads: str | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    kb = Knowledge(Settings(home=Path(home), database_url=url))
+    kb = Knowledge(Settings(home=Path(home), database_url=url, test_providers=True))
     kb.start_workers(threads=int(threads) if threads else None)
     print("ready", flush=True)
     while True:

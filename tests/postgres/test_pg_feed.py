@@ -22,7 +22,9 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def kb(tmp_path: Path, pg_url: str) -> Iterator[Knowledge]:
-    knowledge = Knowledge(Settings(home=tmp_path / "home", database_url=pg_url))
+    knowledge = Knowledge(
+        Settings(home=tmp_path / "home", database_url=pg_url, test_providers=True)
+    )
     try:
         yield knowledge
     finally:

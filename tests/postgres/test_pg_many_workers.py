@@ -45,7 +45,7 @@ def test_three_workers_one_killed_everything_settles(tmp_path: Path, pg_server, 
     if not pg_server.has_vector:
         pytest.skip("a vector base on PostgreSQL needs pgvector: run .ci/pgvector.sh")
     home = tmp_path / "home"
-    kb = Knowledge(Settings(home=home, database_url=pg_url))
+    kb = Knowledge(Settings(home=home, database_url=pg_url, test_providers=True))
     procs: list[subprocess.Popen[str]] = []
     try:
         base = kb.create_base(

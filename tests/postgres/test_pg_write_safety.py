@@ -26,7 +26,9 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def kb(tmp_path: Path, pg_url: str) -> Iterator[Knowledge]:
-    knowledge = Knowledge(Settings(home=tmp_path / "home", database_url=pg_url))
+    knowledge = Knowledge(
+        Settings(home=tmp_path / "home", database_url=pg_url, test_providers=True)
+    )
     try:
         yield knowledge
     finally:
@@ -89,16 +91,17 @@ def test_a_status_write_racing_a_delete_keeps_deleting(
 
 
 def test_sweep_leaves_an_item_added_while_it_reads(kb: Knowledge, base: Base, monkeypatch) -> None:
-    real = kb.rt.jobs.list_jobs
+    kb.add_note(base.id, "Already queued.", wait=False)  # something active: the sweep reads jobs
+    real = kb.rt.jobs.iter_jobs
     late: list[str] = []
 
-    def list_jobs(*args, **kwargs):  # type: ignore[no-untyped-def]
-        jobs = real(*args, **kwargs)
+    def iter_jobs(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rows = list(real(*args, **kwargs))
         if not late:  # an add commits its item and its job right after the jobs were read
             late.append(kb.add_note(base.id, "Added during the sweep.", wait=False).id)
-        return jobs
+        return iter(rows)
 
-    monkeypatch.setattr(kb.rt.jobs, "list_jobs", list_jobs)
+    monkeypatch.setattr(kb.rt.jobs, "iter_jobs", iter_jobs)
     report = kb.recover()
     assert late and late[0] not in report.interrupted
     assert _status(kb, late[0]) in ("preparing", "processing")
@@ -108,17 +111,17 @@ def test_sweep_leaves_an_item_whose_job_finished_between_its_reads(
     kb: Knowledge, base: Base, monkeypatch
 ) -> None:
     item = kb.add_note(base.id, "Finished during the sweep.", wait=False)
-    real = kb.rt.jobs.list_jobs
+    real = kb.rt.jobs.iter_jobs
     ran: list[bool] = []
 
-    def list_jobs(*args, **kwargs):  # type: ignore[no-untyped-def]
-        if not ran and kwargs.get("statuses") == ["pending", "running"]:
+    def iter_jobs(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if not ran:  # the sweep's read of active jobs
             ran.append(True)
-            monkeypatch.setattr(kb.rt.jobs, "list_jobs", real)
+            monkeypatch.setattr(kb.rt.jobs, "iter_jobs", real)
             kb.run_until_idle(timeout_s=60)  # the job ends: the item is completed now
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(kb.rt.jobs, "list_jobs", list_jobs)
+    monkeypatch.setattr(kb.rt.jobs, "iter_jobs", iter_jobs)
     report = kb.recover()
     assert ran
     assert item.id not in report.interrupted

@@ -62,9 +62,9 @@ def test_paged_tree_equals_the_whole_base_dfs(kb: Knowledge, bm25_base: Base, se
         # its children are not yet: those children show as roots
         ids = [r.id for r in conn.execute(sa.select(it.c.id).where(it.c.type == "file"))]
         conn.execute(
-            it.update().where(it.c.id.in_(rng.sample(ids, len(ids) // 2))).values(
-                status="completed"
-            )
+            it.update()
+            .where(it.c.id.in_(rng.sample(ids, len(ids) // 2)))
+            .values(status="completed")
         )
         parents = {r[0] for r in conn.execute(sa.select(it.c.group_id).distinct())} - {None}
         doomed = rng.choice(sorted(parents & set(dirs)))

@@ -90,7 +90,7 @@ def test_ef_search_covers_the_limit_and_stays_in_range() -> None:
 
 
 def test_visibility_is_a_join_with_the_catalog(tmp_path: Path, catalog: Catalog) -> None:
-    kb = Knowledge(Settings(home=tmp_path / "home", database_url=catalog.url))
+    kb = Knowledge(Settings(home=tmp_path / "home", database_url=catalog.url, test_providers=True))
     try:
         kb.create_base("v", file_processor_id=None)
         shown = kb.add_note("v", "Otters hold hands while sleeping.")
@@ -109,7 +109,7 @@ def test_visibility_is_a_join_with_the_catalog(tmp_path: Path, catalog: Catalog)
 def test_without_pgvector_vector_bases_are_unavailable_and_bm25_works(
     tmp_path: Path, catalog: Catalog
 ) -> None:
-    kb = Knowledge(Settings(home=tmp_path / "home", database_url=catalog.url))
+    kb = Knowledge(Settings(home=tmp_path / "home", database_url=catalog.url, test_providers=True))
     try:
         vec = kb.create_base("vec", embedding_model_id="hash:d8", file_processor_id=None)
         bm = kb.create_base("bm", file_processor_id=None)
