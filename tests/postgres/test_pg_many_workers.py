@@ -101,7 +101,11 @@ def test_three_workers_one_killed_everything_settles(tmp_path: Path, pg_server, 
                 {"b": base.id},
             ).all()
         assert claimed == 0
-        assert {m for m, _, _ in units} == completed  # no units of unfinished items
+        # Units belong to completed items, or to an item whose job the kill interrupted after
+        # its index write committed and before the catalog's (failed indexing_interrupted,
+        # hidden from search; a retry rebuilds it). Never to an item still active.
+        interrupted = {r.id for r in failed if r.error_code == "indexing_interrupted"}
+        assert completed <= {m for m, _, _ in units} <= completed | interrupted
         assert all(n == distinct for _, n, distinct in units)  # no duplicate units
         hits = kb.search("many", "capybaras topic 7").results
         assert hits and all(h.item_id in completed for h in hits)
