@@ -20,6 +20,8 @@ class ProviderProfile:
     base_url: str
     api_key_env: str | None = None
     kind: str = "openai"  # wire protocol: "openai" embeddings, "jina"/"cohere" rerank
+    batch_size: int = 10  # texts per embeddings request
+    max_in_flight: int = 4  # embeddings requests at once per process (keeps the server busy)
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -73,6 +75,8 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
             base_url=str(spec["base_url"]),
             api_key_env=spec.get("api_key_env"),
             kind=spec.get("kind", "openai"),
+            batch_size=int(spec.get("batch_size", 10)),
+            max_in_flight=int(spec.get("max_in_flight", 4)),
         )
         for name, spec in (config.get("providers") or {}).items()
     }

@@ -78,7 +78,9 @@ class LocalMiniLM:
     dims: int | None = 384
     window: int | None = 256
     scripts: frozenset[str] | None = frozenset({"Latin"})
-    batch_size = 32
+    batch_size = 64  # texts per call from the embedding batcher
+    sort_by_length = True  # the batcher groups similar lengths: less padding per forward pass
+    encode_batch_size = 32  # texts per forward pass (encode sorts its input by length too)
 
     def __init__(self, *, threads: int | None = None) -> None:
         if not _has_module("sentence_transformers"):
@@ -148,7 +150,7 @@ class LocalMiniLM:
             model = self._load_model()
             vectors = model.encode(
                 list(texts),
-                batch_size=self.batch_size,
+                batch_size=self.encode_batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,

@@ -91,6 +91,7 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
     store = rt.store(base)
     embeddings = {}
     if embedder is not None and base.dimensions:
+        from knowbase.pipeline.indexing.batcher import batcher_for
         from knowbase.pipeline.indexing.embed import embed_missing
 
         def on_progress(done: int, total: int) -> None:
@@ -103,6 +104,7 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
             dims=base.dimensions,
             on_progress=on_progress,
             check_cancelled=ctx.check_cancelled,
+            batcher=batcher_for(embedder),  # shares model calls with every other index job
         )
     ctx.progress("saving", 80)
     with rt.lock(base.id):

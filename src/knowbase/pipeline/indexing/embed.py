@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
+from knowbase.pipeline.indexing.batcher import EmbeddingBatcher
 from knowbase.pipeline.store.hashing import text_hash
 from knowbase.providers.base import EmbeddingProvider
 
@@ -29,6 +30,7 @@ def embed_missing(
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_progress: Callable[[int, int], None] | None = None,
     check_cancelled: Callable[[], None] | None = None,
+    batcher: EmbeddingBatcher | None = None,
 ) -> dict[str, np.ndarray]:
     """Return ``{text_hash: float32 vector}`` for each distinct body the store does not hold yet.
 
@@ -37,7 +39,8 @@ def embed_missing(
     ``check_cancelled()`` runs before every batch and stops the work by raising;
     ``on_progress(done, total)`` follows every batch, counted in distinct bodies to embed.
     Nothing is called at all for empty input, and the provider is not called when every hash
-    already exists.
+    already exists. With a ``batcher`` the missing bodies go to it in one request and share
+    provider calls with other jobs' texts (``check_cancelled`` is polled while waiting).
     """
     _check_dims(dims, provider)
     unique: dict[str, str] = {}
@@ -53,6 +56,13 @@ def embed_missing(
     missing = [h for h in hashes if h not in have]
     if not missing:
         return {}
+
+    if batcher is not None:
+        answer = batcher.embed([unique[h] for h in missing], check_cancelled=check_cancelled)
+        rows = _checked(answer, len(missing), dims, provider)
+        if on_progress is not None:
+            on_progress(len(missing), len(missing))
+        return dict(zip(missing, rows, strict=True))
 
     size = _batch_size(provider, batch_size)
     vectors: dict[str, np.ndarray] = {}
