@@ -45,9 +45,7 @@ def stored_vectors(kb: Knowledge, base_id: str) -> dict[str, tuple[str, np.ndarr
     return out
 
 
-def test_jobs_share_provider_calls_and_store_their_own_vectors(
-    kb: Knowledge, src: Path
-) -> None:
+def test_jobs_share_provider_calls_and_store_their_own_vectors(kb: Knowledge, src: Path) -> None:
     model = "hash:d48?delay=0.1"  # a slow call, so the next jobs' texts gather behind it
     base = kb.create_base("batched", embedding_model_id=model, file_processor_id=None)
     provider = get_embedding_provider(model, kb.settings)
@@ -90,9 +88,7 @@ def test_a_failing_call_fails_only_the_items_in_that_batch(kb: Knowledge, src: P
     items = {i.title: i for i in kb.list_items(base.id) if i.type == "file"}
     failed = {t for t, i in items.items() if i.status == "failed"}
     in_failed_batches = {
-        title
-        for title in items
-        if any(f"Document {int(title[3:5])} " in t for t in failed_texts)
+        title for title in items if any(f"Document {int(title[3:5])} " in t for t in failed_texts)
     }
     assert {"doc03.md", "doc17.md"} <= failed
     assert failed == in_failed_batches  # every failure was in a failed batch, and only those

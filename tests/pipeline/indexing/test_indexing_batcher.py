@@ -86,7 +86,9 @@ def wait_queued(batcher: EmbeddingBatcher, texts: int) -> None:
 
 
 def same_rows(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
-    return len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+    if len(got) != len(want):
+        return False
+    return all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
 
 
 def test_several_jobs_share_one_call_and_each_gets_its_own_rows() -> None:
