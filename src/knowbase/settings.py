@@ -36,7 +36,9 @@ class Settings:
     providers: dict[str, ProviderProfile] = field(default_factory=dict)
     allow_local_urls: bool = False  # SSRF guard off (tests against loopback)
     max_file_bytes: int = 200 * 1024 * 1024
-    workers: int = 5  # per-queue concurrency
+    # Per-queue concurrency: index jobs of one base share the embedding batcher, so enough of
+    # them must run at once for its batches to fill while the next documents are read.
+    workers: int = 16
     global_workers: int = 50
 
     @property
@@ -105,5 +107,5 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         providers=profiles,
         allow_local_urls=pick("allow_local_urls", "KNOWBASE_ALLOW_LOCAL_URLS", False, truthy),
         max_file_bytes=pick("max_file_bytes", "KNOWBASE_MAX_FILE_BYTES", 200 * 1024 * 1024, int),
-        workers=pick("workers", "KNOWBASE_WORKERS", 5, int),
+        workers=pick("workers", "KNOWBASE_WORKERS", 16, int),
     )
