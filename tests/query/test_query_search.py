@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -162,11 +163,11 @@ def test_hybrid_rrf_scores_and_result_fields(store: SqliteIndexStore) -> None:
 def test_lane_limits(store: RecordingStore) -> None:
     search(store, "cat", config=SearchConfig(top_k=3, dims=4), embedder=WordEmbedder(),
            reranker=None, visible=everything)  # fmt: skip
-    assert store.asked == [("vector", 75), ("keyword", 75)]
+    assert sorted(store.asked) == [("keyword", 75), ("vector", 75)]  # the lanes run at once
     store.asked = []
     search(store, "cat", config=SearchConfig(top_k=100, dims=4), embedder=WordEmbedder(),
            reranker=None, visible=everything)  # fmt: skip
-    assert store.asked == [("vector", 1000), ("keyword", 1000)]
+    assert sorted(store.asked) == [("keyword", 1000), ("vector", 1000)]
     store.asked = []
     search(store, "cat", config=SearchConfig(), embedder=None, reranker=None, visible=everything)
     assert store.asked == [("keyword", 10)]  # BM25 without a reranker: top_k first
@@ -278,3 +279,37 @@ def test_script_coverage_rule() -> None:
     assert script_coverage("Привет", latin)["covered"] is False
     assert script_coverage("Привет", frozenset({"Latin", "Cyrillic"}))["covered"] is True
     assert script_coverage("机器学习", None)["covered"] is True
+
+
+def test_the_keyword_lane_runs_while_the_query_is_embedded(store: RecordingStore) -> None:
+    keyword_started = threading.Event()
+    real_keyword = store.keyword_search
+
+    def keyword(query, limit):  # type: ignore[no-untyped-def]
+        keyword_started.set()
+        return real_keyword(query, limit)
+
+    class WaitsForKeyword(WordEmbedder):
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            # Sequential lanes would wait here in vain: the keyword lane starts only after.
+            assert keyword_started.wait(5), "the keyword lane did not run during the embedding"
+            return super().embed(texts)
+
+    store.keyword_search = keyword  # type: ignore[method-assign]
+    response = search(store, "cat fish", config=SearchConfig(top_k=3, dims=4),
+                      embedder=WaitsForKeyword(), reranker=None, visible=everything)  # fmt: skip
+    assert response.mode == "hybrid" and response.results
+
+
+def test_a_repeated_query_is_embedded_once(store: RecordingStore) -> None:
+    embedder = WordEmbedder()
+    config = SearchConfig(top_k=3, dims=4)
+    first = search(store, "dog bird", config=config, embedder=embedder, reranker=None,
+                   visible=everything)  # fmt: skip
+    again = search(store, "dog bird", config=config, embedder=embedder, reranker=None,
+                   visible=everything)  # fmt: skip
+    assert embedder.calls == [["dog bird"]]
+    assert [r.chunk_id for r in again.results] == [r.chunk_id for r in first.results]
+    other = WordEmbedder()  # another provider (model) has its own cache
+    search(store, "dog bird", config=config, embedder=other, reranker=None, visible=everything)
+    assert other.calls == [["dog bird"]]

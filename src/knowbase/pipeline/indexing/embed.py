@@ -8,6 +8,10 @@ non-finite value raises :class:`~knowbase.errors.EmbeddingMismatch`.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -77,10 +81,59 @@ def embed_missing(
     return vectors
 
 
+QUERY_CACHE_SIZE = 512  # query vectors kept per provider (an agent loop repeats its queries)
+
+
+class _QueryCache:
+    """An LRU of query vectors per provider instance (read-only arrays, shared by callers)."""
+
+    def __init__(self, size: int = QUERY_CACHE_SIZE) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._per_provider: weakref.WeakKeyDictionary[object, OrderedDict[str, np.ndarray]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, provider: object, text: str) -> np.ndarray | None:
+        with self._lock:
+            entries = self._per_provider.get(provider)
+            vector = None if entries is None else entries.get(text)
+            if vector is not None:
+                entries.move_to_end(text)  # type: ignore[union-attr]
+            return vector
+
+    def put(self, provider: object, text: str, vector: np.ndarray) -> None:
+        vector.setflags(write=False)
+        with self._lock:
+            entries = self._per_provider.setdefault(provider, OrderedDict())
+            entries[text] = vector
+            entries.move_to_end(text)
+            while len(entries) > self.size:
+                entries.popitem(last=False)
+
+
+QUERY_CACHE = _QueryCache()
+
+
+def cached_query(text: str, provider: EmbeddingProvider, dims: int) -> np.ndarray | None:
+    """The query's vector if :func:`embed_query` computed it recently, else None."""
+    vector = QUERY_CACHE.get(provider, text)
+    return vector if vector is not None and vector.shape == (dims,) else None
+
+
 def embed_query(text: str, provider: EmbeddingProvider, dims: int) -> np.ndarray:
-    """The query's float32 vector of width ``dims``, checked like :func:`embed_missing`'s."""
+    """The query's float32 vector of width ``dims``, checked like :func:`embed_missing`'s.
+
+    Answers repeat from a per-provider LRU of :data:`QUERY_CACHE_SIZE` queries; the array is
+    read-only.
+    """
     _check_dims(dims, provider)
-    return _checked(provider.embed([text]), 1, dims, provider)[0]
+    vector = cached_query(text, provider, dims)
+    if vector is None:
+        vector = _checked(provider.embed([text]), 1, dims, provider)[0]
+        with contextlib.suppress(TypeError):  # a provider without weakref support: uncached
+            QUERY_CACHE.put(provider, text, vector)
+    return vector
 
 
 def _batch_size(provider: EmbeddingProvider, fallback: int) -> int:
