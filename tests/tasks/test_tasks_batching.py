@@ -36,7 +36,7 @@ def stored_vectors(kb: Knowledge, base_id: str) -> dict[str, tuple[str, np.ndarr
     base = kb.get_base(base_id)
     store = kb.rt.store(base)
     matrix = store.vector_matrix()
-    rows = dict(zip(matrix.ids, matrix.matrix, strict=True))
+    rows = matrix.vectors()
     out = {}
     for item in kb.list_items(base_id):
         if item.type == "file" and item.status == "completed":
