@@ -10,7 +10,8 @@ then for 20k and 50k units times, per query:
     same tie-break;
 
 asserts identical top-10 ids, and prints ms per query and the ratio. The matrix build (full
-load from SQLite) and the patch from 20k to 50k are reported separately.
+load from SQLite), the patch from 20k to 50k, and patches of one material (500 rows) added to
+and removed from the 50k base are reported separately.
 
 Run with numpy's BLAS at full speed (DESIGN: those two variables halve it on this machine):
 
@@ -108,6 +109,19 @@ def main() -> int:
                     print(f"matrix build (full load of {n} rows from SQLite): {t:.0f} ms")
                 done = n
                 ratios[n] = bench(store, n, rng)
+            # A small change on the big base: the patch follows the change, not the base.
+            add_units(store, done, done + PER_MATERIAL, rng)
+            t, _ = ms(store.vector_matrix)
+            print(
+                f"matrix patch ({done} → {done + PER_MATERIAL} rows, one material added):"
+                f" {t:.0f} ms"
+            )
+            store.delete_materials([f"m{done}"])
+            t, m = ms(store.vector_matrix)
+            print(
+                f"matrix patch ({done + PER_MATERIAL} → {m.size} rows, one material removed):"
+                f" {t:.0f} ms"
+            )
         finally:
             store.close()
     target = ratios[SIZES[-1]]

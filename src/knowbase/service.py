@@ -68,7 +68,12 @@ class Knowledge:
         self.rt = Runtime(
             settings=settings,
             catalog=catalog,
-            jobs=JobManager(catalog, clock=clock),
+            jobs=JobManager(
+                catalog,
+                clock=clock,
+                queue_concurrency=settings.workers,
+                global_concurrency=settings.global_workers,
+            ),
             mutex=(
                 KeyedMutex(settings.locks_dir)
                 if catalog.is_sqlite

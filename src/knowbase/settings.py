@@ -20,6 +20,8 @@ class ProviderProfile:
     base_url: str
     api_key_env: str | None = None
     kind: str = "openai"  # wire protocol: "openai" embeddings, "jina"/"cohere" rerank
+    batch_size: int = 10  # texts per embeddings request
+    max_in_flight: int = 4  # embeddings requests at once per process (keeps the server busy)
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -34,7 +36,10 @@ class Settings:
     providers: dict[str, ProviderProfile] = field(default_factory=dict)
     allow_local_urls: bool = False  # SSRF guard off (tests against loopback)
     max_file_bytes: int = 200 * 1024 * 1024
-    workers: int = 5  # job threads per worker process
+    # Job threads per worker process (per-queue concurrency): index jobs of one base share the
+    # embedding batcher, so enough of them must run at once for its batches to fill while the
+    # next documents are read.
+    workers: int = 16
     job_retention_days: float = 14  # terminal jobs older than this are pruned; <= 0 keeps all
     # Host names a server (kb serve, kb mcp --http) answers to besides its bound address and,
     # on loopback, localhost/127.0.0.1/[::1]; "*" turns the Host check off (http_guard.py).
@@ -78,6 +83,8 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
             base_url=str(spec["base_url"]),
             api_key_env=spec.get("api_key_env"),
             kind=spec.get("kind", "openai"),
+            batch_size=int(spec.get("batch_size", 10)),
+            max_in_flight=int(spec.get("max_in_flight", 4)),
         )
         for name, spec in (config.get("providers") or {}).items()
     }
@@ -111,7 +118,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         providers=profiles,
         allow_local_urls=pick("allow_local_urls", "KNOWBASE_ALLOW_LOCAL_URLS", False, truthy),
         max_file_bytes=pick("max_file_bytes", "KNOWBASE_MAX_FILE_BYTES", 200 * 1024 * 1024, int),
-        workers=pick("workers", "KNOWBASE_WORKERS", 5, int),
+        workers=pick("workers", "KNOWBASE_WORKERS", 16, int),
         job_retention_days=pick(
             "job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float
         ),

@@ -191,6 +191,43 @@ def test_kill_mid_indexing_then_restart(
         assert_consistent(again, base)
 
 
+@pytest.mark.slow
+def test_kill_mid_batch_then_restart(
+    kb: Knowledge, kb_settings: Settings, src: Path, workers
+) -> None:  # type: ignore[no-untyped-def]
+    # A slow call (0.5 s) while other jobs queue behind it: the kill lands with several jobs'
+    # texts in the worker's batcher, and they recover like any interrupted index job.
+    base = kb.create_base("crash", embedding_model_id="hash:d64?delay=0.5", file_processor_id=None)
+    kb.add(base.id, [AddInput.directory(make_folder(src, 60))])
+    worker = workers(kb_settings.home)
+    poll(lambda: count(kb, base, {"completed"}) >= 3, 60, "some files indexed")
+    poll(lambda: count(kb, base, {"embedding"}) >= 2, 20, "several jobs waiting on one batcher")
+    worker.kill()
+    running_at_kill = {
+        j.payload["item_id"]
+        for j in kb.list_jobs(base=base.id, statuses=["running"])
+        if j.kind == kinds.INDEX_DOCUMENTS.name
+    }
+    assert len(running_at_kill) >= 2
+
+    with Knowledge(kb_settings) as again:
+        again.start_workers()
+        poll(
+            lambda: not [j for j in again.list_jobs(base=base.id) if not j.is_terminal],
+            90,
+            "the queue to drain after restart",
+        )
+        again.stop_workers()
+        assert_consistent(again, base)
+        leaves = [r for r in rows(again, base) if r.type == "file"]
+        failed = {r.id for r in leaves if r.status == "failed"}
+        assert failed == running_at_kill
+        assert {r.error_code for r in leaves if r.id in failed} == {"indexing_interrupted"}
+        again.retry_failed(base.id, wait=True)
+        assert {r.status for r in rows(again, base)} == {"completed"}
+        assert_consistent(again, base)
+
+
 def test_kill_mid_delete_then_restart(
     kb: Knowledge, kb_settings: Settings, src: Path, workers
 ) -> None:  # type: ignore[no-untyped-def]

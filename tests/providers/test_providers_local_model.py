@@ -68,5 +68,5 @@ def test_paraphrase_ranks_above_an_unrelated_sentence(minilm: LocalMiniLM) -> No
 
 def test_declares_its_capabilities(minilm: LocalMiniLM) -> None:
     assert minilm.model_id == "local:all-minilm-l6-v2"
-    assert (minilm.dims, minilm.window, minilm.batch_size) == (384, 256, 32)
+    assert (minilm.dims, minilm.window, minilm.batch_size) == (384, 256, 64)
     assert minilm.scripts == frozenset({"Latin"})

@@ -55,6 +55,12 @@ class JobContext:
         if due:
             self.flush_progress()
 
+    def note_progress(self, stage: str, percent: float | None = None, **details: Any) -> None:
+        """Record progress without writing it now: the heartbeat writes it, or the attempt's
+        final UPDATE carries it. For steps too short to be worth a transaction of their own."""
+        with self._lock:
+            self._pending = (stage, percent, details)
+
     def flush_progress(self, *, force: bool = False) -> bool:
         """Write the pending progress if one is waiting and the interval passed (or ``force``).
         Returns whether a write happened."""

@@ -9,8 +9,11 @@ The model reads at most 256 word pieces (``window``) and silently drops the rest
 caps chunks with :meth:`LocalMiniLM.count_tokens`. It covers Latin script only: most CJK text
 becomes ``[UNK]`` (DESIGN.md, "The dense lane votes only where its model reads the query").
 
-Calls are serialised by a lock: torch already uses every core for one batch, and two batches at
-once only thrash. The registry keeps one instance per process.
+Calls are serialised: torch already uses every core for one batch, and two batches at once only
+thrash. A large input runs as forward passes of ``encode_batch_size`` texts, and a query (one or
+two texts) waiting at the gate goes before the next of those passes, so a search during an
+import waits for at most one pass, not a whole batch. The registry keeps one instance per
+process.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import importlib
 import importlib.util
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +68,36 @@ def model_path() -> Path:
     return path
 
 
+class _Gate:
+    """One holder at a time; holders marked ``urgent`` (queries) go before the others."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._urgent = 0
+
+    @contextmanager
+    def hold(self, *, urgent: bool = False) -> Iterator[None]:
+        with self._cond:
+            if urgent:
+                self._urgent += 1
+            try:
+                self._cond.wait_for(lambda: not self._busy and (urgent or not self._urgent))
+            finally:
+                if urgent:
+                    self._urgent -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+URGENT_TEXTS = 2  # an embed call of at most this many texts is a query: it jumps the queue
+
+
 class LocalMiniLM:
     """all-MiniLM-L6-v2 embeddings: 384 dims, normalised float32, window 256, Latin only.
 
@@ -78,14 +112,17 @@ class LocalMiniLM:
     dims: int | None = 384
     window: int | None = 256
     scripts: frozenset[str] | None = frozenset({"Latin"})
-    batch_size = 32
+    batch_size = 64  # texts per call from the embedding batcher
+    sort_by_length = True  # the batcher groups similar lengths: less padding per forward pass
+    encode_batch_size = 32  # texts per forward pass (encode sorts its input by length too)
 
     def __init__(self, *, threads: int | None = None) -> None:
         if not _has_module("sentence_transformers"):
             raise _missing("sentence-transformers")
         self._path = model_path()
         self._threads = threads
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # loading only
+        self._gate = _Gate()
         self._model: Any = None
         self._tokenizer: Any = None
 
@@ -146,13 +183,22 @@ class LocalMiniLM:
             return np.zeros((0, 384), dtype=np.float32)
         with self._lock:
             model = self._load_model()
-            vectors = model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+        texts = list(texts)
+        urgent = len(texts) <= URGENT_TEXTS
+        step = self.encode_batch_size
+        parts = []
+        for start in range(0, len(texts), step):
+            with self._gate.hold(urgent=urgent):
+                parts.append(
+                    model.encode(
+                        texts[start : start + step],
+                        batch_size=step,
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                )
+        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
         array = np.asarray(vectors, dtype=np.float32)
         if array.shape != (len(texts), 384):
             raise EmbeddingMismatch(

@@ -121,12 +121,15 @@ class OpenAIEmbeddings:
         *,
         dims: int | None = None,
         window: int | None = None,
-        batch_size: int = 10,
+        batch_size: int | None = None,
+        max_in_flight: int | None = None,
         client: httpx.Client | None = None,
         timeout: float = 60,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+        batch_size = batch_size or profile.batch_size
+        max_in_flight = max_in_flight or profile.max_in_flight
+        if batch_size < 1 or max_in_flight < 1:
+            raise ValueError("batch_size and max_in_flight must be >= 1")
         self.profile = profile
         self.model = model
         self.model_id = f"{profile.name}:{model}"
@@ -134,6 +137,8 @@ class OpenAIEmbeddings:
         self._ask_dims = dims is not None
         self.window = window
         self.batch_size = batch_size
+        #: requests the embedding batcher keeps open at once (httpx.Client is thread-safe)
+        self.max_in_flight = max_in_flight
         self._owns_client = client is None
         self._client = client or httpx.Client(timeout=timeout)
         self.url = profile.base_url.rstrip("/") + "/embeddings"

@@ -12,13 +12,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import regex
 
 from knowbase.errors import InvalidInput, NoSearchableTokens
-from knowbase.pipeline.indexing.embed import embed_query
+from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.pipeline.store.base import IndexStore, SearchHit
 from knowbase.pipeline.store.fts_query import build_keyword_query, extract_tokens
 from knowbase.pipeline.store.rrf import K as RRF_K
@@ -33,6 +34,8 @@ DEFAULT_RERANK_TOP_N = 6  # the origin's DEFAULT_DOCUMENT_COUNT, deliberately no
 MAX_CANDIDATES = 200
 MAX_LANE = 1000
 ALPHA = 0.5  # vector lane weight; BM25 gets 1 − α
+# Keyword lanes that run while the query is embedded (one per concurrent hybrid search).
+_LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
 
 Mode = Literal["hybrid", "bm25"]
 ScoreKind = Literal["ranking", "relevance"]
@@ -177,9 +180,18 @@ def search(
     first = candidates
     if mode == "hybrid":
         assert embedder is not None and config.dims
-        vector = embed_query(q, embedder, config.dims)
+        vector = cached_query(q, embedder, config.dims)
+        if vector is None:
+            # Embed on this thread (the model's) while a pool thread runs the keyword lane:
+            # both release the GIL (torch, SQLite), so the keyword lane costs no extra wall time.
+            keyword = _LANES.submit(store.keyword_search, q, lane_limit)
+            try:
+                vector = embed_query(q, embedder, config.dims)
+            finally:
+                khits = keyword.result()
+        else:
+            khits = store.keyword_search(q, lane_limit)
         vhits = store.vector_search(vector, lane_limit)
-        khits = store.keyword_search(q, lane_limit)
         for h in [*vhits, *khits]:
             hits.setdefault(h.unit_id, h)
         fused = rrf_fuse(

@@ -183,3 +183,24 @@ def test_embed_query():
     none = LengthProvider(answer=lambda texts: np.ones((0, DIMS)))
     with pytest.raises(EmbeddingMismatch, match="asked for 1 vectors, got 0"):
         embed_query("q", none, DIMS)
+
+
+def test_embed_query_keeps_an_lru_per_provider(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from knowbase.pipeline.indexing import embed as embed_module
+
+    monkeypatch.setattr(embed_module, "QUERY_CACHE", embed_module._QueryCache(size=2))
+    calls: list[str] = []
+
+    class Counting(LengthProvider):
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            calls.extend(texts)
+            return super().embed(texts)
+
+    provider = Counting()
+    a = embed_query("alpha", provider, DIMS)
+    assert embed_query("alpha", provider, DIMS) is a and calls == ["alpha"]
+    assert not a.flags.writeable  # shared between callers: nobody may change it
+    embed_query("beta", provider, DIMS)
+    embed_query("gamma", provider, DIMS)  # evicts alpha, the least recently used
+    embed_query("alpha", provider, DIMS)
+    assert calls == ["alpha", "beta", "gamma", "alpha"]

@@ -56,7 +56,7 @@ def test_zero_norm_vectors_are_left_out(store: SqliteIndexStore) -> None:
     assert [h.text for h in hits] == ["mw1", "mw2"]
     assert lane(hits) == lane(store.vector_search_sql(np.array([1.0, 0.2, 0]), 10))
     assert hits[0].score == pytest.approx(1 / np.sqrt(1.04), rel=1e-6)
-    assert len(store.vector_matrix().ids) == 2 and len(store.vector_matrix().known) == 3
+    assert store.vector_matrix().size == 2 and len(store.vector_matrix().known) == 3
     assert store.vector_search(np.zeros(DIMS), 10) == []
     assert store.vector_search_sql(np.zeros(DIMS), 10) == []
 
@@ -162,6 +162,15 @@ def test_version_bumped_by_every_unit_change(store: SqliteIndexStore) -> None:
     assert store.changes_version() == v0 + 3
 
 
+def assert_same_vectors(got: VectorMatrix, want: VectorMatrix, rtol: float = 0) -> None:
+    """Same live ids, same known ids, same vector per id (row order is not part of it)."""
+    assert got.known == want.known and got.size == want.size
+    a, b = got.vectors(), want.vectors()
+    assert set(a) == set(b)
+    for uid in a:
+        np.testing.assert_allclose(a[uid], b[uid], rtol=rtol, atol=0)
+
+
 def test_matrix_patch_equals_full_build() -> None:
     rng = np.random.default_rng(1)
     rows = [(f"u{i:03d}", rng.standard_normal(4).astype("<f4").tobytes()) for i in range(50)]
@@ -171,8 +180,7 @@ def test_matrix_patch_equals_full_build() -> None:
     want = VectorMatrix.from_rows(
         [r for r in rows if r[0] not in {"u001", "u017"}], dims=4, version=2
     )
-    assert patched.ids == want.ids and patched.known == want.known
-    np.testing.assert_array_equal(patched.matrix, want.matrix)
+    assert_same_vectors(patched, want)
     q = rng.standard_normal(4)
     assert patched.top_k(q, 7) == want.top_k(q, 7)
     assert VectorMatrix.from_rows([], dims=4, version=0).top_k(q, 3) == []
@@ -192,7 +200,50 @@ def test_store_patches_matrix_on_small_changes(store: SqliteIndexStore) -> None:
         " ON st.target_id = su.unit_id JOIN embedding e USING (embedding_text_hash)"
     ).fetchall()
     full = VectorMatrix.from_rows(rows, dims=DIMS, version=patched.version)
-    assert patched.ids == full.ids and patched.known == full.known
-    np.testing.assert_allclose(patched.matrix, full.matrix, rtol=1e-6)
+    assert_same_vectors(patched, full, rtol=1e-6)
     q = rng.standard_normal(DIMS)
     assert lane(store.vector_search(q, 8)) == lane(store.vector_search_sql(q, 8))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 60), max_size=12),  # ids added (or re-added)
+            st.lists(st.integers(0, 60), max_size=8),  # ids removed
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    compact_at=st.sampled_from([2, 1024]),
+)
+def test_patches_in_any_order_equal_a_full_build(steps, compact_at) -> None:  # type: ignore[no-untyped-def]
+    import knowbase.pipeline.store.vector_matrix as vm
+
+    old_min = vm.COMPACT_MIN_DEAD
+    vm.COMPACT_MIN_DEAD = compact_at
+    try:
+        rng = np.random.default_rng(3)
+        vec = {i: rng.standard_normal(4).astype("<f4") for i in range(61)}
+        vec[0] = np.zeros(4, dtype="<f4")  # a zero-norm unit: known, never a row
+
+        def row(i: int) -> tuple[str, bytes]:
+            return (f"u{i:02d}", vec[i].tobytes())
+
+        present = {1, 2, 3}
+        matrix = VectorMatrix.from_rows([row(i) for i in present], dims=4, version=0)
+        q = rng.standard_normal(4)
+        history = []
+        for version, (add, remove) in enumerate(steps, start=1):
+            history.append((matrix, matrix.top_k(q, 5)))
+            removed = {f"u{i:02d}" for i in remove if i in present} - {f"u{i:02d}" for i in add}
+            present = (present - set(remove)) | set(add)
+            matrix = matrix.patched([row(i) for i in set(add)], removed, version=version)
+            want = VectorMatrix.from_rows([row(i) for i in present], dims=4, version=version)
+            assert_same_vectors(matrix, want)
+            assert matrix.top_k(q, 5) == want.top_k(q, 5)
+            assert matrix.top_k(q, 100) == want.top_k(q, 100)
+        for old, answer in history:  # a patch never changes what an older version shows
+            assert old.top_k(q, 5) == answer
+    finally:
+        vm.COMPACT_MIN_DEAD = old_min

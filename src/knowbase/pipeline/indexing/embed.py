@@ -8,11 +8,16 @@ non-finite value raises :class:`~knowbase.errors.EmbeddingMismatch`.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
+from knowbase.pipeline.indexing.batcher import EmbeddingBatcher
 from knowbase.pipeline.store.hashing import text_hash
 from knowbase.providers.base import EmbeddingProvider
 
@@ -29,6 +34,7 @@ def embed_missing(
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_progress: Callable[[int, int], None] | None = None,
     check_cancelled: Callable[[], None] | None = None,
+    batcher: EmbeddingBatcher | None = None,
 ) -> dict[str, np.ndarray]:
     """Return ``{text_hash: float32 vector}`` for each distinct body the store does not hold yet.
 
@@ -37,7 +43,8 @@ def embed_missing(
     ``check_cancelled()`` runs before every batch and stops the work by raising;
     ``on_progress(done, total)`` follows every batch, counted in distinct bodies to embed.
     Nothing is called at all for empty input, and the provider is not called when every hash
-    already exists.
+    already exists. With a ``batcher`` the missing bodies go to it in one request and share
+    provider calls with other jobs' texts (``check_cancelled`` is polled while waiting).
     """
     _check_dims(dims, provider)
     unique: dict[str, str] = {}
@@ -54,6 +61,13 @@ def embed_missing(
     if not missing:
         return {}
 
+    if batcher is not None:
+        answer = batcher.embed([unique[h] for h in missing], check_cancelled=check_cancelled)
+        rows = _checked(answer, len(missing), dims, provider)
+        if on_progress is not None:
+            on_progress(len(missing), len(missing))
+        return dict(zip(missing, rows, strict=True))
+
     size = _batch_size(provider, batch_size)
     vectors: dict[str, np.ndarray] = {}
     for i in range(0, len(missing), size):
@@ -67,13 +81,62 @@ def embed_missing(
     return vectors
 
 
+QUERY_CACHE_SIZE = 512  # query vectors kept per provider (an agent loop repeats its queries)
+
+
+class _QueryCache:
+    """An LRU of query vectors per provider instance (read-only arrays, shared by callers)."""
+
+    def __init__(self, size: int = QUERY_CACHE_SIZE) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._per_provider: weakref.WeakKeyDictionary[object, OrderedDict[str, np.ndarray]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, provider: object, text: str) -> np.ndarray | None:
+        with self._lock:
+            entries = self._per_provider.get(provider)
+            vector = None if entries is None else entries.get(text)
+            if vector is not None:
+                entries.move_to_end(text)  # type: ignore[union-attr]
+            return vector
+
+    def put(self, provider: object, text: str, vector: np.ndarray) -> None:
+        vector.setflags(write=False)
+        with self._lock:
+            entries = self._per_provider.setdefault(provider, OrderedDict())
+            entries[text] = vector
+            entries.move_to_end(text)
+            while len(entries) > self.size:
+                entries.popitem(last=False)
+
+
+QUERY_CACHE = _QueryCache()
+
+
+def cached_query(text: str, provider: EmbeddingProvider, dims: int) -> np.ndarray | None:
+    """The query's vector if :func:`embed_query` computed it recently, else None."""
+    vector = QUERY_CACHE.get(provider, text)
+    return vector if vector is not None and vector.shape == (dims,) else None
+
+
 def embed_query(text: str, provider: EmbeddingProvider, dims: int) -> np.ndarray:
-    """The query's float32 vector of width ``dims``, checked like :func:`embed_missing`'s."""
+    """The query's float32 vector of width ``dims``, checked like :func:`embed_missing`'s.
+
+    Answers repeat from a per-provider LRU of :data:`QUERY_CACHE_SIZE` queries; the array is
+    read-only.
+    """
     _check_dims(dims, provider)
-    # A model trained with distinct query/passage inputs (E5's "query: ") says so by having
-    # ``embed_queries``; ``embed`` is what indexed text went through.
-    embed = getattr(provider, "embed_queries", None) or provider.embed
-    return _checked(embed([text]), 1, dims, provider)[0]
+    vector = cached_query(text, provider, dims)
+    if vector is None:
+        # A model trained with distinct query/passage inputs (E5's "query: ") says so by having
+        # ``embed_queries``; ``embed`` is what indexed text went through.
+        embed = getattr(provider, "embed_queries", None) or provider.embed
+        vector = _checked(embed([text]), 1, dims, provider)[0]
+        with contextlib.suppress(TypeError):  # a provider without weakref support: uncached
+            QUERY_CACHE.put(provider, text, vector)
+    return vector
 
 
 def _batch_size(provider: EmbeddingProvider, fallback: int) -> int:

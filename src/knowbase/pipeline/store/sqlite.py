@@ -573,15 +573,16 @@ class SqliteIndexStore:
             current = {r[0] for r in conn.execute("SELECT unit_id FROM search_unit")}
             added = sorted(current - cached.known)
             removed = cached.known - current
-            if len(added) + len(removed) <= max(len(cached.known) // 2, 1):
-                rows: list[tuple[str, bytes]] = []
-                for batch in _batches(added):
-                    rows.extend(
-                        conn.execute(
-                            f"{select} WHERE su.unit_id IN ({_marks(len(batch))})", tuple(batch)
-                        )
+            # A patch costs what changed (the matrix appends and marks rows dead), so it is
+            # never worse than a full load, however much changed.
+            rows: list[tuple[str, bytes]] = []
+            for batch in _batches(added):
+                rows.extend(
+                    conn.execute(
+                        f"{select} WHERE su.unit_id IN ({_marks(len(batch))})", tuple(batch)
                     )
-                return cached.patched(rows, removed, version=version)
+                )
+            return cached.patched(rows, removed, version=version)
         return VectorMatrix.from_rows(conn.execute(select), dims=self.dims, version=version)
 
     def hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch
 
 Row = tuple[str, bytes]  # (unit_id, little-endian float32 blob)
+COMPACT_MIN_DEAD = 1024  # dead rows tolerated before a compaction, whatever the size
 
 
 def _normalised(rows: list[Row], dims: int) -> tuple[list[str], np.ndarray]:
@@ -45,42 +46,139 @@ def _normalised(rows: list[Row], dims: int) -> tuple[list[str], np.ndarray]:
     return ids, mat
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VectorMatrix:
-    """Normalised vectors of one base at one ``vectors_version``; immutable (patch → new)."""
+    """Normalised vectors of one base at one ``vectors_version``; immutable (patch → new).
 
-    ids: tuple[str, ...]  # sorted; row i of ``matrix`` belongs to ids[i]
-    matrix: np.ndarray  # (len(ids), dims) float32, unit rows
+    Rows are in arrival order: a patch appends new rows into spare capacity of a buffer it
+    shares with older versions (each version sees only its own first ``len(ids)`` rows, and no
+    row it sees is ever written again) and marks removed rows dead instead of moving the
+    others, so a patch costs what it adds and removes, not the size of the base. Dead rows
+    are compacted away once they are a quarter of the matrix. Ties break by unit id among
+    the candidates of each query, so the order of rows never shows.
+    """
+
+    ids: tuple[str, ...]  # row i of ``matrix`` belongs to ids[i]; dead rows included
+    matrix: np.ndarray  # (len(ids), dims) float32, unit rows (a view of the shared buffer)
     dims: int
     version: int
-    known: frozenset[str]  # every unit id seen at this version, zero-norm ones included
+    known: frozenset[str]  # every live unit id seen at this version, zero-norm ones included
+    alive: np.ndarray | None = None  # bool per row; None when every row is alive
+    rows: dict[str, int] = field(default_factory=dict, repr=False)  # live id → row
+    _buffer: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Row], *, dims: int, version: int) -> VectorMatrix:
         """Build from ``(unit_id, blob)`` rows in any order."""
         ordered = sorted(rows)
         ids, mat = _normalised(ordered, dims)
-        return cls(tuple(ids), mat, dims, version, frozenset(uid for uid, _ in ordered))
+        # Spare rows for the appends to come (an import adds rows while searches run).
+        buffer = np.empty((len(ids) + max(1024, len(ids) // 8), dims), dtype=np.float32)
+        buffer[: len(ids)] = mat
+        return cls(
+            tuple(ids),
+            buffer[: len(ids)],
+            dims,
+            version,
+            frozenset(uid for uid, _ in ordered),
+            None,
+            {uid: i for i, uid in enumerate(ids)},
+            buffer,
+        )
 
     def patched(
         self, added: Iterable[Row], removed: Iterable[str], *, version: int
     ) -> VectorMatrix:
-        """A new matrix without ``removed`` and with ``added``, labelled ``version``."""
-        gone = set(removed)
-        keep = np.fromiter((uid not in gone for uid in self.ids), dtype=bool, count=len(self.ids))
+        """A new matrix without ``removed`` and with ``added``, labelled ``version``.
+
+        An added id that is already here replaces its row (unit ids are content-addressed, so
+        it is the same vector; the old row dies and the new one is appended).
+        """
         new_rows = sorted(added)
+        gone = set(removed) | {uid for uid, _ in new_rows if uid in self.known}
         new_ids, new_mat = _normalised(new_rows, self.dims)
-        ids = [uid for uid, k in zip(self.ids, keep, strict=True) if k] + new_ids
-        mat = np.concatenate([self.matrix[keep], new_mat]) if new_ids else self.matrix[keep]
-        order = sorted(range(len(ids)), key=ids.__getitem__)
+        dead = [self.rows[uid] for uid in gone if uid in self.rows]
+        n_old = len(self.ids)
+        alive_count = len(self.rows) - len(dead) + len(new_ids)
+        dead_total = n_old - len(self.rows) + len(dead)
         known = (self.known - gone) | {uid for uid, _ in new_rows}
-        return VectorMatrix(
-            tuple(ids[i] for i in order), mat[order], self.dims, version, frozenset(known)
+        if dead_total > max(COMPACT_MIN_DEAD, (n_old + len(new_ids)) // 4):
+            return self._compacted(dead, new_ids, new_mat, version, known)
+        buffer = self._buffer
+        n_new = n_old + len(new_ids)
+        if buffer is None or n_new > len(buffer) or self._buffer_taken(n_old):
+            grown = np.empty((max(16, n_new * 3 // 2), self.dims), dtype=np.float32)
+            grown[:n_old] = self.matrix
+            buffer = grown
+        buffer[n_old:n_new] = new_mat
+        alive = None
+        if dead_total:
+            alive = np.ones(n_new, dtype=bool)
+            if self.alive is not None:
+                alive[:n_old] = self.alive
+            alive[dead] = False
+        rows = dict(self.rows)  # a C-level copy: cheap next to anything per row in Python
+        for uid in gone:
+            rows.pop(uid, None)
+        rows.update((uid, n_old + i) for i, uid in enumerate(new_ids))
+        assert len(rows) == alive_count
+        matrix = VectorMatrix(
+            self.ids + tuple(new_ids),
+            buffer[:n_new],
+            self.dims,
+            version,
+            known,
+            alive,
+            rows,
+            buffer,
         )
+        _claim(buffer, n_new)
+        return matrix
+
+    def _buffer_taken(self, n_old: int) -> bool:
+        """True when another patch of this version already appended into the spare rows."""
+        return _claims.get(id(self._buffer), n_old) != n_old
+
+    def _compacted(
+        self,
+        dead: list[int],
+        new_ids: list[str],
+        new_mat: np.ndarray,
+        version: int,
+        known: frozenset[str],
+    ) -> VectorMatrix:
+        keep = np.ones(len(self.ids), dtype=bool) if self.alive is None else self.alive.copy()
+        keep[dead] = False
+        kept_ids = [uid for uid, k in zip(self.ids, keep, strict=True) if k]
+        ids = kept_ids + new_ids
+        buffer = np.empty((max(16, len(ids) * 3 // 2), self.dims), dtype=np.float32)
+        buffer[: len(kept_ids)] = self.matrix[keep]
+        buffer[len(kept_ids) : len(ids)] = new_mat
+        matrix = VectorMatrix(
+            tuple(ids),
+            buffer[: len(ids)],
+            self.dims,
+            version,
+            known,
+            None,
+            {uid: i for i, uid in enumerate(ids)},
+            buffer,
+        )
+        _claim(buffer, len(ids))
+        return matrix
 
     @property
     def nbytes(self) -> int:
         return int(self.matrix.nbytes)
+
+    @property
+    def size(self) -> int:
+        """Live rows (vectors a query can find)."""
+        return len(self.rows)
+
+    def vectors(self) -> dict[str, np.ndarray]:
+        """Live ``unit id → normalised row`` (tests, diagnostics)."""
+        return {uid: self.matrix[i] for uid, i in self.rows.items()}
 
     def top_k(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The ``k`` most cosine-similar units as ``(unit_id, similarity)``, best first.
@@ -93,18 +191,38 @@ class VectorMatrix:
                 "query vector width does not match the base", dims=self.dims, got=q.shape[0]
             )
         norm = float(np.linalg.norm(q))
-        n = len(self.ids)
+        n = len(self.rows)
         if k <= 0 or n == 0 or not np.isfinite(norm) or norm == 0.0:
             return []
         scores = self.matrix @ (q / norm)
+        if self.alive is not None:
+            scores[~self.alive] = -np.inf
         if k < n:
             part = np.argpartition(-scores, k - 1)[:k]
             # Widen to every row tied with the k-th score, so the id tie-break sees them all.
             cand = np.flatnonzero(scores >= scores[part].min())
         else:
-            cand = np.arange(n)
-        order = cand[np.lexsort((cand, -scores[cand]))][:k]
-        return [(self.ids[i], float(scores[i])) for i in order]
+            cand = np.flatnonzero(scores > -np.inf)
+        order = cand[np.argsort(-scores[cand], kind="stable")]
+        top = scores[order]
+        if len(top) > 1 and bool((top[1:] == top[:-1]).any()):  # ties: break them by unit id
+            ids = self.ids
+            ranked = sorted(order.tolist(), key=lambda i: (-float(scores[i]), ids[i]))
+            order = np.asarray(ranked, dtype=np.int64)
+        return [(self.ids[i], float(scores[i])) for i in order[:k].tolist()]
+
+
+# buffer id → rows written into it by the newest matrix on it. A second patch of an older
+# version (two threads racing) must not write over rows a newer version already shows.
+_claims: dict[int, int] = {}
+_claims_lock = threading.Lock()
+
+
+def _claim(buffer: np.ndarray, n: int) -> None:
+    with _claims_lock:
+        _claims[id(buffer)] = n
+        if len(_claims) > 4096:  # ids of freed buffers; stale entries only force a copy
+            _claims.clear()
 
 
 class MatrixCache:

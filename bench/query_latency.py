@@ -1,0 +1,107 @@
+"""Hybrid search end to end against the bare model's query encode, in one run.
+
+    .venv/bin/python bench/query_latency.py --chunks 10000
+
+Builds a hybrid base on ``local:all-minilm-l6-v2`` with about ``--chunks`` chunks (their
+vectors come from the hash provider, widened to 384 dims, so the build takes seconds, not
+minutes: the search cost does not depend on what the vectors mean). Then, for ``--queries``
+distinct queries, alternately times the bare model (``SentenceTransformer.encode([q])``, same
+process) and ``Knowledge.search`` (script check, query embedding, both lanes, fusion,
+visibility). Prints p50/p90 of each, their ratio (target <= 1.3) and a repeated query's p50
+(the per-model LRU).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(_var, None)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import argparse  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ingest import WORDS, paragraph  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(p * len(values)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=10000)
+    parser.add_argument("--queries", type=int, default=100)
+    args = parser.parse_args()
+
+    from knowbase.ingestion.inputs import AddInput
+    from knowbase.providers.hashing_provider import hash_vector
+    from knowbase.providers.registry import get_embedding_provider
+    from knowbase.service import Knowledge
+    from knowbase.settings import Settings
+
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = Knowledge(Settings(home=Path(tmp) / "home"))
+        try:
+            model = "local:all-minilm-l6-v2"
+            base = kb.create_base("q", embedding_model_id=model, file_processor_id=None)
+            provider = get_embedding_provider(model, kb.settings)
+            provider.load()
+
+            def fast(texts):  # type: ignore[no-untyped-def]
+                return np.stack([hash_vector(t, 384) for t in texts])
+
+            provider.embed = fast  # build only
+            notes = [AddInput.note(paragraph(rng)) for _ in range(args.chunks)]
+            for i in range(0, len(notes), 1000):
+                kb.add(base.id, notes[i : i + 1000], wait=True, timeout_s=3600)
+            del provider.embed
+            chunks = sum(kb.counts(base.id).values())
+            bare_model = provider._model
+            queries = [
+                f"how does the {a} change the {b} over {c} years"
+                for a, b, c in (
+                    (rng.choice(WORDS), rng.choice(WORDS), rng.randint(2, 90))
+                    for _ in range(args.queries + 10)
+                )
+            ]
+            for q in queries[:10]:  # warm both paths
+                bare_model.encode([q], show_progress_bar=False)
+                kb.search(base.id, q + " warm")
+            bare, search = [], []
+            for q in queries[10:]:
+                t = time.perf_counter()
+                bare_model.encode([q], show_progress_bar=False)
+                bare.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                response = kb.search(base.id, q)
+                search.append((time.perf_counter() - t) * 1000)
+                assert response.mode == "hybrid"
+            repeated = []
+            for _ in range(50):
+                t = time.perf_counter()
+                kb.search(base.id, queries[-1])
+                repeated.append((time.perf_counter() - t) * 1000)
+        finally:
+            kb.close()
+    b50, s50 = statistics.median(bare), statistics.median(search)
+    print(f"base             {chunks} items (one chunk each), {model}")
+    print(f"bare encode      p50 {b50:.1f} ms  p90 {pct(bare, 0.9):.1f} ms")
+    print(f"hybrid search    p50 {s50:.1f} ms  p90 {pct(search, 0.9):.1f} ms")
+    verdict = "meets" if s50 <= 1.3 * b50 else "misses"
+    print(f"ratio            {s50 / b50:.2f} x the bare encode ({verdict} the 1.3 target)")
+    print(f"repeated query   p50 {statistics.median(repeated):.1f} ms (query vector from the LRU)")
+
+
+if __name__ == "__main__":
+    main()
