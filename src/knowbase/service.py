@@ -72,7 +72,6 @@ class Knowledge:
                 catalog,
                 clock=clock,
                 queue_concurrency=settings.workers,
-                global_concurrency=settings.global_workers,
             ),
             mutex=(
                 KeyedMutex(settings.locks_dir)
