@@ -259,6 +259,17 @@ class Knowledge:
         """Units of a completed item's leaves, in unit order (§7 "listItemChunks")."""
         return items_query.list_item_chunks(self.rt, self.get_base(base), item_id)
 
+    def index_bytes(self, base: str) -> int | None:
+        """Bytes of the base's SQLite index on disk (with WAL); None for an index kept
+        elsewhere (PostgreSQL, Qdrant) or not built yet."""
+        b = self.get_base(base)
+        if b.index_backend != "sqlite":
+            return None
+        path = self.rt.storage(b.id).index_path
+        files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))]
+        sizes = [f.stat().st_size for f in files if f.exists()]
+        return sum(sizes) if sizes else None
+
     def counts(self, base: str) -> dict[str, int]:
         with self.rt.catalog.read() as conn:
             return item_repo.count_by_status(conn, self.get_base(base).id)
@@ -380,6 +391,20 @@ class Knowledge:
     ) -> list[Job]:
         """A page of the base's jobs with ``updated_at >= since_ms``; ``after`` pages on."""
         return self.rt.jobs.changed_jobs(queue=queue_of(base_id), since_ms=since_ms, after=after)
+
+    def cancel_jobs(self, base: str) -> list[str]:
+        """Ask every pending or running job of the base to stop (no wait); their ids."""
+        from knowbase.catalog.schema import job as job_t
+
+        rows = self.rt.jobs.iter_jobs(
+            queue=queue_of(self.get_base(base).id),
+            statuses=["pending", "running"],
+            columns=[job_t.c.id],
+        )
+        ids = [row.id for row in rows]
+        for start in range(0, len(ids), 500):
+            self.rt.jobs.request_cancel(ids[start : start + 500])
+        return ids
 
     def live_workers(self) -> list[str]:
         """Ids of the workers (any process on this catalog) whose heartbeat is fresh."""

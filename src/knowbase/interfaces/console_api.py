@@ -26,6 +26,7 @@ from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http_items import _add_response
 from knowbase.interfaces.http_models import AddOut, ConflictStrategy
+from knowbase.service import Knowledge
 from knowbase.storage import sanitize_filename
 
 router = APIRouter(responses=COMMON_ERRORS)
@@ -62,7 +63,7 @@ def upload_folders(
         min_length=1, description="one relative path per file, e.g. docs/sub/a.pdf"
     ),
     conflict: ConflictStrategy = Form("rename"),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> Any:
     """Add dropped folders: one directory item per top folder, relative paths kept."""
     kb.get_base(base)
@@ -94,12 +95,9 @@ def upload_folders(
 
 
 @router.post("/bases/{base}/jobs/cancel", response_model=Cancelled, tags=["jobs"])
-def cancel_base_jobs(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def cancel_base_jobs(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Cancel every pending or running job of the base (items end ``failed``/cancelled)."""
-    jobs = kb.list_jobs(base=base, statuses=["pending", "running"], limit=10_000)
-    ids = [j.id for j in jobs]
-    kb.rt.jobs.request_cancel(ids)
-    return {"cancelled": ids}
+    return {"cancelled": kb.cancel_jobs(base)}
 
 
 class Summary(BaseModel):
@@ -108,17 +106,11 @@ class Summary(BaseModel):
 
 
 @router.get("/bases/{base}/summary", response_model=Summary, tags=["bases"])
-def base_summary(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def base_summary(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Items by status (containers included) and the size of the base's index on disk (its
     SQLite file with WAL; null for an index kept elsewhere or not built yet)."""
     b = kb.get_base(base)
-    path = kb.rt.storage(b.id).index_path
-    sizes = [
-        p.stat().st_size
-        for p in (path, *(Path(f"{path}{s}") for s in ("-wal", "-shm")))
-        if p.exists()
-    ]
-    return {"counts": kb.counts(b.id), "index_bytes": sum(sizes) if sizes else None}
+    return {"counts": kb.counts(b.id), "index_bytes": kb.index_bytes(b.id)}
 
 
 __all__ = ["router", "split_relative"]
