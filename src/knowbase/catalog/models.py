@@ -31,6 +31,8 @@ class Base:
     allow_local_urls: bool
     created_at: int
     updated_at: int
+    sync_deletes: bool = False  # `kb sync` prunes vanished files without --prune
+    url_max_age: int | None = None  # seconds after which `kb sync` re-fetches a page
 
     @classmethod
     def from_row(cls, row: Any) -> Base:

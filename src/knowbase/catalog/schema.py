@@ -57,6 +57,9 @@ knowledge_base = sa.Table(
     sa.Column("threshold", sa.Float, nullable=True),
     sa.Column("document_count", sa.Integer, nullable=True),
     sa.Column("allow_local_urls", sa.Boolean, nullable=False, server_default=sa.false()),
+    # `kb sync` settings (migration 0003y): prune vanished files; re-fetch pages older than this
+    sa.Column("sync_deletes", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("url_max_age", sa.Integer, nullable=True),  # seconds; None: never re-fetch
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.CheckConstraint(_in("status", BASE_STATUSES), name="knowledge_base_status_check"),
