@@ -215,7 +215,7 @@ def create_app(
     ``search_concurrency``: searches run at most this many at a time, the rest queue (default:
     the CPU count, at most 4).
     """
-    from knowbase.interfaces import http_bases, http_events, http_items, http_query
+    from knowbase.interfaces import http_bases, http_events, http_items, http_query, http_sync
 
     if require_token and not token:
         raise InvalidInput(
@@ -243,7 +243,7 @@ def create_app(
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
     app.add_middleware(BodyLimit, limit=max_upload_bytes)
-    for module in (http_bases, http_items, http_query, http_events):
+    for module in (http_bases, http_items, http_query, http_events, http_sync):
         app.include_router(module.router)
     return app
 

@@ -1,0 +1,61 @@
+"""``kb sync BASE``: bring a base up to date with its origins (issue 15)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    from knowbase.interfaces.cli import HomeOpt, JsonOpt, console, emit, follow, open_kb
+
+    @app.command("sync")
+    def sync(
+        base: str,
+        prune: Annotated[
+            bool | None,
+            typer.Option(
+                "--prune/--no-prune",
+                help="Delete items whose files vanished (default: the base's sync_deletes).",
+            ),
+        ] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Report only.")] = False,
+        watch: Annotated[bool, typer.Option("--watch", help="Keep syncing on changes.")] = False,
+        home: HomeOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Add new files, reindex changed ones in place, report (or prune) vanished ones."""
+        with open_kb(home) as kb:
+            b = kb.get_base(base)
+            if watch:
+                from knowbase.ingestion.watch import watch_base
+
+                def show(report) -> None:  # type: ignore[no-untyped-def]
+                    emit(report, as_json, lambda: _render(console, report))
+
+                watch_base(kb, b.id, prune=prune, on_report=show)
+                return
+            report = kb.sync(b.id, prune=prune, dry_run=dry_run)
+            if report.job_id:
+                follow(kb, b.id, [report.job_id], quiet=as_json)
+                job = kb.get_job(report.job_id)
+                report.urls = dict(job.progress_details.get("pages") or {})
+        emit(report, as_json, lambda: _render(console, report))
+
+
+def _render(console, report) -> None:  # type: ignore[no-untyped-def]
+    verb = "would" if report.dry_run else "did"
+    console.print(
+        f"sync ({verb}): {len(report.added)} added, {len(report.changed)} changed, "
+        f"{len(report.unchanged)} unchanged, {len(report.vanished)} vanished, "
+        f"{len(report.failed)} failed, {len(report.refresh)} pages due"
+    )
+    for a in report.added:
+        console.print(f"  + {a['path']}")
+    for c in report.changed:
+        console.print(f"  ~ {c['path']} ({c['reason']})")
+    for v in report.vanished:
+        console.print(f"  - {v['path']}" + (" (deleted)" if v["deleted"] else " (kept; --prune)"))
+    for f in report.failed:
+        console.print(f"  ! {f['path']}: {f['reason']}")
