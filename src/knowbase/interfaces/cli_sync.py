@@ -1,15 +1,14 @@
 """``kb sync BASE``: bring a base up to date with its origins (issue 15)."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
 
+# cli.py registers this module after defining these (typer reads the annotations at run time).
+from knowbase.interfaces.cli import HomeOpt, JsonOpt, console, emit, follow, open_kb
+
 
 def register(app: typer.Typer) -> None:
-    from knowbase.interfaces.cli import HomeOpt, JsonOpt, console, emit, follow, open_kb
-
     @app.command("sync")
     def sync(
         base: str,
