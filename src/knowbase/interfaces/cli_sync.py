@@ -4,8 +4,13 @@ from typing import Annotated
 
 import typer
 
-# cli.py registers this module after defining these (typer reads the annotations at run time).
-from knowbase.interfaces.cli import HomeOpt, JsonOpt, console, emit, follow, open_kb
+# Defined here, not imported from cli.py: run as ``python -m``, cli.py is ``__main__`` and a
+# module-level import of it would re-import it half-built (typer reads these at run time).
+HomeOpt = Annotated[
+    str | None,
+    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +30,8 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Add new files, reindex changed ones in place, report (or prune) vanished ones."""
+        from knowbase.interfaces.cli import console, emit, follow, open_kb
+
         with open_kb(home) as kb:
             b = kb.get_base(base)
             if watch:
