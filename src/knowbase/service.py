@@ -237,6 +237,26 @@ class Knowledge:
             self.wait([job_id])
         return job_id
 
+    def sync(
+        self,
+        base: str,
+        *,
+        prune: bool | None = None,
+        dry_run: bool = False,
+        wait: bool = False,
+        timeout_s: float = 3600,
+    ) -> Any:
+        """Bring the base up to date with its origins (``ingestion/sync.py``); returns a
+        ``SyncReport``. ``prune`` None follows the base's ``sync_deletes``."""
+        from knowbase.ingestion.sync import sync_base
+
+        report = sync_base(self.rt, self.get_base(base).id, prune=prune, dry_run=dry_run)
+        if wait and report.job_id:
+            self.wait([report.job_id], timeout_s=timeout_s)
+            job = self.get_job(report.job_id)
+            report.urls = dict(job.progress_details.get("pages") or {}) if job else {}
+        return report
+
     def retry_failed(self, base: str, *, wait: bool = False) -> str | None:
         """Re-run failed items: a reindex of the failed roots, rebuilt from raw/."""
         job_id = retry_failed(self.rt, self.get_base(base).id)

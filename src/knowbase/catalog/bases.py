@@ -27,6 +27,8 @@ UPDATABLE = {
     "threshold",
     "document_count",
     "allow_local_urls",
+    "sync_deletes",
+    "url_max_age",
 }
 
 
@@ -55,6 +57,9 @@ def validate_settings(values: dict[str, Any]) -> None:
     count = values.get("document_count")
     if count is not None and count < 1:
         raise InvalidInput("document_count must be positive", field="document_count")
+    max_age = values.get("url_max_age")
+    if max_age is not None and max_age < 0:
+        raise InvalidInput("url_max_age must be 0 or more seconds", field="url_max_age")
     processor = values.get("file_processor_id")
     if processor is not None and processor not in ("tesseract",):
         raise InvalidInput("file_processor_id must be 'tesseract' or empty")

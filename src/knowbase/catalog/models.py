@@ -32,6 +32,8 @@ class Base:
     created_at: int
     updated_at: int
     index_backend: str = "sqlite"  # the registry in pipeline/store/backends.py names them
+    sync_deletes: bool = False  # `kb sync` prunes vanished files without --prune
+    url_max_age: int | None = None  # seconds after which `kb sync` re-fetches a page
 
     @classmethod
     def from_row(cls, row: Any) -> Base:

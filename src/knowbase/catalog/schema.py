@@ -59,6 +59,9 @@ knowledge_base = sa.Table(
     sa.Column("allow_local_urls", sa.Boolean, nullable=False, server_default=sa.false()),
     # which IndexStore holds the base's index (migration 0002s; existing bases keep sqlite)
     sa.Column("index_backend", sa.String(16), nullable=False, server_default="sqlite"),
+    # `kb sync` settings (migration 0003y): prune vanished files; re-fetch pages older than this
+    sa.Column("sync_deletes", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("url_max_age", sa.Integer, nullable=True),  # seconds; None: never re-fetch
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.CheckConstraint(_in("status", BASE_STATUSES), name="knowledge_base_status_check"),

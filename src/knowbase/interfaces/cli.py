@@ -560,7 +560,11 @@ def _register_plugins() -> None:
     """Commands defined next to their surface (concepts + MCP, HTTP serve)."""
     import importlib
 
-    for name in ("knowbase.interfaces.cli_concepts", "knowbase.interfaces.cli_serve"):
+    for name in (
+        "knowbase.interfaces.cli_concepts",
+        "knowbase.interfaces.cli_serve",
+        "knowbase.interfaces.cli_sync",
+    ):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

@@ -228,7 +228,14 @@ def create_app(
     ``search_concurrency``: searches run at most this many at a time, the rest queue (default:
     the CPU count, at most 4).
     """
-    from knowbase.interfaces import console, http_bases, http_events, http_items, http_query
+    from knowbase.interfaces import (
+        console,
+        http_bases,
+        http_events,
+        http_items,
+        http_query,
+        http_sync,
+    )
 
     if require_token and not token:
         raise InvalidInput(
@@ -259,7 +266,7 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_upload_bytes)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts))
-    for module in (http_bases, http_items, http_query, http_events):
+    for module in (http_bases, http_items, http_query, http_events, http_sync):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console.py)
     return app

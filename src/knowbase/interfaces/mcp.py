@@ -278,7 +278,7 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
     async def kb_manage(
         approved: Annotated[ElicitationResult[Approve], Resolve(approval)],
         baseId: Annotated[str, Field(min_length=1, max_length=200)],
-        action: Literal["add", "delete", "refresh"],
+        action: Literal["add", "delete", "refresh", "sync"],
         type: Literal["file", "url", "note"] | None = None,
         path: Annotated[str | None, Field(min_length=1, max_length=4096)] = None,
         url: Annotated[str | None, Field(min_length=1, max_length=8192)] = None,

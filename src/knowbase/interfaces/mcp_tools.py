@@ -338,6 +338,10 @@ def kb_manage(
                     "kb_list (baseId) once the item is completed.",
                 }
             )
+        if action == "sync":  # never prunes: an agent cannot delete by surprise
+            r = kb.sync(b.id, prune=False)
+            counts = {k: len(getattr(r, k)) for k in ("added", "changed", "vanished", "failed")}
+            return _ok({"action": "sync", "jobId": r.job_id, **counts})
         ids = list(concept_ids or [])
         if action == "delete":
             done = kb.concepts.delete_concepts(b.id, ids)
@@ -364,6 +368,8 @@ def _manage_problem(
             return "type file needs an absolute path"
         if type == "url" and not url:
             return "type url needs a url"
+        return None
+    if action == "sync":
         return None
     if not ids:
         return f"action {action} needs a non-empty conceptIds list"

@@ -14,6 +14,8 @@ CHECK_FILE_PROCESSING = JobKind(
 )
 DELETE_SUBTREE = JobKind("knowledge.delete-subtree", 3, 2.0, 60.0, 600.0, "retry")
 REINDEX_SUBTREE = JobKind("knowledge.reindex-subtree", 3, 2.0, 60.0, 600.0, "abandon")
+# One `kb sync`: re-fetch due pages, then add / reindex / prune in one transaction.
+SYNC_BASE = JobKind("knowledge.sync", 3, 2.0, 60.0, 1800.0, "abandon")
 
 ALL_KINDS = (
     PREPARE_ROOT,
@@ -22,6 +24,7 @@ ALL_KINDS = (
     CHECK_FILE_PROCESSING,
     DELETE_SUBTREE,
     REINDEX_SUBTREE,
+    SYNC_BASE,
 )
 ITEM_KINDS = {
     PREPARE_ROOT.name,
@@ -50,3 +53,4 @@ def delete_key(base_id: str, root_ids: Iterable[str]) -> str:
 
 def reindex_key(base_id: str, root_ids: Iterable[str]) -> str:
     return f"knowledge:{base_id}:{','.join(sorted(root_ids))}:reindex"
+

@@ -21,7 +21,7 @@ import contextlib
 import html as html_lib
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -48,6 +48,9 @@ class FetchedPage:
     title: str | None
     markdown: str
     content_type: str
+    etag: str | None = None
+    last_modified: str | None = None
+    not_modified: bool = False  # a 304 to a conditional GET: no body, keep the snapshot
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class RawResponse:
     content_type: str  # media type only, lower-cased ("" when the server sent none)
     charset: str | None
     body: bytes
+    etag: str | None = None
+    last_modified: str | None = None
+    not_modified: bool = False
 
 
 def _media_type(header: str | None) -> tuple[str, str | None]:
@@ -126,11 +132,14 @@ def fetch_raw(
     timeout_s: float = 30,
     max_bytes: int = 10 * MiB,
     max_redirects: int = 5,
+    validators: Mapping[str, str] | None = None,
 ) -> RawResponse:
     """GET ``url`` under the SSRF guard and the limiter; refuse media types not in ``accept``.
 
     One limiter slot covers the whole fetch, redirects included. A response without a
-    ``Content-Type`` is accepted (the caller sniffs it). Errors as in the module docstring.
+    ``Content-Type`` is accepted (the caller sniffs it). ``validators`` (``etag``,
+    ``last_modified`` from an earlier response) make it a conditional GET: a 304 comes back as
+    ``not_modified`` with an empty body. Errors as in the module docstring.
     """
     start = vet_url(url, allow_local=allow_local)
     start_url = start.url
@@ -141,7 +150,15 @@ def fetch_raw(
         with limiter.slot():
             deadline = time.monotonic() + timeout_s
             return _follow(
-                http, start, accept, allow_local, deadline, timeout_s, max_bytes, max_redirects
+                http,
+                start,
+                accept,
+                allow_local,
+                deadline,
+                timeout_s,
+                max_bytes,
+                max_redirects,
+                _conditional_headers(validators),
             )
     except httpx.TimeoutException as exc:
         raise Unavailable(
@@ -158,8 +175,21 @@ def fetch_raw(
             http.close()
 
 
+def _conditional_headers(validators: Mapping[str, str] | None) -> dict[str, str]:
+    headers = {}
+    if validators and validators.get("etag"):
+        headers["If-None-Match"] = validators["etag"]
+    if validators and validators.get("last_modified"):
+        headers["If-Modified-Since"] = validators["last_modified"]
+    return headers
+
+
 def _pinned_get(
-    stack: contextlib.ExitStack, http: httpx.Client, target: VettedUrl, timeout: httpx.Timeout
+    stack: contextlib.ExitStack,
+    http: httpx.Client,
+    target: VettedUrl,
+    timeout: httpx.Timeout,
+    extra_headers: Mapping[str, str] | None = None,
 ) -> httpx.Response:
     """GET ``target`` on its vetted addresses in turn (like ``socket.create_connection``).
 
@@ -167,7 +197,9 @@ def _pinned_get(
     """
     for index, address in enumerate(target.addresses):
         try:
-            return stack.enter_context(_pinned_stream(http, target.url, address, timeout))
+            return stack.enter_context(
+                _pinned_stream(http, target.url, address, timeout, extra_headers)
+            )
         except httpx.ConnectError:
             if index == len(target.addresses) - 1:
                 raise
@@ -175,7 +207,11 @@ def _pinned_get(
 
 
 def _pinned_stream(
-    http: httpx.Client, url: str, address: IPAddress, timeout: httpx.Timeout
+    http: httpx.Client,
+    url: str,
+    address: IPAddress,
+    timeout: httpx.Timeout,
+    extra_headers: Mapping[str, str] | None = None,
 ) -> contextlib.AbstractContextManager[httpx.Response]:
     logical = httpx.URL(url)
     extensions = (
@@ -184,7 +220,7 @@ def _pinned_stream(
     return http.stream(
         "GET",
         logical.copy_with(host=str(address)),
-        headers={"Host": logical.netloc.decode("ascii")},
+        headers={**(extra_headers or {}), "Host": logical.netloc.decode("ascii")},
         timeout=timeout,
         follow_redirects=False,
         extensions=extensions,
@@ -200,6 +236,7 @@ def _follow(
     timeout_s: float,
     max_bytes: int,
     max_redirects: int,
+    extra_headers: Mapping[str, str] | None = None,
 ) -> RawResponse:
     start_url = start.url
     target = start
@@ -211,7 +248,7 @@ def _follow(
             raise httpx.ReadTimeout("total deadline exceeded")
         timeout = httpx.Timeout(min(timeout_s, remaining))
         with contextlib.ExitStack() as stack:
-            response = _pinned_get(stack, http, target, timeout)
+            response = _pinned_get(stack, http, target, timeout, extra_headers)
             location = response.headers.get("location")
             if response.status_code in _REDIRECT_CODES and location:
                 target = vet_url(str(httpx.URL(current).join(location)), allow_local=allow_local)
@@ -220,6 +257,10 @@ def _follow(
                     raise InvalidUrl(f"Redirect loop at {current}", url=start_url, hop=current)
                 seen.add(current)
                 continue
+            etag = response.headers.get("etag")
+            modified = response.headers.get("last-modified")
+            if response.status_code == 304 and extra_headers:
+                return RawResponse(start_url, current, "", None, b"", etag, modified, True)
             _raise_for_status(response, current)
             media, charset = _media_type(response.headers.get("content-type"))
             if media and media not in accept:
@@ -230,7 +271,7 @@ def _follow(
                     hint="knowbase fetches web pages (HTML, plain text, Markdown)",
                 )
             body = _read_capped(response, current, max_bytes, deadline)
-            return RawResponse(start_url, current, media, charset, body)
+            return RawResponse(start_url, current, media, charset, body, etag, modified)
     raise InvalidUrl(
         f"Too many redirects (more than {max_redirects}) from {start_url}",
         url=start_url,
@@ -318,6 +359,7 @@ def fetch_page(
     timeout_s: float = 30,
     max_bytes: int = 10 * MiB,
     max_redirects: int = 5,
+    validators: Mapping[str, str] | None = None,
 ) -> FetchedPage:
     """Fetch ``url`` and convert it to Markdown; title and markdown are trimmed.
 
@@ -337,7 +379,12 @@ def fetch_page(
         timeout_s=timeout_s,
         max_bytes=max_bytes,
         max_redirects=max_redirects,
+        validators=validators,
     )
+    if raw.not_modified:
+        return FetchedPage(
+            raw.url, raw.final_url, None, "", "", raw.etag, raw.last_modified, not_modified=True
+        )
     media = raw.content_type or ("text/html" if _looks_like_html(raw.body) else "text/plain")
     if media in HTML_TYPES:
         title, markdown = html_to_markdown(raw.body, raw.charset, raw.final_url)
@@ -352,4 +399,6 @@ def fetch_page(
         title=title.strip() if title else None,
         markdown=markdown,
         content_type=media,
+        etag=raw.etag,
+        last_modified=raw.last_modified,
     )
