@@ -28,7 +28,7 @@ def test_kill_9_mid_sync_recovers(tmp_path: Path) -> None:
     root.mkdir()
     for n in range(FILES):
         (root / f"f{n}.md").write_text(f"file {n} about old owls", encoding="utf-8")
-    kb = Knowledge(Settings(home=home))
+    kb = Knowledge(Settings(home=home, test_providers=True))
     base = kb.create_base(
         "b", embedding_model_id="hash:d16?delay=0.4", file_processor_id=None, document_count=50
     )
@@ -56,7 +56,7 @@ def test_kill_9_mid_sync_recovers(tmp_path: Path) -> None:
     proc.wait(timeout=10)
     kb.close()
 
-    kb = Knowledge(Settings(home=home))
+    kb = Knowledge(Settings(home=home, test_providers=True))
     try:
         kb.start_workers()  # boot recovery: the dead process's jobs and items settle
         end = time.monotonic() + 60
