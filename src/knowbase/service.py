@@ -354,13 +354,17 @@ class Knowledge:
 
         ``base`` is a name, an id, or a ``Base`` the caller has just resolved (saves a lookup).
         """
+        from knowbase.query.fusion import FusionSettings
         from knowbase.query.search import SearchConfig, search
 
         b = base if isinstance(base, Base) else self.get_base(base)
         assert_base_runnable(b, "searching")
         store = self.rt.store(b)
         config = SearchConfig(
-            top_k=top_k or b.document_count, threshold=b.threshold, dims=b.dimensions
+            top_k=top_k or b.document_count,
+            threshold=b.threshold,
+            dims=b.dimensions,
+            fusion=FusionSettings.of_base(b),
         )
         return search(
             store,

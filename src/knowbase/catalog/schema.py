@@ -57,6 +57,10 @@ knowledge_base = sa.Table(
     sa.Column("threshold", sa.Float, nullable=True),
     sa.Column("document_count", sa.Integer, nullable=True),
     sa.Column("allow_local_urls", sa.Boolean, nullable=False, server_default=sa.false()),
+    # how hybrid search fuses its lanes (query/fusion.py; migration 0004e)
+    sa.Column("fusion", sa.String(16), nullable=False, server_default="convex"),
+    sa.Column("fusion_alpha", sa.Float, nullable=False, server_default="0.5"),
+    sa.Column("rrf_k", sa.Integer, nullable=False, server_default="60"),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.CheckConstraint(_in("status", BASE_STATUSES), name="knowledge_base_status_check"),
