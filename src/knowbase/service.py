@@ -35,6 +35,7 @@ from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.store.base import UnitRecord
 from knowbase.query import items as items_query
+from knowbase.query.fusion import FusionSettings
 from knowbase.query.multi_base import MultiSearch, search_bases
 from knowbase.query.search import SearchConfig, SearchResponse, search
 from knowbase.query.visibility import VisibilityCache
@@ -318,7 +319,10 @@ class Knowledge:
         b = base if isinstance(base, Base) else self.get_base(base)
         assert_base_runnable(b, "searching")
         config = SearchConfig(
-            top_k=top_k or b.document_count, threshold=b.threshold, dims=b.dimensions
+            top_k=top_k or b.document_count,
+            threshold=b.threshold,
+            dims=b.dimensions,
+            fusion=FusionSettings.of_base(b),
         )
         with self.rt.lease(b) as store:  # a base update meanwhile closes it after us
             return search(

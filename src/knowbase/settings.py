@@ -119,9 +119,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         allow_local_urls=pick("allow_local_urls", "KNOWBASE_ALLOW_LOCAL_URLS", False, truthy),
         max_file_bytes=pick("max_file_bytes", "KNOWBASE_MAX_FILE_BYTES", 200 * 1024 * 1024, int),
         workers=pick("workers", "KNOWBASE_WORKERS", 16, int),
-        job_retention_days=pick(
-            "job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float
-        ),
+        job_retention_days=pick("job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float),
         allowed_hosts=pick("allowed_hosts", "KNOWBASE_ALLOWED_HOSTS", (), names),
         test_providers=pick("test_providers", "KNOWBASE_TEST_PROVIDERS", False, truthy),
     )

@@ -19,6 +19,7 @@ from knowbase.pipeline.store.base import MaterialInput
 from knowbase.pipeline.store.hashing import text_hash
 from knowbase.pipeline.store.sqlite import SqliteIndexStore
 from knowbase.providers.base import RerankResult
+from knowbase.query.fusion import FusionSettings
 from knowbase.query.search import SearchConfig, VisibleItem, script_coverage, search
 
 VOCAB = ["cat", "dog", "fish", "bird"]
@@ -144,7 +145,8 @@ def test_bm25_mode_without_embedder_or_dims(store: SqliteIndexStore) -> None:
 
 
 def test_hybrid_rrf_scores_and_result_fields(store: SqliteIndexStore) -> None:
-    r = search(store, "cat", config=HYBRID, embedder=WordEmbedder(), reranker=None,
+    rrf = SearchConfig(dims=len(VOCAB), fusion=FusionSettings(method="rrf"))
+    r = search(store, "cat", config=rrf, embedder=WordEmbedder(), reranker=None,
                visible=everything)  # fmt: skip
     assert r.mode == "hybrid"
     top = r.results[0]
@@ -285,7 +287,10 @@ def test_uncovered_script_runs_keyword_only(tmp_path: Path) -> None:
         assert r.explain["dense_lane"]["reason"] == "query_script_not_covered"
         assert [x.item_id for x in r.results] == ["z"]
         r = search(s, "cat 学习", config=HYBRID, embedder=emb, reranker=None, visible=everything)
-        assert r.mode == "hybrid"  # 3 Latin letters of 5: mostly covered
+        assert r.mode == "bm25"  # 3 Latin letters of 5: under the 90% the dense vote needs
+        r = search(s, "cat dog fish bird 学", config=HYBRID, embedder=emb, reranker=None,
+                   visible=everything)  # fmt: skip
+        assert r.mode == "hybrid"  # 15 Latin letters of 16: over 90%
     finally:
         s.close()
 
@@ -293,8 +298,10 @@ def test_uncovered_script_runs_keyword_only(tmp_path: Path) -> None:
 def test_script_coverage_rule() -> None:
     latin = frozenset({"Latin"})
     assert script_coverage("机器学习", latin)["covered"] is False
-    assert script_coverage("ab 学习", latin)["covered"] is True  # half uncovered is not "mostly"
-    assert script_coverage("a 学习", latin)["covered"] is False
+    assert script_coverage("ab 学习", latin)["covered"] is False  # half: under 90%
+    assert script_coverage("abcdefghi 学", latin)["covered"] is True  # 9 of 10: exactly 90%
+    assert script_coverage("abcdefgh 学", latin)["covered"] is False  # 8 of 9
+    assert script_coverage("Visual Studio Code的默认快捷键是什么", latin)["covered"] is False
     assert script_coverage("2024", latin)["covered"] is True
     assert script_coverage("Привет", latin)["covered"] is False
     assert script_coverage("Привет", frozenset({"Latin", "Cyrillic"}))["covered"] is True

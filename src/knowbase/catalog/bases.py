@@ -29,6 +29,9 @@ UPDATABLE = {
     "allow_local_urls",
     "sync_deletes",
     "url_max_age",
+    "fusion",
+    "fusion_alpha",
+    "rrf_k",
 }
 
 
@@ -63,6 +66,9 @@ def validate_settings(values: dict[str, Any]) -> None:
     processor = values.get("file_processor_id")
     if processor is not None and processor not in ("tesseract",):
         raise InvalidInput("file_processor_id must be 'tesseract' or empty")
+    from knowbase.query.fusion import validate as validate_fusion
+
+    validate_fusion(values.get("fusion"), values.get("fusion_alpha"), values.get("rrf_k"))
     if "name" in values and not str(values["name"] or "").strip():
         raise InvalidInput("a base needs a non-empty name", field="name")
 

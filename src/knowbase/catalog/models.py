@@ -29,6 +29,9 @@ class Base:
     threshold: float | None
     document_count: int | None
     allow_local_urls: bool
+    fusion: str
+    fusion_alpha: float
+    rrf_k: int
     created_at: int
     updated_at: int
     index_backend: str = "sqlite"  # the registry in pipeline/store/backends.py names them

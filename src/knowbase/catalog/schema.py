@@ -62,6 +62,10 @@ knowledge_base = sa.Table(
     # `kb sync` settings (migration 0003y): prune vanished files; re-fetch pages older than this
     sa.Column("sync_deletes", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("url_max_age", sa.Integer, nullable=True),  # seconds; None: never re-fetch
+    # how hybrid search fuses its lanes (query/fusion.py; migration 0004e)
+    sa.Column("fusion", sa.String(16), nullable=False, server_default="convex"),
+    sa.Column("fusion_alpha", sa.Float, nullable=False, server_default="0.5"),
+    sa.Column("rrf_k", sa.Integer, nullable=False, server_default="60"),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.CheckConstraint(_in("status", BASE_STATUSES), name="knowledge_base_status_check"),

@@ -141,8 +141,7 @@ def sweep(rt: Runtime) -> SweepReport:
         log.exception("orphan base folder cleanup failed")
     if report.interrupted or report.deletes_enqueued or report.jobs_pruned:
         log.info(
-            "recovery: %d interrupted items failed, %d delete jobs re-enqueued, "
-            "%d old jobs pruned",
+            "recovery: %d interrupted items failed, %d delete jobs re-enqueued, %d old jobs pruned",
             len(report.interrupted),
             report.deletes_enqueued,
             report.jobs_pruned,

@@ -108,4 +108,3 @@ def restore_base(
             ) from exc
         raise
     return RestoreResult(new, skipped, result.job_ids)
-

@@ -229,11 +229,18 @@ def base_set(
     document_count: Annotated[int | None, typer.Option(help="Search top-K.")] = None,
     rerank: Annotated[str | None, typer.Option(help="Rerank model id; 'none' clears.")] = None,
     processor: Annotated[str | None, typer.Option(help="'tesseract' or 'none'.")] = None,
+    fusion: Annotated[str | None, typer.Option(help="Hybrid fusion: 'rrf' or 'convex'.")] = None,
+    fusion_alpha: Annotated[float | None, typer.Option(help="Vector lane weight, 0..1.")] = None,
+    rrf_k: Annotated[int | None, typer.Option(help="RRF constant k (rrf fusion).")] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a base's settings (no reindex)."""
-    patch: dict[str, Any] = {}
+    patch: dict[str, Any] = {
+        k: v
+        for k, v in {"fusion": fusion, "fusion_alpha": fusion_alpha, "rrf_k": rrf_k}.items()
+        if v is not None
+    }
     if threshold is not None:
         patch["threshold"] = threshold
     if document_count is not None:
@@ -564,6 +571,7 @@ def _register_plugins() -> None:
         "knowbase.interfaces.cli_concepts",
         "knowbase.interfaces.cli_serve",
         "knowbase.interfaces.cli_sync",
+        "knowbase.interfaces.cli_eval",
     ):
         try:
             module = importlib.import_module(name)

@@ -82,6 +82,9 @@ class BaseOut(BaseModel):
     threshold: float | None
     document_count: int | None
     allow_local_urls: bool
+    fusion: Literal["rrf", "convex"]
+    fusion_alpha: float
+    rrf_k: int
     created_at: int
     updated_at: int
 
@@ -99,6 +102,9 @@ class BaseSettingsPatch(_Strict):
     threshold: float | None = Field(default=None, ge=0, le=1)
     document_count: json_int(1, 1000) | None = None
     allow_local_urls: bool = None  # type: ignore[assignment]
+    fusion: Literal["rrf", "convex"] = None  # type: ignore[assignment]
+    fusion_alpha: float = Field(default=None, ge=0, le=1)  # type: ignore[assignment]
+    rrf_k: int = Field(default=None, ge=1, le=100_000)  # type: ignore[assignment]
 
 
 class BaseCreate(BaseSettingsPatch):

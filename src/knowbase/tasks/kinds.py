@@ -53,4 +53,3 @@ def delete_key(base_id: str, root_ids: Iterable[str]) -> str:
 
 def reindex_key(base_id: str, root_ids: Iterable[str]) -> str:
     return f"knowledge:{base_id}:{','.join(sorted(root_ids))}:reindex"
-

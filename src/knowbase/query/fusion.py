@@ -1,0 +1,126 @@
+"""Fusing the keyword and vector lanes: RRF (the origin's) or convex, as base settings.
+
+``rrf``: ``score = α / (k + rank_vector) + (1 − α) / (k + rank_keyword)`` (Cormack et al. 2009;
+the origin runs k = 60, α = 0.5). ``convex``: each lane's scores are min-max normalised over the
+hits that lane returned (best → 1, worst → 0; a lane whose hits all score the same gives them 1),
+a hit missing from a lane gets 0 there, and ``score = α · vector + (1 − α) · keyword``
+(Bruch et al., "An Analysis of Fusion Functions for Hybrid Retrieval", TOIS 2023).
+
+The dense lane's vote is ``α × dense_weight``, where ``dense_weight`` comes from the script rule
+(:func:`dense_weight`): 0 where the model cannot read the query. A lane whose weight is 0 casts
+no vote and its hits do not enter the fused list, so ``α = 1`` is the vector lane alone and
+``α = 0`` the keyword lane alone, under either method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from knowbase.errors import InvalidInput
+from knowbase.pipeline.store.rrf import K as RRF_K
+from knowbase.pipeline.store.rrf import rrf_fuse
+
+FusionMethod = Literal["rrf", "convex"]
+METHODS: tuple[str, ...] = ("rrf", "convex")
+# Picked with ``kb eval --sweep`` on samples/eval (MiniLM + the stemmed BM25 lane); see
+# docs/eval.md for the grid and the figures.
+DEFAULT_METHOD: FusionMethod = "convex"
+DEFAULT_ALPHA = 0.5
+# Dense vote by script coverage (DESIGN, Turn 2): full weight when at least this share of the
+# query's letters are in scripts the model reads, none below.
+FULL_COVERAGE = 0.9
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """How a hybrid search merges its lanes. ``alpha`` is the vector lane's weight."""
+
+    method: FusionMethod = DEFAULT_METHOD
+    alpha: float = DEFAULT_ALPHA
+    rrf_k: int = RRF_K
+
+    def __post_init__(self) -> None:
+        validate(self.method, self.alpha, self.rrf_k)
+
+    @classmethod
+    def of_base(cls, base: Any) -> FusionSettings:
+        """The settings a catalog ``Base`` row holds (older rows without them: the defaults)."""
+        return cls(
+            method=getattr(base, "fusion", None) or DEFAULT_METHOD,
+            alpha=_or(getattr(base, "fusion_alpha", None), DEFAULT_ALPHA),
+            rrf_k=_or(getattr(base, "rrf_k", None), RRF_K),
+        )
+
+    def label(self) -> str:
+        if self.method == "rrf":
+            return f"rrf(k={self.rrf_k}, α={self.alpha:g})"
+        return f"convex(α={self.alpha:g})"
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def validate(method: Any, alpha: Any, rrf_k: Any) -> None:
+    """Raise InvalidInput for a method other than rrf/convex, α outside [0, 1], or k < 1."""
+    if method is not None and method not in METHODS:
+        raise InvalidInput("fusion must be 'rrf' or 'convex'", field="fusion", value=method)
+    if alpha is not None and not (isinstance(alpha, int | float) and 0.0 <= alpha <= 1.0):
+        raise InvalidInput("fusion_alpha must be between 0 and 1", field="fusion_alpha")
+    if rrf_k is not None and not (isinstance(rrf_k, int) and rrf_k >= 1):
+        raise InvalidInput("rrf_k must be a positive integer", field="rrf_k", value=rrf_k)
+
+
+def dense_weight(coverage: dict[str, Any]) -> float:
+    """1.0 when ≥ 90% of the query's letters are in the model's scripts (or it has none), else 0.
+
+    ``coverage`` is :func:`knowbase.query.search.script_coverage`'s answer.
+    """
+    letters = coverage.get("letters", 0)
+    if not letters:
+        return 1.0
+    covered = letters - coverage.get("uncovered", 0)
+    return 1.0 if covered >= FULL_COVERAGE * letters else 0.0
+
+
+def fuse(
+    vector: list[tuple[str, float]],
+    keyword: list[tuple[str, float]],
+    settings: FusionSettings,
+    *,
+    dense: float = 1.0,
+) -> list[tuple[str, float]]:
+    """Merge two lanes of ``(id, score)`` (best first; higher score is better) into one list.
+
+    ``dense`` scales the vector lane's weight (the script rule). Ties break by the best rank the
+    id reached in a voting lane, then by id, so the output is deterministic.
+
+    >>> s = FusionSettings(method="convex", alpha=0.5)
+    >>> fuse([("a", 0.9), ("b", 0.1)], [("b", 12.0), ("c", 3.0)], s)[0][0]
+    'b'
+    """
+    wv = settings.alpha * dense
+    wk = 1.0 - settings.alpha
+    lanes = [(hits, w) for hits, w in ((vector, wv), (keyword, wk)) if w > 0]
+    if settings.method == "rrf":
+        return rrf_fuse([([i for i, _ in hits], w) for hits, w in lanes], k=settings.rrf_k)
+    scores: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for hits, weight in lanes:
+        for rank, (item, norm) in enumerate(_min_max(hits), start=1):
+            scores[item] = scores.get(item, 0.0) + weight * norm
+            best[item] = min(best.get(item, rank), rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], best[kv[0]], kv[0]))
+
+
+def _min_max(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Scores mapped to [0, 1] over this lane's hits; an id repeated keeps its first score."""
+    seen: dict[str, float] = {}
+    for item, score in hits:
+        seen.setdefault(item, float(score))
+    if not seen:
+        return []
+    lo, hi = min(seen.values()), max(seen.values())
+    span = hi - lo
+    return [(item, (s - lo) / span if span > 0 else 1.0) for item, s in seen.items()]
