@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog import bases as base_repo
@@ -45,6 +45,7 @@ from knowbase.tasks import register_all
 
 if TYPE_CHECKING:
     from knowbase.query.concepts import ConceptService
+    from knowbase.query.eval import EvalContext
 
 log = logging.getLogger(__name__)
 
@@ -333,6 +334,13 @@ class Knowledge:
                 reranker=self.rt.reranker(b),
                 visible=self._visible.for_base(b.id),
             )
+
+    def eval_context(self, base: str, qrels: Mapping[str, Mapping[str, int]]) -> EvalContext:
+        """What ``kb eval`` needs to run each lane of ``base`` (``query/eval.py``)."""
+        from knowbase.query.eval import context_for
+
+        b = self.get_base(base)
+        return context_for(self.rt, self._visible.for_base(b.id), b, qrels)
 
     def search_many(
         self,

@@ -51,7 +51,7 @@ def eval_command(
     judged = read_qrels(qrels)
     asked = read_queries(queries)
     with cli.open_kb(home) as kb:
-        ctx = ev.context_for(kb, base, judged)
+        ctx = kb.eval_context(base, judged)
         lanes = ev.lanes_of(ctx)
         if lane is not None and lane not in lanes:
             raise InvalidInput(f"lane must be one of {lanes}", lane=lane)

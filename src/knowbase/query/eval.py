@@ -85,20 +85,24 @@ class EvalContext:
     judged: set[str] = field(default_factory=set)
 
 
-def context_for(kb: Any, base: str, qrels: Mapping[str, Mapping[str, int]]) -> EvalContext:
-    """The lanes' inputs for ``base`` (a name or an id) of a ``Knowledge``."""
+def context_for(
+    rt: Any,
+    visible: Callable[[set[str]], Mapping[str, Any]],
+    b: Any,
+    qrels: Mapping[str, Mapping[str, int]],
+) -> EvalContext:
+    """The lanes' inputs for base ``b`` from a runtime (``Knowledge.eval_context`` calls it)."""
     from knowbase.ingestion.guards import assert_base_runnable
 
-    b = kb.get_base(base)
     assert_base_runnable(b, "searching")
-    embedder = kb.rt.embedder(b)
+    embedder = rt.embedder(b)
     return EvalContext(
-        store=kb.rt.store(b),
+        store=rt.store(b),
         dims=b.dimensions,
         embedder=_QueryMemo(embedder) if embedder is not None else None,
-        reranker=kb.rt.reranker(b),
+        reranker=rt.reranker(b),
         fusion=FusionSettings.of_base(b),
-        visible=kb.visible_items(b.id),
+        visible=visible,
         judged={d for judged in qrels.values() for d in judged},
     )
 
