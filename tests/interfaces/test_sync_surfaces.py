@@ -48,7 +48,7 @@ def test_http_sync_route(kb: Knowledge, bm25_base: Base, tmp_path: Path) -> None
     (root / "a.md").write_text("alpha", encoding="utf-8")
     kb.add(bm25_base.id, [AddInput.directory(root)], wait=True)
     (root / "a.md").unlink()
-    client = TestClient(create_app(kb))
+    client = TestClient(create_app(kb), base_url="http://127.0.0.1")
     r = client.post("/bases/bm25/sync", params={"dry_run": True, "prune": True})
     assert r.status_code == 202, r.text
     assert [v["deleted"] for v in r.json()["vanished"]] == [True]

@@ -104,7 +104,7 @@ class BaseSettingsPatch(_Strict):
     allow_local_urls: bool = None  # type: ignore[assignment]
     fusion: Literal["rrf", "convex"] = None  # type: ignore[assignment]
     fusion_alpha: float = Field(default=None, ge=0, le=1)  # type: ignore[assignment]
-    rrf_k: int = Field(default=None, ge=1, le=100_000)  # type: ignore[assignment]
+    rrf_k: json_int(1, 100_000) = None  # type: ignore[assignment]
 
 
 class BaseCreate(BaseSettingsPatch):
