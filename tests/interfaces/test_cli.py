@@ -103,3 +103,19 @@ def test_cli_base_create_checks_the_model_id(run):
     created = json.loads(run("base", "create", "h", "--embedding", "hash:d8", "--json").stdout)
     assert created["dimensions"] == 8
     assert [b["name"] for b in json.loads(run("base", "list", "--json").stdout)] == ["h"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("nosuchcmd",), "No such command 'nosuchcmd'"),
+        (("search",), "Missing argument"),
+        (("serve", "--host", "0.0.0.0"), "exposes the API beyond this machine"),
+        (("serve", "--watch", "--no-workers"), "kb worker --watch"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message_not_a_traceback(run, args, message) -> None:  # type: ignore[no-untyped-def]
+    out = run(*args, check=False)
+    assert out.returncode == 2, out.stderr
+    assert message in " ".join(out.stderr.split())
+    assert "Traceback" not in out.stderr

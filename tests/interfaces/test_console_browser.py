@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+
+from _serve import kb_serve
 
 CHROMIUM = os.environ.get("KNOWBASE_CHROMIUM", "/usr/bin/chromium")
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
@@ -35,45 +33,6 @@ ARGS = [
 ]  # fmt: skip
 TOKEN = "console-test-token"
 PASSAGE = "The lighthouse keeper counts zebra migrations every winter"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]:
-    """A real ``kb serve`` subprocess on a free loopback port; yields its URL."""
-    port = free_port()
-    # hash: embeddings exist only when test providers are enabled (the suite enables them)
-    env = {**os.environ, "KNOWBASE_HOME": str(home), "KNOWBASE_TEST_PROVIDERS": "1"}
-    env.pop("KNOWBASE_API_TOKEN", None)
-    if token:
-        env["KNOWBASE_API_TOKEN"] = token
-    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--port", str(port), *extra]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            try:
-                if httpx.get(url + "/", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "kb serve did not start"
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

@@ -543,11 +543,19 @@ def worker(
             "use the CPU that searches leave.",
         ),
     ] = 0,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch", help="Also keep every base current: sync it when its origins change."
+        ),
+    ] = False,
     home: HomeOpt = None,
 ) -> None:
     """Run job workers until interrupted (Ctrl-C / SIGTERM)."""
     import signal
     import threading
+
+    from knowbase.interfaces.cli_serve import watching
 
     if nice and hasattr(os, "nice"):
         os.nice(nice)
@@ -555,12 +563,15 @@ def worker(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with open_kb(home) as kb:
         kb.start_workers(threads=threads)
-        err_console.print("worker running; Ctrl-C to stop")
-        try:
-            while not stop.wait(0.5):
+        err_console.print(
+            f"worker running{' and watching origins' if watch else ''}; Ctrl-C to stop"
+        )
+        with watching(kb, enabled=watch):
+            try:
+                while not stop.wait(0.5):
+                    pass
+            except KeyboardInterrupt:
                 pass
-        except KeyboardInterrupt:
-            pass
 
 
 def _register_plugins() -> None:
@@ -603,12 +614,12 @@ def main() -> None:
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(1)
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:  # usage errors: a message and exit 2, never a traceback
+        # typer vendors its own click (typer._click), so check the shape, not click's class.
+        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):
+            show()
+            sys.exit(exit_code)
         raise
 
 

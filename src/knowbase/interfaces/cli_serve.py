@@ -10,9 +10,12 @@ naming another ``Host`` are refused 421 and state-changing ones from a foreign `
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -73,10 +76,24 @@ def serve(
             "imports use the CPU that searches leave (0: equal priority).",
         ),
     ] = 10,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Keep every base's folders and files current: sync a base when its origins "
+            "change (as kb sync --watch; deletes only where the base sets sync_deletes).",
+        ),
+    ] = False,
 ) -> None:
     """Run the HTTP API (OpenAPI at /docs) and, unless --no-workers, the job workers."""
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
+    if watch and no_workers:
+        raise typer.BadParameter(
+            "--watch syncs through this process's job workers; with --no-workers run "
+            "'kb worker --watch' beside the server instead",
+            param_hint="--watch",
+        )
     roots = list(allow_path or [])
     if not roots and os.environ.get(PATH_ROOTS_ENV):
         roots = [Path(p) for p in os.environ[PATH_ROOTS_ENV].split(os.pathsep) if p]
@@ -105,6 +122,7 @@ def serve(
             workers=not no_workers,
             worker_nice=worker_nice,
             config=config,
+            watch=watch,
         )
         return
 
@@ -128,10 +146,37 @@ def serve(
         )
         typer.echo(
             f"knowbase API on http://{host}:{port} (docs at /docs); "
-            f"workers {'off' if no_workers else 'on'}; auth {'bearer token' if token else 'off'}",
+            f"workers {'off' if no_workers else 'on'}; auth {'bearer token' if token else 'off'}"
+            f"{'; watching origins' if watch else ''}",
             err=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        with watching(kb, enabled=watch):
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@contextlib.contextmanager
+def watching(kb: Any, *, enabled: bool) -> Iterator[None]:
+    """Run the origin watcher of every base in a thread beside the caller (the workers are
+    already running); stop it on the way out."""
+    if not enabled:
+        yield
+        return
+    from knowbase.ingestion.watch import watch_bases
+
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=watch_bases,
+        args=(kb, None),
+        kwargs={"stop": stop, "run_workers": False},
+        name="kb-watch",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def register(app: typer.Typer) -> None:

@@ -77,9 +77,11 @@ def serve_processes(
     workers: bool,
     config: dict[str, Any],
     worker_nice: int = 0,
+    watch: bool = False,
 ) -> None:
     """Run ``processes`` API processes plus, unless ``workers`` is False, one job-worker
-    process ``worker_nice`` nicer; returns when the API processes stop (Ctrl-C / SIGTERM)."""
+    process ``worker_nice`` nicer (which also watches the origins with ``watch``); returns
+    when the API processes stop (Ctrl-C / SIGTERM)."""
     import uvicorn
 
     os.environ[CONFIG_ENV] = json.dumps({"home": home, **config})
@@ -87,6 +89,8 @@ def serve_processes(
     if workers:
         cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "worker"]
         cmd += ["--nice", str(worker_nice)]
+        if watch:
+            cmd.append("--watch")
         if home:
             cmd += ["--home", home]
         worker = subprocess.Popen(cmd)

@@ -1,0 +1,54 @@
+"""A real ``kb serve`` subprocess on a free loopback port, for tests that speak HTTP to it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]:
+    """Start ``kb serve`` (hash: providers enabled) and yield its URL once ``/`` answers 200;
+    SIGTERM on the way out."""
+    port = free_port()
+    # hash: embeddings exist only when test providers are enabled (the suite enables them)
+    env = {**os.environ, "KNOWBASE_HOME": str(home), "KNOWBASE_TEST_PROVIDERS": "1"}
+    env.pop("KNOWBASE_API_TOKEN", None)
+    if token:
+        env["KNOWBASE_API_TOKEN"] = token
+    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--port", str(port), *extra]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if httpx.get(url + "/", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "kb serve did not start"
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
