@@ -253,3 +253,25 @@ def test_ignore_rules_and_caps_apply_to_new_files(
     report = kb.sync(synced.id, wait=True)
     assert [a["path"] for a in report.added] == [str(folder / "ok.md")]
     assert hits(kb, synced, "sauce") == []
+
+
+def test_an_item_the_user_deleted_is_not_brought_back_by_sync(
+    kb: Knowledge, synced: Base, folder: Path
+) -> None:
+    """Deleting a file (or a sub-folder) of a synced folder is a decision: the next sync
+    reports the origin files as excluded and adds nothing back (kb add of the file brings it
+    back as an item of its own)."""
+    by_origin = {str(i.origin): i for i in kb.list_items(synced.id) if i.origin}
+    sub = next(i for i in kb.list_items(synced.id) if i.type == "directory" and i.group_id)
+    kb.delete_items(synced.id, [by_origin[str(folder / "b.md")].id, sub.id], wait=True)
+    write(folder / "sub" / "later.md", "lima lemons arrive later")
+    report = kb.sync(synced.id, wait=True)
+    assert report.added == [] and report.job_id is None
+    assert sorted(e["path"] for e in report.excluded) == sorted(
+        [str(folder / "b.md"), str(folder / "sub" / "c.md"), str(folder / "sub" / "later.md")]
+    )
+    assert leaves(kb, synced) == {str(folder / "a.md"): "completed"}
+    assert hits(kb, synced, "bananas") == [] and hits(kb, synced, "lemons") == []
+    # a new file beside them is still picked up
+    write(folder / "e.md", "echo eggplants are purple")
+    assert [a["path"] for a in kb.sync(synced.id, wait=True).added] == [str(folder / "e.md")]

@@ -1,9 +1,17 @@
-"""``delete_items``: mark subtrees ``deleting`` and enqueue their purge in one transaction (§6)."""
+"""``delete_items``: mark subtrees ``deleting`` and enqueue their purge in one transaction (§6).
+
+A user deleting a file or sub-folder of a synced folder has decided it does not belong in the
+base: its origin path is recorded on the top folder (``SYNC_EXCLUDED_KEY``) in the same
+transaction, so ``kb sync`` reports it as excluded instead of adding it back.
+"""
 
 from __future__ import annotations
 
+from sqlalchemy.engine import Connection
+
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Item
 from knowbase.ingestion.guards import outermost_roots
 from knowbase.runtime import Runtime, queue_of
 from knowbase.tasks import kinds
@@ -22,6 +30,7 @@ def delete_items(rt: Runtime, base_id: str, item_ids: list[str]) -> str | None:
         return None
     root_ids = [r.id for r in roots]
     with rt.lock(base.id), rt.catalog.write_tx() as conn:
+        _record_exclusions(conn, roots)
         item_repo.mark_deleting(conn, root_ids)
         job = rt.jobs.enqueue(
             conn,
@@ -31,3 +40,25 @@ def delete_items(rt: Runtime, base_id: str, item_ids: list[str]) -> str | None:
             idempotency_key=kinds.delete_key(base.id, root_ids),
         )
     return job.id
+
+
+SYNC_EXCLUDED_KEY = "sync_excluded"  # top folder data: origin paths the user deleted
+
+
+def _record_exclusions(conn: Connection, roots: list[Item]) -> None:
+    """Add each deleted item's origin path to its top folder's exclusions."""
+    added: dict[str, list[str]] = {}
+    for root in roots:
+        path = root.origin if root.type == "file" else root.source
+        if root.group_id is None or not path:
+            continue  # a top-level item: nothing syncs it back
+        top = item_repo.get(conn, root.group_id)
+        while top.group_id is not None:
+            top = item_repo.get(conn, top.group_id)
+        if top.type == "directory":
+            added.setdefault(top.id, []).append(str(path))
+    for top_id, paths in added.items():
+        top = item_repo.get(conn, top_id)
+        known = list(top.data.get(SYNC_EXCLUDED_KEY) or [])
+        merged = known + [p for p in paths if p not in known]
+        item_repo.update_data(conn, top_id, **{SYNC_EXCLUDED_KEY: merged})

@@ -23,6 +23,7 @@ from typing import Any
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
+from knowbase.ingestion.delete import SYNC_EXCLUDED_KEY
 from knowbase.ingestion.guards import assert_base_runnable
 from knowbase.pipeline.sources.sync_plan import (
     FoundFile,
@@ -51,6 +52,8 @@ class SyncReport:
     unchanged: list[dict[str, Any]] = field(default_factory=list)  # {item_id, path}
     vanished: list[dict[str, Any]] = field(default_factory=list)  # {item_id, path, deleted}
     failed: list[dict[str, Any]] = field(default_factory=list)  # {item_id?, path, reason}
+    # origin files of items a user deleted from a synced folder: never added back by a sync
+    excluded: list[dict[str, Any]] = field(default_factory=list)  # {path, folder_id}
     refresh: list[dict[str, Any]] = field(default_factory=list)  # pages to re-fetch
     job_id: str | None = None
     urls: dict[str, Any] = field(default_factory=dict)  # the job's page outcomes, once waited
@@ -106,6 +109,7 @@ class _Scope:
     plan: SyncPlan
     held: dict[str, HeldFile]
     errors: list[dict[str, Any]] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)  # origin paths the user deleted
 
 
 def _decide(
@@ -140,9 +144,17 @@ def _folder_scope(rt: Runtime, base: Base, root: Item, rows: list[Item]) -> _Sco
     by_id = {r.id: r for r in leaves}
     held = {str(r.origin): _held(rt, base, r) for r in leaves}
     found: dict[str, FoundFile] = {}
+    gone = [str(p) for p in root.data.get(SYNC_EXCLUDED_KEY) or []]
+    excluded: list[str] = []
     for f in expansion.files:
         stat = _found(f.abs_path)
-        if stat is not None:
+        if stat is None:
+            continue
+        if stat.key not in held and any(
+            stat.key == g or stat.key.startswith(g.rstrip(os.sep) + os.sep) for g in gone
+        ):
+            excluded.append(stat.key)
+        else:
             found[stat.key] = stat
     plan, errors = _decide(rt, base, held, found, by_id)
     # Sub-folders that vanished (or lost every file) go with their files on a prune.
@@ -150,7 +162,7 @@ def _folder_scope(rt: Runtime, base: Base, root: Item, rows: list[Item]) -> _Sco
     for r in rows:
         if r.type == "directory" and r.id != root.id and r.source not in live_dirs:
             plan.vanished.append(_dir_change(r))
-    return _Scope(root, plan, held, errors)
+    return _Scope(root, plan, held, errors, sorted(excluded))
 
 
 def _dir_change(row: Item) -> Any:
@@ -229,6 +241,7 @@ def sync_base(
         report.failed.extend(s.errors)
         folder_id = s.root.id if s.root else None
         report.added.extend({"path": k, "folder_id": folder_id} for k in p.added)
+        report.excluded.extend({"path": k, "folder_id": folder_id} for k in s.excluded)
         report.changed.extend(
             {"item_id": c.item_id, "path": c.key, "reason": c.reason} for c in p.changed
         )

@@ -56,6 +56,7 @@ def _render(console, report) -> None:  # type: ignore[no-untyped-def]
         f"sync ({verb}): {len(report.added)} added, {len(report.changed)} changed, "
         f"{len(report.unchanged)} unchanged, {len(report.vanished)} vanished, "
         f"{len(report.failed)} failed, {len(report.refresh)} pages due"
+        + (f", {len(report.excluded)} excluded (deleted from the base)" if report.excluded else "")
     )
     for a in report.added:
         console.print(f"  + {a['path']}")
