@@ -7,6 +7,10 @@ bit-equal (read back as ``real[]``), same results for sample queries, zero embed
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +102,36 @@ def _note(text: str):  # type: ignore[no-untyped-def]
     from knowbase.ingestion.inputs import AddInput
 
     return AddInput.note(text)
+
+
+def _kb(*args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "KNOWBASE_DATABASE_URL"}
+    return subprocess.run(
+        [sys.executable, "-m", "knowbase.interfaces.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "KNOWBASE_HOME": str(home)},
+        timeout=180,
+    )
+
+
+def test_kb_copy_home_and_migrate_on_postgres(tmp_path: Path, pg_server, pg_url) -> None:  # type: ignore[no-untyped-def]
+    if not pg_server.has_vector:
+        pytest.skip("the postgres backend needs pgvector: run .ci/pgvector.sh")
+    a = tmp_path / "a"
+    assert _kb("base", "create", "wild", "--embedding", "hash:d16", home=a).returncode == 0
+    note = "Sea otters hold hands while they sleep."
+    assert _kb("add", "wild", "--note", note, home=a).returncode == 0
+    out = _kb("copy-home", "--to", pg_url, "--to-home", str(tmp_path / "pg"), "--json", home=a)
+    assert out.returncode == 0, out.stderr
+    copied = json.loads(out.stdout)["bases"]
+    assert [(b["base"], b["units"], b["vectors"]) for b in copied] == [("wild", 1, 1)]
+    check = _kb("migrate", "--check", "--database-url", pg_url, "--json", home=a)
+    assert check.returncode == 0, check.stderr
+    assert json.loads(check.stdout)["behind"] is False
+    again = _kb("copy-home", "--to", pg_url, "--to-home", str(tmp_path / "pg2"), home=a)
+    assert again.returncode == 1 and "base_exists" in again.stderr
+    with Knowledge(
+        Settings(home=tmp_path / "pg", database_url=pg_url, test_providers=True)
+    ) as target:
+        assert target.search("wild", "otters").results[0].text == note
