@@ -41,7 +41,7 @@ MANIFEST = "manifest.json"
 ITEMS = "items.jsonl"
 MATERIALS = "materials.jsonl"
 _MEMBER = re.compile(
-    r"(?:manifest\.json|items\.jsonl|materials\.jsonl|vectors/\d{1,6}\.(?:hashes|f32)|raw/\d{1,9})"
+    r"(?:manifest\.json|items\.jsonl|materials\.jsonl|vectors/[0-9]{1,6}\.(?:hashes|f32)|raw/[0-9]{1,9})"
 )
 
 #: Base settings an archive carries (the catalog columns a new base is created with).
