@@ -220,3 +220,25 @@ def test_bm25_only_base_round_trips(source: Knowledge, target: Knowledge, tmp_pa
     report = target.import_base(tmp_path / "plain.kbz")
     assert report.vectors == 0 and report.base.embedding_model_id is None
     assert target.search("plain", "alpacas").results[0].text == "Alpacas give soft wool."
+
+
+def test_two_paths_naming_one_file_are_refused(target: Knowledge, archive: Path) -> None:
+    def alias(name: str, data: bytes) -> bytes:
+        if name == fmt.MANIFEST:
+            doc = json.loads(data)
+            first, second = sorted(doc["raw"])[:2]
+            doc["raw"][first], doc["raw"][second] = "x/y.md", "x/./y.md"
+            return json.dumps(doc).encode()
+        return data
+
+    _rewrite(archive, alias)
+    with pytest.raises(ArchiveInvalid, match="collide"):
+        target.import_base(archive)
+    assert_nothing_left(target)
+
+
+def test_a_missing_archive_is_not_found(target: Knowledge, tmp_path: Path) -> None:
+    from knowbase.errors import NotFound
+
+    with pytest.raises(NotFound):
+        target.import_base(tmp_path / "nope.kbz")

@@ -1,6 +1,7 @@
 """``export_base`` / ``import_base``: move one base between homes and backends as one file.
 
-The layout and its checks are :mod:`.archive_format`; this module does the I/O.
+The layout and its checks are :mod:`.archive_format`, reading and verifying an archive is
+:mod:`.archive_reader`; this module writes archives and bases.
 
 Export holds the base lock while it reads (catalog rows, index rows, vectors, raw/ files), so
 the archive is one consistent state; a base with items in flight is refused (``conflict``)
@@ -27,7 +28,6 @@ import json
 import logging
 import os
 import zipfile
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,9 +41,16 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.catalog.schema import ACTIVE_STATUSES
 from knowbase.catalog.schema import knowledge_item as it
-from knowbase.errors import ArchiveInvalid, ArchiveUnsafe, BaseExists, Conflict, KnowbaseError
+from knowbase.errors import (
+    ArchiveInvalid,
+    BaseExists,
+    Conflict,
+    InvalidInput,
+    KnowbaseError,
+)
 from knowbase.ids import new_time_id
 from knowbase.ingestion import archive_format as fmt
+from knowbase.ingestion.archive_reader import Decoded, decode, open_archive, stream, verify_archive
 from knowbase.ingestion.bases import remove_base
 from knowbase.ingestion.guards import assert_base_runnable
 from knowbase.pipeline.store.base import MaterialInput
@@ -135,6 +142,8 @@ def export_base(
         base = base_repo.get(conn, base_id)
     assert_base_runnable(base, "exporting")
     report = ArchiveReport(base, str(path))
+    if not path.parent.is_dir():
+        raise InvalidInput(f"cannot write {str(path)!r}: no such folder", path=str(path))
     try:
         with rt.lock(base.id), zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as zf:
             _write_archive(rt, base, _Writer(zf), report, allow_active)
@@ -220,99 +229,6 @@ def _write_archive(
     w.zf.writestr(fmt.MANIFEST, json.dumps(manifest.to_dict(), ensure_ascii=False, indent=1))
 
 
-# --- import: verify -------------------------------------------------------------------------
-def _stream(zf: zipfile.ZipFile, name: str) -> Iterator[bytes]:
-    """A member's bytes in blocks; zip-level damage (CRC, truncation) is ArchiveInvalid."""
-    try:
-        with zf.open(name) as fh:
-            while chunk := fh.read(_COPY):
-                yield chunk
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError) as exc:
-        raise ArchiveInvalid(f"archive member {name!r} is damaged: {exc}", member=name) from exc
-
-
-def _read(zf: zipfile.ZipFile, name: str) -> bytes:
-    return b"".join(_stream(zf, name))
-
-
-def _open_zip(path: Path) -> zipfile.ZipFile:
-    try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ArchiveInvalid(f"{path} is not a readable archive: {exc}", path=str(path)) from exc
-
-
-def verify_archive(zf: zipfile.ZipFile, caps: fmt.Caps) -> fmt.Manifest:
-    """Phase 1: entries, manifest, and every member's size and sha256 (nothing is written)."""
-    infos = zf.infolist()
-    names = [i.filename for i in infos]
-    if len(set(names)) != len(names):
-        raise ArchiveUnsafe("archive has two members of one name")
-    for info in infos:
-        fmt.check_entry(info.filename, info.file_size, info.compress_size, info.external_attr, caps)
-    fmt.check_totals([i.file_size for i in infos], caps)
-    if fmt.MANIFEST not in names:
-        raise ArchiveInvalid("archive has no manifest.json (not a knowbase base archive)")
-    manifest = fmt.parse_manifest(_read(zf, fmt.MANIFEST))
-    listed = set(manifest.members)
-    present = set(names) - {fmt.MANIFEST}
-    if listed != present:
-        raise ArchiveInvalid(
-            "archive members differ from its manifest",
-            missing=sorted(listed - present)[:10],
-            unlisted=sorted(present - listed)[:10],
-        )
-    for name, spec in sorted(manifest.members.items()):
-        digest, size = hashlib.sha256(), 0
-        for chunk in _stream(zf, name):
-            digest.update(chunk)
-            size += len(chunk)
-        if size != spec["size"] or digest.hexdigest() != spec["sha256"]:
-            raise ArchiveInvalid(f"archive member {name!r} fails its checksum", member=name)
-    return manifest
-
-
-# --- import: decode -------------------------------------------------------------------------
-@dataclass
-class _Decoded:
-    manifest: fmt.Manifest
-    items: list[dict[str, Any]]
-    materials: list[fmt.MaterialRecord]
-    vectors: fmt.VectorSet | None
-
-
-def _decode(zf: zipfile.ZipFile, manifest: fmt.Manifest) -> _Decoded:
-    items = fmt.decode_items(_read(zf, fmt.ITEMS))
-    materials = fmt.decode_materials(_read(zf, fmt.MATERIALS))
-    base = manifest.base
-    model, dims = base.get("embedding_model_id"), base.get("dimensions")
-    vectors = None
-    for spec in manifest.vectors:
-        if spec["model_id"] == model and spec["dims"] == dims:
-            vectors = fmt.decode_vectors(spec, _read(zf, spec["hashes"]), _read(zf, spec["data"]))
-    ids = {row["id"] for row in items}
-    if any(m.material_id not in ids for m in materials):
-        raise ArchiveInvalid("a material has no item row")
-    if len({m.relative_path for m in materials}) != len(materials):
-        raise ArchiveInvalid("two materials share a Concept ID")
-    if model:
-        have = set(vectors.hashes) if vectors else set()
-        if any(not m.body_hashes <= have for m in materials):
-            raise ArchiveInvalid(f"the archive lacks vectors of {model} for some chunks")
-    counts = manifest.counts
-    got = {
-        "items": len(items),
-        "materials": len(materials),
-        "units": sum(len(m.chunks) for m in materials),
-        "vectors": len(vectors.hashes) if vectors else 0,
-        "raw_files": len(manifest.raw),
-    }
-    wrong = {k: (counts[k], v) for k, v in got.items() if k in counts and counts[k] != v}
-    if wrong:
-        raise ArchiveInvalid("archive counts differ from its manifest", counts=wrong)
-    return _Decoded(manifest, items, materials, vectors)
-
-
 # --- import: write --------------------------------------------------------------------------
 def _container_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows ordered so that every container precedes its children (the group FK)."""
@@ -345,9 +261,9 @@ def import_base(
     moves a home and its jobs, whose payloads name items), in which case they must be free.
     """
     path = Path(path)
-    with _open_zip(path) as zf:
+    with open_archive(path) as zf:
         manifest = verify_archive(zf, caps or fmt.Caps())
-        decoded = _decode(zf, manifest)
+        decoded = decode(zf, manifest)
         settings = dict(manifest.base)
         name = (name or settings.pop("name")).strip()
         settings.pop("name", None)
@@ -398,9 +314,13 @@ def _write_raw(rt: Runtime, base: Base, zf: zipfile.ZipFile, raw: dict[str, str]
     storage = rt.storage(base.id)
     for member, rel in sorted(raw.items()):
         target = storage.path_of(rel)  # checked again for this host (backslashes, drives)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "xb") as out:  # a new base: nothing may be there already
-            _copy(_stream(zf, member), out)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "xb") as out:  # a new base: nothing may be there already
+                _copy(stream(zf, member), out)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+            # two paths naming one file ("a/b", "a/./b") or a file where a folder must be
+            raise ArchiveInvalid(f"archive files collide at {rel!r}: {exc}", path=rel) from exc
 
 
 def _copy(chunks: Iterator[bytes], out: IO[bytes]) -> None:
@@ -412,7 +332,7 @@ def _write_base(
     rt: Runtime,
     base: Base,
     zf: zipfile.ZipFile,
-    decoded: _Decoded,
+    decoded: Decoded,
     id_map: dict[str, str],
     report: ArchiveReport,
 ) -> None:
