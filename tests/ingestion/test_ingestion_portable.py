@@ -201,7 +201,7 @@ def test_a_failure_while_writing_removes_the_base(target: Knowledge, archive: Pa
 def test_export_refuses_items_in_flight(source: Knowledge, tmp_path: Path) -> None:
     base = source.create_base("busy", file_processor_id=None)
     source.add(base.id, [source_note()])  # no wait: the item stays active, its job pending
-    with pytest.raises(Conflict, match="still being indexed"):
+    with pytest.raises(Conflict, match="still being indexed or deleted"):
         source.export_base("busy", tmp_path / "busy.kbz")
     assert not (tmp_path / "busy.kbz").exists()
     assert not (tmp_path / "busy.kbz.part").exists()

@@ -135,3 +135,21 @@ def test_kb_copy_home_and_migrate_on_postgres(tmp_path: Path, pg_server, pg_url)
         Settings(home=tmp_path / "pg", database_url=pg_url, test_providers=True)
     ) as target:
         assert target.search("wild", "otters").results[0].text == note
+
+
+def test_verify_copy_finds_a_difference(
+    source: Knowledge, pg_kb: Knowledge, tmp_path: Path
+) -> None:
+    from knowbase.errors import CopyVerificationFailed
+    from knowbase.ingestion.copy_home import copy_home, verify_copy
+
+    build_source(source, tmp_path / "src")
+    copy_home(source.rt, pg_kb.rt)
+    base = pg_kb.get_base("docs")
+    assert verify_copy(source.rt, pg_kb.rt, base.id)["searches"] > 0
+    victim = next(i for i in pg_kb.list_items("docs") if i.concept_id == "rust.md")
+    with pg_kb.rt.lease(base) as store:
+        store.delete_materials([victim.id])  # the index loses one material, the catalog not
+    with pytest.raises(CopyVerificationFailed) as exc:
+        verify_copy(source.rt, pg_kb.rt, base.id)
+    assert exc.value.code == "copy_verification_failed"

@@ -4,9 +4,10 @@ The layout and its checks are :mod:`.archive_format`, reading and verifying an a
 :mod:`.archive_reader`; this module writes archives and bases.
 
 Export holds the base lock while it reads (catalog rows, index rows, vectors, raw/ files), so
-the archive is one consistent state; a base with items in flight is refused (``conflict``)
-unless the caller is :mod:`.copy_home` moving jobs at rest with it. Vectors are read as stored
-(:meth:`IndexStore.stored_vectors`) and written keyed by the base's model id.
+the archive is one consistent state; a base with items in flight (being indexed or deleted)
+is refused (``conflict``) unless the caller is :mod:`.copy_home` moving jobs at rest with it.
+Vectors are read as stored (:meth:`IndexStore.stored_vectors`) and written keyed by the
+base's model id.
 
 Import runs in three phases, and only the last writes:
 
@@ -159,11 +160,14 @@ def _write_archive(
 ) -> None:
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base.id)
-        items = item_repo.list_items(conn, base.id)
-    busy = [i.id for i in items if i.status in ACTIVE_STATUSES]
+        # A move (copy-home) carries items being deleted too: their pending delete job comes
+        # along and finishes the deletion there, raw/ files included.
+        items = item_repo.list_items(conn, base.id, include_deleting=allow_active)
+    busy = [i.id for i in items if i.status in (*ACTIVE_STATUSES, "deleting")]
     if busy and not allow_active:
         raise Conflict(
-            f"{len(busy)} item(s) of base {base.name!r} are still being indexed; export later",
+            f"{len(busy)} item(s) of base {base.name!r} are still being indexed or deleted;"
+            " export when they are done",
             base_id=base.id,
             items=busy[:10],
         )
