@@ -1,7 +1,8 @@
-"""``export_base`` / ``import_base`` between two SQLite homes, and what an import refuses.
+"""``export_base`` / ``import_base`` from an embedded home, and what an import refuses.
 
-Round trip: same items and Concept IDs, chunk offsets, vectors bit-equal, same top results,
-zero embedding calls while importing. Refusals (corrupt, truncated, traversal, link, bomb,
+The source is always an embedded home; the target is the conftest ``kb`` (SQLite here,
+PostgreSQL in the conformance run). Round trip: same items and Concept IDs, chunk offsets,
+vectors bit-equal, same top results, zero embedding calls while importing. Refusals (corrupt, truncated, traversal, link, bomb,
 name clash) raise a stable code and leave no base, no directory and no index behind.
 """
 
@@ -35,12 +36,10 @@ def source(tmp_path: Path) -> Iterator[Knowledge]:
 
 
 @pytest.fixture
-def target(tmp_path: Path) -> Iterator[Knowledge]:
-    kb = Knowledge(Settings(home=tmp_path / "b", test_providers=True))
-    try:
-        yield kb
-    finally:
-        kb.close()
+def target(kb: Knowledge) -> Knowledge:
+    """The importing home: the conftest ``kb``, so the conformance run (``KB_TEST_BACKENDS``)
+    imports into a PostgreSQL catalog with the ``postgres`` index as well."""
+    return kb
 
 
 @pytest.fixture
@@ -56,7 +55,7 @@ def assert_nothing_left(kb: Knowledge) -> None:
     assert list(kb.settings.bases_dir.iterdir()) == []
 
 
-def test_round_trip_sqlite_to_sqlite(source: Knowledge, target: Knowledge, archive: Path) -> None:
+def test_round_trip_from_an_embedded_home(source: Knowledge, target: Knowledge, archive: Path) -> None:
     with count_embeddings(target) as calls:
         report = target.import_base(archive)
     assert calls == []  # nothing re-embedded
