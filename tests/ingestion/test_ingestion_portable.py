@@ -2,8 +2,9 @@
 
 The source is always an embedded home; the target is the conftest ``kb`` (SQLite here,
 PostgreSQL in the conformance run). Round trip: same items and Concept IDs, chunk offsets,
-vectors bit-equal, same top results, zero embedding calls while importing. Refusals (corrupt, truncated, traversal, link, bomb,
-name clash) raise a stable code and leave no base, no directory and no index behind.
+vectors bit-equal, same top results, zero embedding calls while importing. Refusals (corrupt,
+truncated, traversal, link, bomb, name clash) raise a stable code and leave no base, no
+directory and no index behind.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def assert_nothing_left(kb: Knowledge) -> None:
     assert list(kb.settings.bases_dir.iterdir()) == []
 
 
-def test_round_trip_from_an_embedded_home(source: Knowledge, target: Knowledge, archive: Path) -> None:
+def test_round_trip_from_an_embedded_home(
+    source: Knowledge, target: Knowledge, archive: Path
+) -> None:
     with count_embeddings(target) as calls:
         report = target.import_base(archive)
     assert calls == []  # nothing re-embedded
