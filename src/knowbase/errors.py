@@ -69,7 +69,7 @@ class KnowbaseError(Exception):
 
 class CopyVerificationFailed(KnowbaseError):
     """``kb copy-home`` found the copy different from its source (counts or sample searches);
-    the target keeps what was copied, for inspection."""
+    what it copied is removed from the target again."""
 
     code = "copy_verification_failed"
 

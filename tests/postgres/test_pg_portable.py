@@ -153,3 +153,29 @@ def test_verify_copy_finds_a_difference(
     with pytest.raises(CopyVerificationFailed) as exc:
         verify_copy(source.rt, pg_kb.rt, base.id)
     assert exc.value.code == "copy_verification_failed"
+
+
+def test_a_copy_that_fails_part_way_leaves_the_target_empty(
+    source: Knowledge, pg_kb: Knowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowbase.errors import CopyVerificationFailed
+    from knowbase.ingestion import copy_home as module
+
+    build_source(source, tmp_path / "src")
+    second = source.create_base("second", file_processor_id=None)
+    source.add(second.id, [_note("Waiting for a worker.")])  # its job at rest comes along
+    real = module.verify_copy
+
+    def second_differs(src, dst, base_id):  # type: ignore[no-untyped-def]
+        if base_id == second.id:
+            raise CopyVerificationFailed("injected: the second base differs")
+        return real(src, dst, base_id)
+
+    monkeypatch.setattr(module, "verify_copy", second_differs)
+    with pytest.raises(CopyVerificationFailed, match="injected"):
+        module.copy_home(source.rt, pg_kb.rt)
+    assert pg_kb.list_bases() == []
+    with pg_kb.rt.catalog.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(job_t)).scalar_one() == 0
+        assert conn.execute(sa.text("SELECT count(*) FROM kb_unit")).scalar_one() == 0
+    assert [p for p in pg_kb.settings.bases_dir.iterdir()] == []

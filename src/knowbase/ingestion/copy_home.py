@@ -4,7 +4,8 @@ Per base it reuses :mod:`.portable`: an archive in the target home's ``tmp/`` (r
 imported with the ids kept, because the jobs at rest that come along name bases and items by
 id. Jobs at rest are every job that is not ``running`` (pending work and terminal history);
 a running job means a live worker, and the copy is refused until the workers stop. A target
-that already holds a base of the same name (or id) is refused before anything is written.
+that already holds a base of the same name (or id) is refused before anything is written, and
+a copy that fails part way (or fails its verification) removes what it wrote.
 
 Each base is then verified: item counts by status, materials, units and vectors equal, and a
 sample of searches agree — for a few units picked by id, a keyword query made of the unit's
@@ -25,6 +26,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.schema import job as job_t
 from knowbase.errors import BaseExists, Conflict, CopyVerificationFailed
+from knowbase.ingestion.bases import remove_base
 from knowbase.ingestion.portable import export_base, import_base
 from knowbase.pipeline.store.base import IndexStore, SearchHit
 from knowbase.pipeline.store.hashing import text_hash
@@ -91,27 +93,44 @@ def _drop_jobs(dst: Runtime, base_id: str) -> None:
 
 
 def copy_home(src: Runtime, dst: Runtime) -> CopyReport:
-    """Copy every base of ``src`` (with its jobs at rest) into ``dst``, verifying each."""
+    """Copy every base of ``src`` (with its jobs at rest) into ``dst``, verifying each.
+
+    All or nothing: when a base fails to copy or to verify, the bases already copied are
+    removed from the target again (rows, index, raw/ files, jobs) and the error is raised."""
     bases = _check_target(src, dst)
     report = CopyReport()
     tmp = dst.settings.home / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    for base in bases:
-        archive = tmp / f"copy-{base.id}.kbz"
-        try:
-            export_base(src, base.id, archive, allow_active=True)
-            # Jobs first: a sweep on the target then never sees an active item without its job.
-            jobs = _copy_jobs(src, dst, base.id)
+    copied: list[str] = []
+    try:
+        for base in bases:
+            archive = tmp / f"copy-{base.id}.kbz"
             try:
+                export_base(src, base.id, archive, allow_active=True)
+                # Jobs first: a sweep on the target never sees an active item without its job.
+                copied.append(base.id)
+                report.jobs += _copy_jobs(src, dst, base.id)
                 imported = import_base(dst, archive, base.name, keep_ids=True)
-            except BaseException:
-                _drop_jobs(dst, base.id)
-                raise
-        finally:
-            archive.unlink(missing_ok=True)
-        report.jobs += jobs
-        report.bases.append(verify_copy(src, dst, base.id) | {"raw_files": imported.raw_files})
+            finally:
+                archive.unlink(missing_ok=True)
+            summary = verify_copy(src, dst, base.id)
+            report.bases.append(summary | {"raw_files": imported.raw_files})
+    except BaseException:
+        for base_id in copied:
+            _undo(dst, base_id)
+        raise
     return report
+
+
+def _undo(dst: Runtime, base_id: str) -> None:
+    try:
+        _drop_jobs(dst, base_id)
+        with dst.catalog.read() as conn:
+            present = base_repo.find(conn, base_id) is not None
+        if present:
+            remove_base(dst, base_id)
+    except Exception:  # the copy's own error is the one to report
+        log.exception("could not remove the copied base %s from the target", base_id)
 
 
 # --- verification ---------------------------------------------------------------------------
