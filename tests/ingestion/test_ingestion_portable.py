@@ -244,3 +244,18 @@ def test_a_missing_archive_is_not_found(target: Knowledge, tmp_path: Path) -> No
 
     with pytest.raises(NotFound):
         target.import_base(tmp_path / "nope.kbz")
+
+
+def test_import_into_the_qdrant_backend(source: Knowledge, archive: Path, tmp_path: Path) -> None:
+    """Qdrant in its local mode (in-process, not a server): same hits as the source."""
+    pytest.importorskip("qdrant_client")
+    from knowbase.pipeline.store.backends import close_qdrant_clients
+
+    with Knowledge(Settings(home=tmp_path / "q", test_providers=True)) as kb:
+        try:
+            with count_embeddings(kb) as calls:
+                report = kb.import_base(archive, index_backend="qdrant")
+            assert calls == [] and report.base.index_backend == "qdrant"
+            assert snapshot(kb, "docs")["searches"] == snapshot(source, "docs")["searches"]
+        finally:
+            close_qdrant_clients()
