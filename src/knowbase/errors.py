@@ -5,17 +5,22 @@ released), an HTTP ``status`` for the HTTP surface, a message a person can act o
 optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
 
     KnowbaseError                      code=internal_error, 500
+    ├── CopyVerificationFailed             a copied home differs from its source (counts, searches)
     ├── InvalidInput                   422  bad input from the caller; nothing was written
     │   ├── UnsafePath                     path escapes the material root / reserved name
     │   ├── EmptyContent                   empty or whitespace-only note/url text
     │   ├── NoSearchableTokens             query has no letters or digits
     │   ├── UnsupportedFileType            extension the readers do not handle
     │   ├── InvalidUrl                     not http(s), or refused by the SSRF guard
-    │   └── InvalidPattern                 grep regex invalid or too slow
+    │   ├── InvalidPattern                 grep regex invalid or too slow
+    │   └── ArchiveInvalid                 a base archive is corrupt, truncated or of another format
+    │       └── ArchiveUnsafe                  a member escapes, is a link, or is too big (bomb)
     ├── NotFound                       404  base / item / concept does not exist or is not visible
     ├── Conflict                       409  a guard refused the operation in the current state
     │   ├── BaseFailed                     the base is failed: restore it first
-    │   └── FileExists                     the target file already exists in raw/
+    │   ├── FileExists                     the target file already exists in raw/
+    │   ├── BaseExists                     an import or copy would clash with a base's name
+    │   └── CatalogRevisionUnknown         the catalog was migrated by a newer knowbase
     ├── Unavailable                    503  a component cannot be reached right now
     │   ├── VectorStoreUnavailable         the base's index cannot be opened
     │   ├── ProviderUnavailable            embedding / rerank endpoint down or failing
@@ -62,6 +67,13 @@ class KnowbaseError(Exception):
         return self.message
 
 
+class CopyVerificationFailed(KnowbaseError):
+    """``kb copy-home`` found the copy different from its source (counts or sample searches);
+    what it copied is removed from the target again."""
+
+    code = "copy_verification_failed"
+
+
 # --- 422 -------------------------------------------------------------------------------------
 class InvalidInput(KnowbaseError):
     """The caller sent something we cannot accept. Nothing was written."""
@@ -106,6 +118,20 @@ class InvalidPattern(InvalidInput):
     code = "invalid_pattern"
 
 
+class ArchiveInvalid(InvalidInput):
+    """A base archive (``kb import``) is corrupt, truncated, inconsistent or of an unknown
+    format version. Nothing was written."""
+
+    code = "archive_invalid"
+
+
+class ArchiveUnsafe(ArchiveInvalid):
+    """An archive member escapes the base (``..``, absolute), is a link or device, or is larger
+    than the caps allow (a decompression bomb). Nothing was written."""
+
+    code = "archive_unsafe"
+
+
 # --- 404 -------------------------------------------------------------------------------------
 class NotFound(KnowbaseError):
     """The base, item or concept does not exist (or is not visible)."""
@@ -133,6 +159,20 @@ class FileExists(Conflict):
     """A copy or write would overwrite a file in the base's raw/ tree."""
 
     code = "file_exists"
+
+
+class BaseExists(Conflict):
+    """An imported or copied base would take the name (or id) of a base already there."""
+
+    code = "base_exists"
+    hint = "pick another name (kb import FILE NEW_NAME, or --name)"
+
+
+class CatalogRevisionUnknown(Conflict):
+    """The catalog database is at a migration this knowbase does not know (a newer release)."""
+
+    code = "catalog_revision_unknown"
+    hint = "upgrade knowbase to the release that migrated this database"
 
 
 # --- 503 -------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog import bases as base_repo
@@ -44,6 +45,8 @@ from knowbase.settings import Settings
 from knowbase.tasks import register_all
 
 if TYPE_CHECKING:
+    from knowbase.ingestion.copy_home import CopyReport
+    from knowbase.ingestion.portable import ArchiveReport
     from knowbase.query.concepts import ConceptService
     from knowbase.query.eval import EvalContext
 
@@ -183,6 +186,32 @@ class Knowledge:
     def enable_embedding_model(self, name_or_id: str, model_id: str) -> Base:
         """BM25-only → hybrid: set the model (dims probed) and reindex everything from raw/."""
         return bases.enable_embedding_model(self.rt, self.get_base(name_or_id), model_id)
+
+    # --- portable archives (ingestion/portable.py, ingestion/copy_home.py) ---------------------
+    def export_base(self, name_or_id: str, path: str | Path) -> ArchiveReport:
+        """Write one base (settings, items, raw/ files, chunks, vectors) to one archive file."""
+        from knowbase.ingestion.portable import export_base
+
+        return export_base(self.rt, self.get_base(name_or_id).id, Path(path))
+
+    def import_base(
+        self, path: str | Path, name: str | None = None, *, index_backend: str | None = None
+    ) -> ArchiveReport:
+        """A new base from an archive, verified first; nothing is re-embedded."""
+        from knowbase.ingestion.portable import import_base
+
+        return import_base(self.rt, Path(path), name, index_backend=index_backend)
+
+    def copy_home(self, database_url: str, home: str | Path) -> CopyReport:
+        """Copy this home (every base, its jobs at rest) into the catalog at ``database_url``
+        with raw/ files under ``home``, and verify it."""
+        from knowbase.ingestion.copy_home import copy_home
+
+        target = Knowledge(self.settings.with_(home=Path(home), database_url=database_url))
+        try:
+            return copy_home(self.rt, target.rt)
+        finally:
+            target.close()
 
     # --- items ---------------------------------------------------------------------------------
     def add(

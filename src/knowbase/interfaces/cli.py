@@ -583,6 +583,7 @@ def _register_plugins() -> None:
         "knowbase.interfaces.cli_serve",
         "knowbase.interfaces.cli_sync",
         "knowbase.interfaces.cli_eval",
+        "knowbase.interfaces.cli_portable",
     ):
         try:
             module = importlib.import_module(name)

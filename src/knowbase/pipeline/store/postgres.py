@@ -293,6 +293,20 @@ class PostgresIndexStore:
             )
             return {r[0] for r in rows}
 
+    def stored_vectors(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        """``{embedding_text_hash: vector}`` (float32, as stored) for the ``hashes`` that have
+        one; read as ``real[]``, so no decimal round trip can change a bit."""
+        wanted = sorted(set(hashes))
+        if self.vec_table is None or not wanted:
+            return {}
+        with self._tx("stored_vectors") as conn:
+            rows = conn.exec_driver_sql(
+                f"SELECT embedding_text_hash, embedding::real[] FROM {self.vec_table}"
+                " WHERE base_id = %(b)s AND embedding_text_hash = ANY(%(h)s)",
+                {"b": self.base_id, "h": wanted},
+            )
+            return {h: np.asarray(v, dtype="<f4") for h, v in rows}
+
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         """Delete the materials and what only they used, in one transaction."""
         ids = sorted(set(material_ids))

@@ -185,6 +185,14 @@ class QdrantIndexStore:
         except Exception as exc:
             raise self._unavailable("existing_embedding_hashes", exc) from exc
 
+    def stored_vectors(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        """``{embedding_text_hash: vector}`` as Qdrant returns them (a cosine collection may
+        have normalised them)."""
+        try:
+            return self._vectors_of(sorted(set(hashes)))
+        except Exception as exc:
+            raise self._unavailable("stored_vectors", exc) from exc
+
     def reclaim(self) -> None:
         self.inner.reclaim()
 

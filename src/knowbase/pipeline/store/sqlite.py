@@ -429,6 +429,24 @@ class SqliteIndexStore:
                 )
         return found
 
+    def stored_vectors(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        """``{embedding_text_hash: vector}`` (float32, exactly as stored) for the ``hashes``
+        that have one; an export reads vectors here so that nothing is re-embedded."""
+        wanted = sorted(set(hashes))
+        out: dict[str, np.ndarray] = {}
+        if self.dims is None:
+            return out
+        with self._edge("stored_vectors"):
+            conn = self._reader()
+            for batch in _batches(wanted):
+                for h, blob in conn.execute(
+                    "SELECT embedding_text_hash, vector_blob FROM embedding"
+                    f" WHERE embedding_text_hash IN ({_marks(len(batch))})",
+                    tuple(batch),
+                ):
+                    out[h] = np.frombuffer(blob, dtype="<f4").copy()
+        return out
+
     def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
         """The BM25 lane (score = −bm25) or its LIKE fallback (score = −length); see fts_query."""
         kq = build_keyword_query(query)
