@@ -1,8 +1,8 @@
 """``delete_items``: mark subtrees ``deleting`` and enqueue their purge in one transaction (§6).
 
-A user deleting a file or sub-folder of a synced folder has decided it does not belong in the
-base: its origin path is recorded on the top folder (``SYNC_EXCLUDED_KEY``) in the same
-transaction, so ``kb sync`` reports it as excluded instead of adding it back.
+A user deleting a file or sub-folder of a synced folder (or a page of a sitemap) has decided it
+does not belong in the base: its origin is recorded on the top folder or sitemap
+(``SYNC_EXCLUDED_KEY``) in the same transaction, so ``kb sync`` never adds it back.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ def _record_exclusions(conn: Connection, roots: list[Item]) -> None:
     """Add each deleted item's origin path to its top folder's exclusions."""
     added: dict[str, list[str]] = {}
     for root in roots:
-        path = root.origin if root.type == "file" else root.source
+        path = root.origin if root.type in ("file", "url") else root.source
         if root.group_id is None or not path:
             continue  # a top-level item: nothing syncs it back
         top = item_repo.get(conn, root.group_id)
         while top.group_id is not None:
             top = item_repo.get(conn, top.group_id)
-        if top.type == "directory":
+        if top.type in ("directory", "sitemap"):
             added.setdefault(top.id, []).append(str(path))
     for top_id, paths in added.items():
         top = item_repo.get(conn, top_id)

@@ -8,7 +8,9 @@ index / delete jobs — one job tree with progress. A dry run stops after the pl
 Scopes: each folder item whose origin is a reachable directory (its files keyed by origin
 path), and the standalone file items whose origin file still exists. An unreachable origin is
 reported, never treated as "every file vanished". Pages (url items, alone or in a sitemap)
-older than the base's ``url_max_age`` are listed for a conditional re-fetch by the job.
+older than the base's ``url_max_age`` are listed for a conditional re-fetch by the job, and
+sitemaps as old are re-read: pages they gained are added, pages they dropped are reported (and
+deleted only with ``--prune``), pages a user deleted stay out.
 """
 
 from __future__ import annotations
@@ -208,12 +210,16 @@ def plan_base(rt: Runtime, base: Base) -> tuple[list[_Scope], list[dict[str, Any
 
 
 def _pages_due(rt: Runtime, base: Base, items: list[Item]) -> list[Item]:
+    """Pages and sitemaps fetched longer than ``url_max_age`` ago (a sitemap is re-read for
+    pages it gained or lost)."""
     if base.url_max_age is None:
         return []
     now_ms = int(rt.clock() * 1000)
     due = []
     for r in items:
-        if r.type != "url" or r.status not in ("completed", "failed") or not r.relative_path:
+        if r.status not in ("completed", "failed"):
+            continue
+        if not (r.type == "url" and r.relative_path) and r.type != "sitemap":
             continue
         fetched = int(r.data.get(FETCHED_KEY) or r.created_at)
         if now_ms - fetched >= base.url_max_age * 1000:
@@ -261,7 +267,9 @@ def sync_base(
             }
         )
         restamps.update(p.restamp)
-    report.refresh = [{"item_id": r.id, "url": r.origin or r.data.get("url")} for r in pages]
+    report.refresh = [
+        {"item_id": r.id, "url": r.origin or r.data.get("url"), "kind": r.type} for r in pages
+    ]
     if dry_run:
         return report
     _restamp(rt, base.id, restamps)
@@ -269,7 +277,13 @@ def sync_base(
         return report
     job = rt.jobs.enqueue_now(
         kinds.SYNC_BASE.name,
-        {"base_id": base.id, "scopes": payload_scopes, "pages": [r.id for r in pages]},
+        {
+            "base_id": base.id,
+            "scopes": payload_scopes,
+            "pages": [r.id for r in pages if r.type == "url"],
+            "sitemaps": [r.id for r in pages if r.type == "sitemap"],
+            "prune": prune,
+        },
         # No idempotency key: a sync planned after another must not join the older plan
         # (the apply step re-checks every row, so two overlapping syncs never duplicate).
         queue=queue_of(base.id),

@@ -45,7 +45,9 @@ def sync_apply(rt: Runtime, ctx: JobContext) -> None:
         return
     ctx.progress("fetching", 0, pages=len(ctx.payload.get("pages", [])))
     pages = _fetch_pages(rt, ctx, base, ctx.payload.get("pages", []))
-    counts = {"added": 0, "changed": 0, "pruned": 0, "pages_changed": 0}
+    listed = _read_sitemaps(rt, ctx, base, ctx.payload.get("sitemaps", []))
+    counts = {"added": 0, "changed": 0, "pruned": 0, "pages_changed": 0, "pages_added": 0}
+    dropped: list[str] = []
     with rt.lock(base.id), rt.catalog.write_tx() as conn:
         if base_repo.find(conn, base.id) is None:
             return
@@ -53,7 +55,11 @@ def sync_apply(rt: Runtime, ctx: JobContext) -> None:
             counts["added"] += _add_files(rt, conn, base, ctx.job.id, scope)
             counts["changed"] += _reindex(rt, conn, base, ctx.job.id, scope.get("changed", []))
         counts["pages_changed"] = _apply_pages(rt, conn, base, ctx.job.id, pages)
+        counts["pages_added"], dropped = _apply_sitemaps(rt, conn, base, ctx.job.id, listed)
+    counts["pages_dropped"] = len(dropped)
     prune = [i for scope in ctx.payload.get("scopes", []) for i in scope.get("prune", [])]
+    if ctx.payload.get("prune"):
+        prune += dropped
     if prune:
         # Purge only once the new copies are indexed: a renamed file's chunks then find their
         # vectors by text hash instead of racing the purge's embedding GC.
@@ -61,6 +67,7 @@ def sync_apply(rt: Runtime, ctx: JobContext) -> None:
         with rt.lock(base.id), rt.catalog.write_tx() as conn:
             counts["pruned"] = _prune(conn, base, ctx.job.id, prune, rt)
     summary = {k: v["outcome"] for k, v in pages.items()}
+    summary.update({k: v["outcome"] for k, v in listed.items()})
     ctx.progress("done", 100, **counts, pages=summary)
 
 
@@ -268,3 +275,65 @@ def _apply_pages(rt: Runtime, conn: Connection, base: Base, job_id: str, pages: 
                 fields[PAGE_HASH_KEY] = _text_hash(page.markdown)
             item_repo.update_data(conn, item_id, **fields)
     return changed
+
+
+# --- sitemaps ------------------------------------------------------------------------------
+def _read_sitemaps(rt: Runtime, ctx: JobContext, base: Base, item_ids: list[str]) -> dict:
+    """{sitemap item id: {outcome, urls?}} — fetched outside the lock, like pages."""
+    from knowbase.pipeline.sources.sitemap import fetch_sitemap
+
+    with rt.catalog.read() as conn:
+        items = item_repo.find_many(conn, item_ids)
+    allow_local = base.allow_local_urls or rt.settings.allow_local_urls
+    out: dict[str, dict[str, Any]] = {}
+    for item in items.values():
+        ctx.check_cancelled()
+        try:
+            urls = fetch_sitemap(str(item.data.get("url") or item.origin), allow_local=allow_local)
+        except KnowbaseError as exc:
+            out[item.id] = {"outcome": f"failed: {exc.code}"}
+            continue
+        out[item.id] = {"outcome": "read", "urls": list(dict.fromkeys(urls))}
+    return out
+
+
+def _apply_sitemaps(
+    rt: Runtime, conn: Connection, base: Base, job_id: str, listed: dict
+) -> tuple[int, list[str]]:
+    """Add the pages a sitemap gained (not those a user deleted); return (added, the ids of
+    pages it no longer lists). An empty listing is never read as "every page dropped"."""
+    from knowbase.ingestion.delete import SYNC_EXCLUDED_KEY
+
+    added, dropped = 0, []
+    now = int(rt.clock() * 1000)
+    for sitemap_id, result in listed.items():
+        urls = result.get("urls")
+        item = item_repo.find(conn, sitemap_id)
+        if not urls or item is None or item.status not in ("completed", "failed"):
+            continue
+        children = [
+            r for r in item_repo.subtree(conn, [item.id]) if r.id != item.id and r.type == "url"
+        ]
+        held = {str(r.origin) for r in children}  # deleting rows too
+        excluded = set(item.data.get(SYNC_EXCLUDED_KEY) or [])
+        new = [u for u in urls if u not in held and u not in excluded]
+        for url in new:
+            leaf = item_repo.insert_active(
+                conn,
+                base_id=base.id,
+                type="url",
+                group_id=item.id,
+                reconcile=False,
+                data={"source": url, "url": url},
+                origin=url,
+            )
+            schedule_item(rt, conn, base, leaf, parent_job_id=job_id)
+        listed_now = set(urls)
+        gone = [r.id for r in children if r.status != "deleting" and r.origin not in listed_now]
+        dropped += gone
+        result["outcome"] = f"{len(new)} added, {len(gone)} no longer listed"
+        item_repo.update_data(conn, item.id, **{FETCHED_KEY: now})
+        if new:
+            item_repo.reconcile_containers(conn, item.id)
+        added += len(new)
+    return added, dropped
