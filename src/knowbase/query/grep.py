@@ -100,20 +100,14 @@ class _Scan:
         self.error: BaseException | None = None
         self.lock = threading.Lock()
 
-    def run(
-        self,
-        text: str,
-        compiled: regex.Pattern[str],
-        clock: Callable[[], float],
-        deadline: float,
-        max_scan_chars: int,
-    ) -> None:
+    def run(self, *args: Any) -> None:
+        """The thread's target: :meth:`scan` with any exception kept for the caller."""
         try:
-            self._run(text, compiled, clock, deadline, max_scan_chars)
+            self.scan(*args)
         except BaseException as exc:  # handed to the caller, re-raised there
             self.error = exc
 
-    def _run(
+    def scan(
         self,
         text: str,
         compiled: regex.Pattern[str],
