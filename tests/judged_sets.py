@@ -50,4 +50,3 @@ def build_base(kb: Knowledge, lang: str, model: str | None, name: str | None = N
     counts = kb.counts(base.id)
     assert counts == {"completed": n + 1}, counts  # the files and their folder
     return base
-

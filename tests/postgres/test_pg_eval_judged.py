@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from judged_sets import build_base, judged_set
 from knowbase.query import eval as ev
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
-from judged_sets import build_base, judged_set
 
 # nDCG@10 measured when this test was written (docs/eval.md); a floor under each backend
 FLOOR = {"en": 0.68, "zh": 0.50}

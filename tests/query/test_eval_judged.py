@@ -8,17 +8,16 @@ The lane tables with real models (MiniLM, multilingual-e5-small) are in
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import regex
 
+from judged_sets import JUDGED, build_base, judged_set
 from knowbase.query import eval as ev
 from knowbase.query.eval_beir import read_corpus, read_qrels, read_queries
 from knowbase.query.fusion import FusionSettings
 from knowbase.query.search import script_coverage
 from knowbase.service import Knowledge
-from judged_sets import JUDGED, build_base, judged_set
 
 # nDCG@10 of the keyword lane measured when the sets were written (docs/eval.md): SQLite FTS5
 # BM25 en 0.7022, zh 0.5263. The floors leave room for a better tokenizer, not for a regression.
@@ -92,4 +91,3 @@ def test_no_dense_vote_on_queries_the_model_cannot_read_under_every_fusion(
     for setting in grid:
         hybrid = ev.run_lane(ctx, "hybrid", unread, setting)
         assert {q: list(docs) for q, docs in hybrid.items()} == bm25, setting.label()
-
