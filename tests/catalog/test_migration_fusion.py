@@ -11,7 +11,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.migrate import alembic_config
 from knowbase.errors import InvalidInput
-from knowbase.query.fusion import DEFAULT_METHOD, FusionSettings
+from knowbase.query.fusion import DEFAULT_ALPHA, DEFAULT_METHOD, FusionSettings
 
 
 def test_upgrade_keeps_old_bases_on_rrf(tmp_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_upgrade_keeps_old_bases_on_rrf(tmp_path: Path) -> None:
             old = base_repo.get(conn, "old")
             new = base_repo.insert(conn, name="New")
         assert FusionSettings.of_base(old) == FusionSettings("rrf", 0.5, 60)
-        assert (new.fusion, new.fusion_alpha, new.rrf_k) == (DEFAULT_METHOD, 0.5, 60)
+        assert (new.fusion, new.fusion_alpha, new.rrf_k) == (DEFAULT_METHOD, DEFAULT_ALPHA, 60)
     finally:
         cat.dispose()
 

@@ -88,6 +88,12 @@ def insert(conn: Connection, *, name: str, **values: Any) -> Base:
         "updated_at": ts,
     }
     row.update({k: v for k, v in values.items() if v is not None})
+    # A new base's fusion is query/fusion.py's default, not the columns' server default: an
+    # upgraded catalog keeps the one migration 0004e wrote (α 0.5) after the default moved.
+    from knowbase.query.fusion import DEFAULT_ALPHA, DEFAULT_METHOD
+
+    row.setdefault("fusion", DEFAULT_METHOD)
+    row.setdefault("fusion_alpha", DEFAULT_ALPHA)
     if row.get("index_backend") is None:
         row["index_backend"] = backends.default_for(conn.dialect.name)
     backends.get(row["index_backend"])  # an unknown name is InvalidInput, not a broken base

@@ -31,8 +31,8 @@ LANE_CHUNKS = MAX_CANDIDATES  # chunk hits asked of a lane before collapsing to 
 Run = dict[str, dict[str, float]]
 
 SWEEP_GRID: tuple[FusionSettings, ...] = (
-    *(FusionSettings("rrf", a, k) for k in (20, 60) for a in (0.3, 0.5, 0.7)),
-    *(FusionSettings("convex", a) for a in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)),
+    *(FusionSettings("rrf", a, k) for k in (20, 60) for a in (0.3, 0.5, 0.7, 0.9)),
+    *(FusionSettings("convex", a) for a in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)),
 )
 
 
