@@ -44,6 +44,7 @@ from knowbase.settings import Settings
 from knowbase.tasks import register_all
 
 if TYPE_CHECKING:
+    from knowbase.jobs.liveness import LiveWorker
     from knowbase.query.concepts import ConceptService
     from knowbase.query.eval import EvalContext
 
@@ -443,6 +444,13 @@ class Knowledge:
         from knowbase.jobs.worker import live_workers
 
         return live_workers(self.rt.catalog)
+
+    def list_workers(self) -> list[LiveWorker]:
+        """Live workers of every process and host on this catalog: id, host, pid, heartbeat
+        age and the jobs each holds."""
+        from knowbase.jobs.liveness import list_live_workers
+
+        return list_live_workers(self.rt.catalog, lease_s=self.rt.jobs.lease_s)
 
     def get_job(self, job_id: str) -> Job:
         job = self.rt.jobs.get(job_id)

@@ -14,12 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-import sqlalchemy as sa
-
-from knowbase.catalog.db import Catalog, now_ms
-from knowbase.catalog.schema import worker as worker_t
+from knowbase.catalog.db import Catalog
 from knowbase.errors import Unavailable
 from knowbase.jobs.context import JobContext
+from knowbase.jobs.liveness import list_live_workers
 from knowbase.jobs.manager import JobManager, Registration
 from knowbase.jobs.model import Cancelled, Job
 from knowbase.jobs.retry import JobTimeout, decide
@@ -373,15 +371,9 @@ class Worker:
 
 
 def live_workers(catalog: Catalog, *, now: int | None = None, lease_s: float = 30) -> list[str]:
-    """Ids of workers with a heartbeat within the lease (``now`` in ms, default: wall clock)."""
-    cutoff = (now_ms() if now is None else now) - int(lease_s * 1000)
-    with catalog.read() as conn:
-        rows = conn.execute(
-            sa.select(worker_t.c.id)
-            .where(worker_t.c.heartbeat_at >= cutoff)
-            .order_by(worker_t.c.id)
-        ).scalars()
-        return list(rows)
+    """Ids of workers with a heartbeat within the lease (``now`` in ms, default: wall clock);
+    :func:`~knowbase.jobs.liveness.list_live_workers` has their host, pid and jobs."""
+    return [w.id for w in list_live_workers(catalog, now=now, lease_s=lease_s)]
 
 
 __all__ = ["Worker", "live_workers"]
