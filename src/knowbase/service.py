@@ -30,6 +30,7 @@ from knowbase.ingestion.inputs import AddInput
 from knowbase.ingestion.recovery import SweepReport, sweep
 from knowbase.ingestion.reindex import reindex_items, retry_failed
 from knowbase.ingestion.restore import RestoreResult, restore_base
+from knowbase.jobs.liveness import LiveWorker, list_live_workers
 from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
@@ -44,7 +45,6 @@ from knowbase.settings import Settings
 from knowbase.tasks import register_all
 
 if TYPE_CHECKING:
-    from knowbase.jobs.liveness import LiveWorker
     from knowbase.query.concepts import ConceptService
     from knowbase.query.eval import EvalContext
 
@@ -448,8 +448,6 @@ class Knowledge:
     def list_workers(self) -> list[LiveWorker]:
         """Live workers of every process and host on this catalog: id, host, pid, heartbeat
         age and the jobs each holds."""
-        from knowbase.jobs.liveness import list_live_workers
-
         return list_live_workers(self.rt.catalog, lease_s=self.rt.jobs.lease_s)
 
     def get_job(self, job_id: str) -> Job:
