@@ -65,7 +65,7 @@ def main() -> None:
     ap.add_argument("--intrinsic", type=int, default=32)
     ap.add_argument("--ef", default="10,20,40,64,100,200,400")
     ap.add_argument("--ingest", action="store_true", help="worker scaling instead of ANN")
-    ap.add_argument("--docs", type=int, default=80)
+    ap.add_argument("--docs", type=int, default=200)
     ap.add_argument("--delay", type=float, default=0.5, help="seconds per embeddings request")
     ap.add_argument("--batch", type=int, default=4, help="texts per embeddings request")
     ap.add_argument("--in-flight", type=int, default=1, help="requests in flight per process")

@@ -4,6 +4,9 @@ Each attempt runs in its own daemon thread. Threads cannot be killed, so on time
 shutdown the worker *ends the attempt* (a conditional UPDATE) and stops waiting; a handler that
 returns later finds its attempt gone (``ctx.is_current_attempt()`` is False) and its own final
 UPDATE matches no row. A slot is freed when its attempt ends, not when its thread does.
+
+An idle worker sleeps until a wake-up (:mod:`knowbase.jobs.wakeups`: a job of its queues became
+claimable or a slot freed, in this process or, on PostgreSQL, any) or its poll interval ends.
 """
 
 from __future__ import annotations
