@@ -4,10 +4,16 @@
 tables: recall@10 and latency per ``hnsw.ef_search`` — the measurement behind
 ``postgres.EF_SEARCH_MIN``.
 
-``--ingest``: one folder indexed by 1, 2 and 4 worker *processes* (``tests/postgres/
-pg_worker.py``, one job thread each) on one PostgreSQL catalog + index, the embedding a fixed
-per-batch latency (``hash:d384?delay=…``, so the figure measures our pipeline and the queue,
-not this CPU). Prints docs/s and the ratio to one worker.
+``--ingest``: one folder indexed by 1, 2 and 4 ``kb worker`` *processes* on one PostgreSQL
+catalog + index, embedding through the OpenAI-compatible HTTP provider against a loopback server
+with a fixed latency per request (``bench/loopback_embeddings.py``), so the figure measures our
+pipeline and the queue, not this CPU running a model. Each process may keep ``--in-flight``
+requests of ``--batch`` texts open: one process tops out at in-flight × batch / delay texts/s,
+and N processes should reach N times that. Prints docs/s end to end and in the steady state
+(first to last completion), and the ratios to one worker.
+
+``--claim-latency``: enqueue (committed by another Catalog, as another process would) → handler
+start on an idle worker, with LISTEN/NOTIFY wake-ups and with polling alone; prints the ratio.
 
 Runs the embedded PostgreSQL 18 of the tests (with pgvector built by ``.ci/pgvector.sh``).
 Vectors are synthetic, clustered in a low-dimensional subspace (:func:`_vectors`): i.i.d. noise
@@ -16,7 +22,8 @@ lane"); real-text embeddings would be better still, and no model runs fast enoug
 machine to embed 100k texts. Recall is against the exact ``ORDER BY <=>`` scan of the same rows.
 
     python bench/scale_out.py --rows 20000 --dims 384 --queries 100
-    python bench/scale_out.py --ingest --docs 80 --delay 0.2
+    python bench/scale_out.py --ingest --docs 200 --delay 0.5 --batch 4 --in-flight 1
+    python bench/scale_out.py --claim-latency --samples 40
 
 Prints one line per ef_search: recall@10, median and p95 latency, and the ratio to exact.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests"), str(ROOT / "bench")]
 
 
 def _vectors(rng: np.random.Generator, n: int, args: argparse.Namespace) -> np.ndarray:
@@ -57,12 +65,20 @@ def main() -> None:
     ap.add_argument("--intrinsic", type=int, default=32)
     ap.add_argument("--ef", default="10,20,40,64,100,200,400")
     ap.add_argument("--ingest", action="store_true", help="worker scaling instead of ANN")
-    ap.add_argument("--docs", type=int, default=80)
-    ap.add_argument("--delay", type=float, default=0.2, help="seconds per embedding batch")
+    ap.add_argument("--docs", type=int, default=200)
+    ap.add_argument("--delay", type=float, default=0.5, help="seconds per embeddings request")
+    ap.add_argument("--batch", type=int, default=4, help="texts per embeddings request")
+    ap.add_argument("--in-flight", type=int, default=1, help="requests in flight per process")
+    ap.add_argument("--threads", type=int, default=8, help="job threads per worker process")
     ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--claim-latency", action="store_true", help="NOTIFY vs polling")
+    ap.add_argument("--samples", type=int, default=40)
     args = ap.parse_args()
     if args.ingest:
         ingest(args)
+        return
+    if args.claim_latency:
+        claim_latency(args)
         return
 
     from knowbase.catalog import bases as base_repo
@@ -153,22 +169,44 @@ def main() -> None:
         catalog.dispose()
 
 
+def _start_kb_worker(env: dict[str, str], threads: int, log: Path) -> subprocess.Popen[bytes]:
+    """A real ``kb worker`` process; returns once it says it runs."""
+    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "worker", "--threads", str(threads)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env)
+    deadline = time.monotonic() + 60
+    while b"worker running" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"kb worker did not start:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    return proc
+
+
 def ingest(args: argparse.Namespace) -> None:
     import os
-    import subprocess
     import tempfile
+
+    from loopback_embeddings import LoopbackEmbeddings
 
     from knowbase.catalog.schema import TERMINAL_ITEM_STATUSES
     from knowbase.ingestion.inputs import AddInput
     from knowbase.service import Knowledge
-    from knowbase.settings import Settings
+    from knowbase.settings import load_settings
     from pg_server import TEMPLATE_DB, running_server
 
-    worker = ROOT / "tests" / "postgres" / "pg_worker.py"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWBASE_")}
-    env["PYTHONPATH"] = str(ROOT / "src")
+    counts = [int(x) for x in args.workers.split(",")]
     rates: dict[int, float] = {}
-    with running_server() as server, tempfile.TemporaryDirectory() as tmp:
+    steady: dict[int, float] = {}
+    per_process = args.in_flight * args.batch / args.delay
+    print(
+        f"loopback embeddings: {args.delay:g} s per request, batch {args.batch},"
+        f" {args.in_flight} request(s) in flight per process → at most {per_process:.1f}"
+        f" texts/s per worker process; {args.threads} job threads each"
+    )
+    with (
+        running_server() as server,
+        tempfile.TemporaryDirectory() as tmp,
+        LoopbackEmbeddings(latency_s=args.delay, dims=384) as remote,
+    ):
         if not server.has_vector:
             sys.exit("pgvector is not built: run .ci/pgvector.sh")
         folder = Path(tmp) / "corpus"
@@ -177,23 +215,28 @@ def ingest(args: argparse.Namespace) -> None:
             (folder / f"doc{i:04d}.md").write_text(
                 f"# Doc {i}\n\nDocument {i} is about topic {i % 13} and capybaras.\n"
             )
-        for n in (int(x) for x in args.workers.split(",")):
+        for n in counts:
             url = server.url(server.new_database(TEMPLATE_DB))
             home = Path(tmp) / f"home{n}"
-            kb = Knowledge(Settings(home=home, database_url=url))
-            model = f"hash:d384?delay={args.delay}"
+            home.mkdir()
+            (home / "config.toml").write_text(
+                remote.profile_toml("loop", batch_size=args.batch, max_in_flight=args.in_flight)
+            )
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWBASE_")}
+            env.update(
+                PYTHONPATH=str(ROOT / "src"),
+                KNOWBASE_HOME=str(home),
+                KNOWBASE_DATABASE_URL=url,
+                # the per-queue cap is counted over every worker: let all threads run
+                KNOWBASE_WORKERS=str(args.threads * max(counts)),
+            )
+            kb = Knowledge(load_settings(home, database_url=url))
+            model = "loop:bench-embed"
             base = kb.create_base("b", embedding_model_id=model, file_processor_id=None)
-            procs = []
-            for _ in range(n):
-                p = subprocess.Popen(
-                    [sys.executable, str(worker), str(home), url, "1"],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                    env=env,
-                )
-                assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-                procs.append(p)
+            procs = [
+                _start_kb_worker(env, args.threads, Path(tmp) / f"w{n}-{k}.log") for k in range(n)
+            ]
+            remote.reset_counters()
             started = time.perf_counter()
             kb.add(base.id, [AddInput.directory(folder)])
             while True:
@@ -205,13 +248,73 @@ def ingest(args: argparse.Namespace) -> None:
             took = time.perf_counter() - started
             ok = sum(i.status == "completed" for i in leaves)
             rates[n] = args.docs / took
-            ratio = rates[n] / rates[min(rates)]
+            # Steady state: first to last completion (leaves out the folder's expansion and
+            # the first batch, which no number of workers shortens).
+            stamps = sorted(i.updated_at for i in leaves)
+            steady[n] = (len(stamps) - 1) / max(1e-3, (stamps[-1] - stamps[0]) / 1000)
+            ratio, steady_ratio = rates[n] / rates[counts[0]], steady[n] / steady[counts[0]]
             print(f"{n} worker(s): {args.docs} docs ({ok} completed) in {took:.1f} s,"
-                  f" {rates[n]:.1f} docs/s, {ratio:.2f}x one worker")  # fmt: skip
+                  f" {rates[n]:.1f} docs/s = {ratio:.2f}x {counts[0]} worker(s);"
+                  f" steady {steady[n]:.1f} docs/s = {steady_ratio:.2f}x;"
+                  f" {remote.requests} requests ({remote.texts / max(1, remote.requests):.1f}"
+                  f" texts each), {remote.max_in_flight} at most in flight")  # fmt: skip
             for p in procs:
-                p.kill()
-                p.wait(10)
+                p.terminate()
+            for p in procs:
+                p.wait(30)
             kb.close()
+
+
+def claim_latency(args: argparse.Namespace) -> None:
+    """Enqueue (committed in another "process": its own Catalog) → handler start, on an idle
+    worker: LISTEN/NOTIFY wake-ups against polling alone."""
+    import random
+    import threading
+
+    from knowbase.catalog.db import Catalog
+    from knowbase.jobs import JobKind, JobManager, Worker
+    from pg_server import TEMPLATE_DB, running_server
+
+    kind = JobKind("bench.noop", 1, 1, 30, 60, "abandon")
+    results: dict[str, list[float]] = {}
+    with running_server() as server:
+        url = server.url(server.new_database(TEMPLATE_DB))
+        ours, theirs = Catalog(url), Catalog(url)
+        sender = JobManager(theirs)
+        sender.register(kind, lambda ctx: None)
+        rng = random.Random(1)
+        for label, wakeups in (("NOTIFY", True), ("poll only", False)):
+            started_at: dict[str, float] = {}
+            ran = threading.Event()
+
+            def handler(ctx, started_at=started_at, ran=ran) -> None:  # type: ignore[no-untyped-def]
+                started_at[ctx.job.id] = time.perf_counter()
+                ran.set()
+
+            manager = JobManager(ours)
+            manager.register(kind, handler)
+            worker = Worker(manager, wakeups=wakeups)
+            worker.start()
+            if wakeups:
+                manager.wakeups.listening.wait(20)
+            lat: list[float] = []
+            for _ in range(args.samples):
+                time.sleep(rng.uniform(0.05, 0.3))  # land anywhere in the poll cycle
+                ran.clear()
+                with theirs.write_tx() as conn:
+                    job = sender.enqueue(conn, kind.name, {}, queue="bench")
+                committed = time.perf_counter()
+                ran.wait(10)
+                lat.append(started_at[job.id] - committed)
+            worker.stop()
+            results[label] = lat
+            med, p95 = statistics.median(lat), sorted(lat)[int(0.95 * len(lat)) - 1]
+            print(f"{label:9s}: enqueue→claim median {med * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms"
+                  f" (idle poll {worker.poll_s:g} s)")  # fmt: skip
+        ours.dispose()
+        theirs.dispose()
+    ratio = statistics.median(results["poll only"]) / statistics.median(results["NOTIFY"])
+    print(f"median latency, poll only / NOTIFY: {ratio:.0f}x")
 
 
 if __name__ == "__main__":

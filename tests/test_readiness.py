@@ -6,6 +6,7 @@ import dataclasses
 import http.server
 import importlib.util
 import json
+import os
 import socket
 import sys
 import threading
@@ -214,3 +215,27 @@ def test_pending_jobs_are_counted_not_loaded(kb: Knowledge) -> None:
         conn.execute(sa.insert(job_t), rows)
     workers = component(readiness(kb), "workers")
     assert workers["details"]["pending"] == 10_001
+
+
+def test_live_workers_are_listed_with_host_pid_and_jobs(kb: Knowledge, live_server) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    from knowbase.interfaces.http import create_app
+
+    kb.start_workers()
+    try:
+        report = readiness(kb)
+        (worker,) = component(report, "workers")["details"]["workers"]
+        assert set(worker) == {
+            "id", "host", "pid", "started_at", "heartbeat_at", "heartbeat_age_s", "jobs_held"
+        }  # fmt: skip
+        assert worker["pid"] == os.getpid() and worker["jobs_held"] == 0
+        assert worker["host"] in component(report, "workers")["reason"]
+        with httpx.Client(base_url=live_server(create_app(kb)), timeout=20) as client:
+            served = client.get("/status").json()
+        (listed,) = component(served, "workers")["details"]["workers"]
+        assert (listed["id"], listed["host"], listed["pid"]) == (
+            worker["id"], worker["host"], worker["pid"]
+        )  # fmt: skip
+    finally:
+        kb.stop_workers()

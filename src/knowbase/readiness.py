@@ -170,18 +170,19 @@ def check_file_processor(bases: list[Base]) -> dict[str, Any]:
 
 
 def check_workers(kb: Knowledge) -> dict[str, Any]:
-    from knowbase.jobs.worker import live_workers
-
+    """Live workers (any process, any host) and whether queued jobs have one to run them."""
     try:
-        workers = live_workers(kb.rt.catalog)
+        workers = [w.to_dict() for w in kb.list_workers()]
         pending = kb.count_jobs(statuses=["pending"])
     except Exception as exc:
         return _component("workers", UNAVAILABLE, _reason(exc))
     if workers:
+        hosts = sorted({w["host"] for w in workers})
+        held = sum(w["jobs_held"] for w in workers)
         return _component(
             "workers",
             READY,
-            f"{len(workers)} live worker(s)",
+            f"{len(workers)} live worker(s) on {', '.join(hosts)}, holding {held} job(s)",
             workers=workers,
             pending=pending,
         )

@@ -31,6 +31,7 @@ from knowbase.ingestion.inputs import AddInput
 from knowbase.ingestion.recovery import SweepReport, sweep
 from knowbase.ingestion.reindex import reindex_items, retry_failed
 from knowbase.ingestion.restore import RestoreResult, restore_base
+from knowbase.jobs.liveness import LiveWorker, list_live_workers
 from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
@@ -472,6 +473,11 @@ class Knowledge:
         from knowbase.jobs.worker import live_workers
 
         return live_workers(self.rt.catalog)
+
+    def list_workers(self) -> list[LiveWorker]:
+        """Live workers of every process and host on this catalog: id, host, pid, heartbeat
+        age and the jobs each holds."""
+        return list_live_workers(self.rt.catalog, lease_s=self.rt.jobs.lease_s)
 
     def get_job(self, job_id: str) -> Job:
         job = self.rt.jobs.get(job_id)

@@ -1,10 +1,13 @@
-"""Three worker processes on one PostgreSQL catalog + index index a folder; one is ``kill -9``ed
-mid-run; the others take its jobs over. Every item ends completed or failed with a code, no job
-is left claimed, and the index holds exactly the completed items' units (issue 14, "Must show";
-120 files rather than 500 on this 2-core machine)."""
+"""Three ``kb worker`` processes on one PostgreSQL catalog + index (index backend postgres) index
+a 500-file folder; one is ``kill -9``ed mid-run; the others take over its jobs once its lease
+lapses (it poses as another machine, so its dead pid cannot give it away). Every item ends
+completed or failed with a code, no job is left claimed, the index holds exactly the completed
+items' units, once each, and ``kb status`` lists the live workers with their jobs (issue 14,
+"Must show")."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,55 +24,101 @@ from knowbase.ingestion.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(300)
 
-WORKER = Path(__file__).with_name("pg_worker.py")
-FILES = 120
+REMOTE = Path(__file__).with_name("remote_kb_worker.py")
+FILES = 500
+LEASE_S = 4.0  # the killed worker's lease
 
 
-def _start(home: Path, url: str, log: Path) -> subprocess.Popen[str]:
+def _kb_env(home: Path, url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWBASE_")}
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKER), str(home), url],
-        stdout=subprocess.PIPE,
-        stderr=log.open("w"),
-        text=True,
-        env=env,
+    env.update(
+        KNOWBASE_HOME=str(home),
+        KNOWBASE_DATABASE_URL=url,
+        KNOWBASE_TEST_PROVIDERS="1",
+        KNOWBASE_WORKERS="8",
     )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready", log.read_text()
+    return env
+
+
+def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env)
+    deadline = time.monotonic() + 60
+    while b"worker running" not in log.read_bytes():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
     return proc
 
 
-def test_three_workers_one_killed_everything_settles(tmp_path: Path, pg_server, pg_url) -> None:
+def test_three_kb_workers_one_killed_everything_settles(tmp_path: Path, pg_server, pg_url) -> None:
     if not pg_server.has_vector:
         pytest.skip("a vector base on PostgreSQL needs pgvector: run .ci/pgvector.sh")
     home = tmp_path / "home"
     kb = Knowledge(Settings(home=home, database_url=pg_url, test_providers=True))
-    procs: list[subprocess.Popen[str]] = []
+    env = _kb_env(home, pg_url)
+    kb_cli = [sys.executable, "-m", "knowbase.interfaces.cli"]
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         base = kb.create_base(
             "many", embedding_model_id="hash:d64?delay=0.05", file_processor_id=None
         )
+        assert base.index_backend == "postgres"
         folder = tmp_path / "corpus"
         for i in range(FILES):
-            (folder / f"p{i % 5}").mkdir(parents=True, exist_ok=True)
-            (folder / f"p{i % 5}" / f"doc{i:03d}.md").write_text(
+            (folder / f"p{i % 10}").mkdir(parents=True, exist_ok=True)
+            (folder / f"p{i % 10}" / f"doc{i:03d}.md").write_text(
                 f"# Doc {i}\n\nDocument {i} is about topic {i % 13} and capybaras.\n"
             )
         kb.add(base.id, [AddInput.directory(folder)])  # enqueued; this process runs no worker
-        procs = [_start(home, pg_url, tmp_path / f"w{n}.log") for n in range(3)]
+        procs.append(
+            _start(
+                [sys.executable, str(REMOTE), "remote-host", str(LEASE_S), "worker"],
+                env,
+                tmp_path / "w0.log",
+            )
+        )
+        procs += [_start([*kb_cli, "worker"], env, tmp_path / f"w{n}.log") for n in (1, 2)]
 
         def leaves() -> list:
             with kb.rt.catalog.read() as conn:
                 return [i for i in item_repo.list_items(conn, base.id) if not i.is_container]
 
+        def held_by_remote() -> list[str]:
+            with kb.rt.catalog.read() as conn:
+                return list(
+                    conn.execute(
+                        sa.text(
+                            "SELECT id FROM job WHERE status = 'running'"
+                            " AND locked_by LIKE 'remote-host:%'"
+                        )
+                    ).scalars()
+                )
+
         deadline = time.monotonic() + 120
-        while sum(i.status == "completed" for i in leaves()) < FILES // 4:
+        while sum(i.status == "completed" for i in leaves()) < FILES // 10:
             assert time.monotonic() < deadline, "indexing did not start"
-            time.sleep(0.1)
+            time.sleep(0.05)
+        status = json.loads(
+            subprocess.run(
+                [*kb_cli, "status", "--json"], env=env, capture_output=True, check=True
+            ).stdout
+        )
+        (live,) = [c for c in status["components"] if c["component"] == "workers"]
+        workers = live["details"]["workers"]
+        assert {w["pid"] for w in workers} == {p.pid for p in procs}
+        assert "remote-host" in {w["host"] for w in workers}
+        assert sum(w["jobs_held"] for w in workers) >= 1  # hundreds of jobs are still queued
+
+        while len(held_by_remote()) < 2:
+            assert time.monotonic() < deadline, "the remote worker never held jobs"
+            time.sleep(0.01)
         os.kill(procs[0].pid, signal.SIGKILL)  # mid-run: it holds claimed jobs
         procs[0].wait(10)
+        killed_at = time.monotonic()
+        orphans = held_by_remote()  # still running in its name: only recovery can end them
+        assert orphans, "the kill should land while the remote worker holds jobs"
+
         deadline = time.monotonic() + 200
         while True:
             rows = leaves()
@@ -85,10 +134,16 @@ def test_three_workers_one_killed_everything_settles(tmp_path: Path, pg_server, 
                 sorted({j.status for j in jobs}),
             )
             time.sleep(0.2)
+        assert time.monotonic() - killed_at >= LEASE_S  # nobody could take over before
         failed = [r for r in rows if r.status == "failed"]
         assert all(r.error_code for r in failed)
         completed = {r.id for r in rows if r.status == "completed"}
-        assert len(completed) >= FILES - len(failed) and len(completed) > FILES // 2
+        assert len(completed) + len(failed) == FILES and len(completed) > FILES // 2
+        taken_over = kb.rt.jobs.get_many(orphans)
+        assert all(
+            j.is_terminal and j.error_message == "interrupted: lease lapsed"
+            for j in taken_over.values()
+        ), {j.id: (j.status, j.error_message) for j in taken_over.values()}
         with kb.rt.catalog.read() as conn:
             claimed = conn.execute(
                 sa.text("SELECT count(*) FROM job WHERE status IN ('pending', 'running')")
@@ -112,6 +167,11 @@ def test_three_workers_one_killed_everything_settles(tmp_path: Path, pg_server, 
     finally:
         for p in procs:
             if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(10)
         kb.close()

@@ -108,10 +108,14 @@ class Catalog:
         """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, so check-then-write is atomic.
 
         When it wrote a base, item or job row it publishes on :attr:`feed` after the commit
-        (on PostgreSQL also a ``NOTIFY`` that other processes hear at commit)."""
+        (on PostgreSQL also a ``NOTIFY`` that other processes hear at commit). Callables a
+        statement appended to ``conn.info["kb_after_commit"]`` run after the commit."""
         with self._writer_queue, self.engine.connect() as conn:
             if self.is_sqlite:
                 conn.info["begin_mode"] = "IMMEDIATE"
+            # Callables to run once this transaction committed (the job queue's in-process
+            # wake-ups); a rolled-back transaction's hooks never run, nor reach the next user.
+            conn.info["kb_after_commit"] = []
             with conn.begin():
                 conn.info["kb_wrote"] = False
                 # After BEGIN: on SQLite the write lock is ours, so every row this
@@ -124,8 +128,11 @@ class Catalog:
                         sa.text("SELECT pg_notify(:channel, :floor)"),
                         {"channel": CHANNEL, "floor": str(started)},
                     )
+            after_commit = conn.info.pop("kb_after_commit", [])
         if wrote:
             self.feed.publish(started)
+        for hook in after_commit:
+            hook()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

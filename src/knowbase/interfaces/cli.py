@@ -435,13 +435,19 @@ def status(
             from knowbase.readiness import readiness
 
             report = readiness(kb)
-            emit(report, as_json, lambda: console.print_json(json.dumps(report, default=str)))
+            live = next(c for c in report["components"] if c["component"] == "workers")
+
+            def render_report() -> None:
+                console.print_json(json.dumps(report, default=str))
+                _render_workers(live["details"].get("workers", []))
+
+            emit(report, as_json, render_report)
             return
         b = kb.get_base(base)
         counts = kb.counts(b.id)
         failed = kb.list_items(b.id, statuses=["failed"])
         queued = kb.count_jobs(base=b.id, statuses=["pending", "running"])
-        workers = kb.live_workers()
+        workers = kb.list_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
     data = {
         "base": b,
@@ -449,6 +455,7 @@ def status(
         "failed": failed,
         "active_jobs": queued,
         "live_workers": len(workers),
+        "workers": workers,
         "skipped": skipped,
     }
 
@@ -466,8 +473,20 @@ def status(
         for folder, report in skipped.items():
             parts = ", ".join(f"{r}: {v['count']}" for r, v in report.items())
             console.print(f"  skipped in {folder}: {parts}")
+        _render_workers([w.to_dict() for w in workers])
 
     emit(data, as_json, render)
+
+
+def _render_workers(workers: list[dict[str, Any]]) -> None:
+    """One line per live worker (every host): id, pid, heartbeat age, jobs held."""
+    if not workers:
+        return
+    table = Table("worker", "host", "pid", "heartbeat", "jobs held", box=None)
+    for w in workers:
+        age = f"{w['heartbeat_age_s']:.1f} s ago"
+        table.add_row(w["id"], w["host"], str(w["pid"]), age, str(w["jobs_held"]))
+    console.print(table)
 
 
 @app.command("jobs")

@@ -3,6 +3,7 @@
 A lease lapse catches every kind of death, in any host, after ``lease_s``. A worker on *this*
 host that died (``kill -9``, OOM, power cut of a laptop lid…) is caught at once: its pid is
 gone, or now belongs to a process that started after the worker did (pid reuse).
+:func:`list_live_workers` reads who is alive by heartbeat, on every host (``kb status``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,15 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from knowbase.catalog.schema import job as job_t
+from knowbase.catalog.schema import worker as worker_t
+
+if TYPE_CHECKING:
+    from knowbase.catalog.db import Catalog
 
 
 @dataclass(frozen=True)
@@ -130,8 +140,60 @@ def worker_is_dead_here(locked_by: str | None) -> bool:
     return not pid_alive(wid.pid, wid.started_ms)
 
 
+@dataclass(frozen=True)
+class LiveWorker:
+    """A worker row whose heartbeat is within the lease, with the jobs it holds now."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: int  # ms since the epoch
+    heartbeat_at: int  # ms since the epoch
+    heartbeat_age_s: float
+    jobs_held: int  # running jobs locked by it
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def list_live_workers(
+    catalog: Catalog, *, now: int | None = None, lease_s: float = 30
+) -> list[LiveWorker]:
+    """Workers of any process or host with a heartbeat within ``lease_s`` (``now`` in ms,
+    default: wall clock), by id, each with its count of running jobs (one read)."""
+    now = int(time.time() * 1000) if now is None else now
+    held = (
+        sa.select(job_t.c.locked_by, sa.func.count().label("n"))
+        .where(job_t.c.status == "running")
+        .group_by(job_t.c.locked_by)
+        .subquery()
+    )
+    q = (
+        sa.select(worker_t, sa.func.coalesce(held.c.n, 0).label("jobs_held"))
+        .outerjoin(held, held.c.locked_by == worker_t.c.id)
+        .where(worker_t.c.heartbeat_at >= now - int(lease_s * 1000))
+        .order_by(worker_t.c.id)
+    )
+    with catalog.read() as conn:
+        rows = conn.execute(q).all()
+    return [
+        LiveWorker(
+            id=r.id,
+            host=r.host,
+            pid=r.pid,
+            started_at=r.started_at,
+            heartbeat_at=r.heartbeat_at,
+            heartbeat_age_s=round(max(0, now - r.heartbeat_at) / 1000, 3),
+            jobs_held=int(r.jobs_held),
+        )
+        for r in rows
+    ]
+
+
 __all__ = [
+    "LiveWorker",
     "WorkerId",
+    "list_live_workers",
     "make_worker_id",
     "parse_worker_id",
     "pid_alive",

@@ -32,6 +32,7 @@ from knowbase.jobs.liveness import make_worker_id
 from knowbase.jobs.model import Job, JobKind
 from knowbase.jobs.recovery import LeaseOps, RecoveryReport, chunks
 from knowbase.jobs.retry import JOB_CANCELLED, Decision
+from knowbase.jobs.wakeups import JobWakeups
 
 log = logging.getLogger("knowbase.jobs")
 
@@ -100,6 +101,8 @@ class JobManager(LeaseOps, JobQueries):
         self._live_lock = threading.Lock()
         self._prune_lock = threading.Lock()
         self._last_prune = float("-inf")
+        #: Tells idle workers (every process on PostgreSQL) that a queue has work.
+        self.wakeups = JobWakeups(catalog)
 
     # --- registry ------------------------------------------------------------------------
     def register(
@@ -165,11 +168,11 @@ class JobManager(LeaseOps, JobQueries):
         }
         if idempotency_key is None:
             row = conn.execute(sa.insert(job_t).values(values).returning(*job_t.c)).one()
-            return Job.from_row(row)
+            return self._enqueued(conn, Job.from_row(row), delay_s)
         for _ in range(3):
             row = conn.execute(self._insert_unless_active(conn, values)).first()
             if row is not None:
-                return Job.from_row(row)
+                return self._enqueued(conn, Job.from_row(row), delay_s)
             existing = conn.execute(
                 sa.select(job_t).where(job_t.c.active_key == idempotency_key)
             ).first()
@@ -177,6 +180,11 @@ class JobManager(LeaseOps, JobQueries):
                 return Job.from_row(existing)
             # PostgreSQL READ COMMITTED: the holder went terminal between the two statements.
         raise Unavailable("could not enqueue: idempotency key kept changing", key=idempotency_key)
+
+    def _enqueued(self, conn: Connection, job: Job, delay_s: float) -> Job:
+        if delay_s <= 0:  # a deferred job is found by the poll once due
+            self.wakeups.notify(conn, job.queue)
+        return job
 
     @staticmethod
     def _insert_unless_active(conn: Connection, values: dict[str, Any]) -> Any:
@@ -463,6 +471,9 @@ class JobManager(LeaseOps, JobQueries):
             row = conn.execute(
                 sa.update(job_t).where(_owned(job, worker_id)).values(values).returning(*job_t.c)
             ).first()
+            if row is not None and (decision.status != "pending" or decision.delay_s <= 0):
+                # Retried at once, or a running slot of the queue freed (caps count them).
+                self.wakeups.notify(conn, job.queue)
         if row is None:
             return None
         after = Job.from_row(row)

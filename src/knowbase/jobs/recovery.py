@@ -24,6 +24,7 @@ from knowbase.jobs.retry import JOB_CANCELLED, JOB_INTERRUPTED
 if TYPE_CHECKING:
     from knowbase.catalog.db import Catalog
     from knowbase.jobs.manager import Registration
+    from knowbase.jobs.wakeups import JobWakeups
 
 log = logging.getLogger("knowbase.jobs")
 
@@ -57,6 +58,7 @@ class LeaseOps:
     lease_s: float
     _registry: dict[str, Registration]
     _ms: Callable[[], int]
+    wakeups: JobWakeups
     call_on_settled: Callable[[Job, str, BaseException | None], None]
 
     def register_worker(self, worker_id: str) -> None:
@@ -127,6 +129,8 @@ class LeaseOps:
                 .values(values)
                 .returning(*job_t.c)
             ).first()
+            if row is not None:
+                self.wakeups.notify(conn, job.queue)  # requeued, or a running slot freed
         if row is None:
             return None
         after = Job.from_row(row)

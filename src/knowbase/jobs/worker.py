@@ -4,6 +4,9 @@ Each attempt runs in its own daemon thread. Threads cannot be killed, so on time
 shutdown the worker *ends the attempt* (a conditional UPDATE) and stops waiting; a handler that
 returns later finds its attempt gone (``ctx.is_current_attempt()`` is False) and its own final
 UPDATE matches no row. A slot is freed when its attempt ends, not when its thread does.
+
+An idle worker sleeps until a wake-up (:mod:`knowbase.jobs.wakeups`: a job of its queues became
+claimable or a slot freed, in this process or, on PostgreSQL, any) or its poll interval ends.
 """
 
 from __future__ import annotations
@@ -12,19 +15,22 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-import sqlalchemy as sa
-
-from knowbase.catalog.db import Catalog, now_ms
-from knowbase.catalog.schema import worker as worker_t
+from knowbase.catalog.db import Catalog
 from knowbase.errors import Unavailable
 from knowbase.jobs.context import JobContext
+from knowbase.jobs.liveness import list_live_workers
 from knowbase.jobs.manager import JobManager, Registration
 from knowbase.jobs.model import Cancelled, Job
 from knowbase.jobs.retry import JobTimeout, decide
 
 log = logging.getLogger("knowbase.jobs")
+
+#: Idle poll without cross-process wake-ups (SQLite: other processes' enqueues are found so).
+POLL_S = 0.2
+#: Idle poll while LISTEN is up: only a lost notification waits for it.
+LISTEN_POLL_S = 1.0
 
 
 class _Attempt:
@@ -68,13 +74,17 @@ class Worker:
         *,
         threads: int = 4,
         queues: Iterable[str] | None = None,
-        poll_s: float = 0.2,
+        poll_s: float | None = None,
+        wakeups: bool = True,
     ) -> None:
         self.manager = manager
         self.worker_id = manager.worker_id
         self.threads = threads
         self.queues = None if queues is None else list(queues)
-        self.poll_s = poll_s
+        self._poll_s = poll_s
+        # False: poll only (the enqueue→claim latency benchmark's baseline).
+        self.wakeups = wakeups
+        self._unsubscribe: Callable[[], None] | None = None
         self._active: dict[str, _Attempt] = {}
         self._active_lock = threading.Lock()
         self._wake = threading.Event()
@@ -90,6 +100,21 @@ class Worker:
         self._idle_runners = 0
         self._started = False
 
+    @property
+    def poll_s(self) -> float:
+        """How long an idle worker waits before it looks for due jobs again. Wake-ups end the
+        wait early; while other processes' wake-ups are heard (PostgreSQL LISTEN up) the poll
+        is only the fallback for a lost one, so it may be longer."""
+        if self._poll_s is not None:
+            return self._poll_s
+        if self.wakeups and self.manager.wakeups.listening.is_set():
+            return LISTEN_POLL_S
+        return POLL_S
+
+    def _on_wakeup(self, queue: str | None) -> None:
+        if queue is None or self.queues is None or queue in self.queues:
+            self._wake.set()
+
     # --- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
         """Register in the ``worker`` table, run the recovery sweep, start claiming."""
@@ -100,6 +125,8 @@ class Worker:
         self._stop_claiming.clear()
         self._claims_off.clear()
         self.manager.register_worker(self.worker_id)
+        if self.wakeups:
+            self._unsubscribe = self.manager.wakeups.subscribe(self._on_wakeup)
         self.manager.recover()
         for target, name in ((self._loop, "claim"), (self._heartbeat_loop, "heartbeat")):
             t = threading.Thread(target=target, name=f"kb-worker-{name}", daemon=True)
@@ -113,6 +140,9 @@ class Worker:
         if not self._started:
             return
         self._stop_claiming.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         self._wake.set()
         # A claim in flight would start an attempt after our snapshot: let it land first.
         self._claims_off.wait(timeout=10)
@@ -181,6 +211,9 @@ class Worker:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            # Cleared before the claim, not after the wait: a wake-up that lands while we
+            # claim makes the next wait return at once instead of being lost.
+            self._wake.clear()
             try:
                 self._supervise()
                 claimed: list[Job] = []
@@ -201,7 +234,6 @@ class Worker:
                 claimed = []
             if not claimed:
                 self._wake.wait(self.poll_s)
-                self._wake.clear()
 
     def _start_attempt(self, job: Job) -> None:
         reg = self.manager.registration(job.kind)
@@ -342,15 +374,9 @@ class Worker:
 
 
 def live_workers(catalog: Catalog, *, now: int | None = None, lease_s: float = 30) -> list[str]:
-    """Ids of workers with a heartbeat within the lease (``now`` in ms, default: wall clock)."""
-    cutoff = (now_ms() if now is None else now) - int(lease_s * 1000)
-    with catalog.read() as conn:
-        rows = conn.execute(
-            sa.select(worker_t.c.id)
-            .where(worker_t.c.heartbeat_at >= cutoff)
-            .order_by(worker_t.c.id)
-        ).scalars()
-        return list(rows)
+    """Ids of workers with a heartbeat within the lease (``now`` in ms, default: wall clock);
+    :func:`~knowbase.jobs.liveness.list_live_workers` has their host, pid and jobs."""
+    return [w.id for w in list_live_workers(catalog, now=now, lease_s=lease_s)]
 
 
 __all__ = ["Worker", "live_workers"]
