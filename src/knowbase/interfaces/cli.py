@@ -443,6 +443,9 @@ def status(
         queued = kb.count_jobs(base=b.id, statuses=["pending", "running"])
         workers = kb.live_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
+        from knowbase.readiness import base_vector_lane, lane_line
+
+        lane = base_vector_lane(kb, b)
     data = {
         "base": b,
         "counts": counts,
@@ -450,6 +453,7 @@ def status(
         "active_jobs": queued,
         "live_workers": len(workers),
         "skipped": skipped,
+        "vector_lane": lane,
     }
 
     def render() -> None:
@@ -457,6 +461,8 @@ def status(
             f"[bold]{b.name}[/] ({b.status}) — "
             + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "empty")
         )
+        if lane and lane.get("lane") != "none":
+            console.print(lane_line(lane))
         if queued:
             note = "" if workers else " — queued, no worker running (run: kb worker)"
             console.print(f"{queued} active jobs{note}")
