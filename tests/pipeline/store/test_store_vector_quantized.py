@@ -74,7 +74,9 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(steps=ops, query_seed=st.integers(0, 2**16))
 def test_big_lane_never_returns_hidden_units_and_agrees_with_exact(
     tmp_path: Path, steps: list[Op], query_seed: int
