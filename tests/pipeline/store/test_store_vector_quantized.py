@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from knowbase.ingestion.inputs import AddInput
 from knowbase.pipeline.documents import Chunk
 from knowbase.pipeline.store import backends
 from knowbase.pipeline.store import vector_quantized as vq
@@ -19,6 +23,9 @@ from knowbase.pipeline.store.hashing import text_hash
 from knowbase.pipeline.store.sqlite import SqliteIndexStore
 from knowbase.pipeline.store.vector_matrix import VectorMatrix
 from knowbase.pipeline.store.vector_quantized import QuantizedLane
+from knowbase.readiness import readiness
+from knowbase.service import Knowledge
+from knowbase.settings import load_settings
 
 pytest.importorskip("faiss")
 
@@ -227,3 +234,54 @@ def test_the_setting_reaches_the_store(tmp_path: Path) -> None:
         assert store.vector_lane() is store.vector_matrix()  # type: ignore[attr-defined]
     finally:
         store.close()
+
+
+def test_kb_status_reports_the_lane_and_its_memory(tmp_path: Path) -> None:
+    """The real ``kb`` in a subprocess, threshold lowered by its env setting."""
+    env = {
+        **os.environ,
+        "KNOWBASE_HOME": str(tmp_path / "home"),
+        "KNOWBASE_QUANTIZED_LANE_MIN_ROWS": "2",
+    }
+
+    def kb(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "knowbase.interfaces.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=True,
+        )
+        return proc.stdout
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):  # one chunk each: three vectors
+        (docs / f"d{i}.md").write_text(f"Otter fact {i}.")
+    kb("base", "create", "wild", "--embedding", "hash:d8")
+    kb("add", "wild", str(docs))
+    lane = json.loads(kb("status", "wild", "--json"))["vector_lane"]
+    assert lane["rows"] == 3 and lane["min_rows"] == 2 and lane["loaded"] is False
+    assert lane["lane"] == "quantized-ivf-sq8" and lane["index_bytes"] > 0
+    assert lane["matrix_bytes"] == 3 * 8 * 4
+    assert "vector lane: " in kb("status", "wild")
+    env["KNOWBASE_QUANTIZED_LANE_MIN_ROWS"] = "0"
+    assert json.loads(kb("status", "wild", "--json"))["vector_lane"]["lane"] == "exact"
+
+
+def test_readiness_shows_the_loaded_lane(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "home", quantized_lane_min_rows=2, test_providers=True)
+    with Knowledge(settings) as kb:
+        base = kb.create_base("docs", embedding_model_id="hash:d8")
+        docs = []
+        for i in range(3):  # one chunk each: three vectors
+            docs.append(tmp_path / f"d{i}.md")
+            docs[-1].write_text(f"Paragraph {i} about otters.")
+        kb.add(base.id, [AddInput.file(d) for d in docs], wait=True)
+        kb.search(base.id, "otters")
+        (index,) = [c for c in readiness(kb)["components"] if c["component"] == "index"]
+        lane = index["details"]["vector_lane"]
+        assert lane["rows"] == 3
+        assert lane["loaded"] is True and lane["lane"] == "quantized-ivf-sq8"
+        assert lane["index_bytes"] > 0
