@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,11 @@ from hypothesis import strategies as st
 from knowbase.ingestion.inputs import AddInput
 from knowbase.pipeline.documents import Chunk
 from knowbase.pipeline.store import backends
-from knowbase.pipeline.store import vector_quantized as vq
 from knowbase.pipeline.store.base import MaterialInput
 from knowbase.pipeline.store.hashing import text_hash
 from knowbase.pipeline.store.sqlite import SqliteIndexStore
 from knowbase.pipeline.store.vector_matrix import VectorMatrix
-from knowbase.pipeline.store.vector_quantized import QuantizedLane
+from knowbase.pipeline.store.vector_quantized import BigLane, QuantizedLane
 from knowbase.readiness import readiness
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
@@ -66,7 +66,14 @@ def recall(got: list[tuple[str, float]], truth: list[tuple[str, float]]) -> floa
 def open_store(tmp_path: Path, min_rows: int = 1) -> SqliteIndexStore:
     s = SqliteIndexStore.open(tmp_path / f"q{next(_counter)}.sqlite", base_id="b", dims=DIMS)
     s.quantized_min_rows = min_rows  # threshold lowered: the big-base lane serves tiny bases
+    s._big = BigLane(background=False)  # builds inline: each step sees its index at once
     return s
+
+
+def quantized(matrix: VectorMatrix, big: BigLane | None = None) -> QuantizedLane:
+    lane = (big or BigLane(background=False)).serve(matrix, min_rows=1)
+    assert isinstance(lane, QuantizedLane)
+    return lane
 
 
 Op = tuple[str, int, int]  # (add | delete | replace, material number, seed)
@@ -130,13 +137,12 @@ def test_a_patch_adds_rows_to_the_same_index_and_older_versions_never_see_them()
     m1 = VectorMatrix.from_rows(
         [(f"u{i:05d}", v.tobytes()) for i, v in enumerate(base)], dims=DIMS, version=1
     )
-    lane1 = vq.serve(m1, None, min_rows=1)
-    assert isinstance(lane1, QuantizedLane)
+    big = BigLane(background=False)
+    lane1 = quantized(m1, big)
     extra = clustered(rng, 50)
     gone = [f"u{i:05d}" for i in range(0, 3000, 3)]  # a third: dead rows, no compaction
     m2 = m1.patched([(f"n{i:03d}", v.tobytes()) for i, v in enumerate(extra)], gone, version=2)
-    lane2 = vq.serve(m2, lane1, min_rows=1)
-    assert isinstance(lane2, QuantizedLane)
+    lane2 = quantized(m2, big)
     assert lane2.codes is lane1.codes, "a patch appends to the index instead of rebuilding it"
     assert len(lane2.codes.ids) == len(m2.ids)
     for v in extra[:10]:
@@ -153,8 +159,7 @@ def test_mask_rows_are_never_returned_and_k_rows_come_back_when_allowed() -> Non
     m = VectorMatrix.from_rows(
         [(f"u{i:05d}", v.tobytes()) for i, v in enumerate(vectors)], dims=DIMS, version=1
     )
-    lane = vq.serve(m, None, min_rows=1)
-    assert isinstance(lane, QuantizedLane)
+    lane = quantized(m)
     assert lane.codes.nprobe < lane.codes.index.nlist  # really an IVF probe, not a full scan
     queries = clustered(rng, 20)
     for share in (0.5, 0.05, 0.001):  # the faiss path, and the exact scan of a few rows
@@ -180,8 +185,8 @@ def test_recall_at_ten_meets_the_target_on_a_probed_index() -> None:
     m = VectorMatrix.from_rows(
         [(f"u{i:05d}", v.tobytes()) for i, v in enumerate(vectors)], dims=32, version=1
     )
-    lane = vq.serve(m, None, min_rows=1)
-    assert isinstance(lane, QuantizedLane) and lane.codes.nprobe < lane.codes.index.nlist
+    lane = quantized(m)
+    assert lane.codes.nprobe < lane.codes.index.nlist
     queries = clustered(rng, 200, dims=32, centres=64)
     scores = [recall(lane.top_k(q, 10), m.top_k(q, 10)) for q in queries]
     assert np.mean(scores) >= RECALL
@@ -203,6 +208,24 @@ def test_below_the_threshold_the_exact_lane_serves(tmp_path: Path) -> None:
         info = store.vector_lane_info()
         assert info["lane"] == "quantized-ivf-sq8" and info["loaded"] and info["rows"] == 120
         assert info["index_bytes"] > 0 and info["matrix_bytes"] == 120 * DIMS * 4
+    finally:
+        store.close()
+
+
+def test_a_full_build_runs_in_the_background_while_the_exact_lane_serves(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store._big = BigLane()  # the store's own default
+    try:
+        put(store, "a", clustered(np.random.default_rng(10), 300), "t")
+        q = clustered(np.random.default_rng(11), 1)[0]
+        first = store.vector_lane()  # starts the build; answers at once
+        exact = store.vector_matrix().top_k(q, 10)
+        if first is store.vector_matrix():
+            assert [h.unit_id for h in store.vector_search(q, 10)] == [u for u, _ in exact]
+        store._big.wait(60)
+        lane = store.vector_lane()
+        assert isinstance(lane, QuantizedLane)
+        assert recall(lane.top_k(q, 10), exact) >= RECALL
     finally:
         store.close()
 
@@ -279,9 +302,14 @@ def test_readiness_shows_the_loaded_lane(tmp_path: Path) -> None:
             docs.append(tmp_path / f"d{i}.md")
             docs[-1].write_text(f"Paragraph {i} about otters.")
         kb.add(base.id, [AddInput.file(d) for d in docs], wait=True)
-        kb.search(base.id, "otters")
-        (index,) = [c for c in readiness(kb)["components"] if c["component"] == "index"]
-        lane = index["details"]["vector_lane"]
+        kb.search(base.id, "otters")  # loads the matrix, starts the index build
+        deadline = time.monotonic() + 30
+        while True:  # the build runs in the background: poll until it has landed
+            (index,) = [c for c in readiness(kb)["components"] if c["component"] == "index"]
+            lane = index["details"]["vector_lane"]
+            if lane["lane"] != "exact" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert lane["rows"] == 3
         assert lane["loaded"] is True and lane["lane"] == "quantized-ivf-sq8"
         assert lane["index_bytes"] > 0

@@ -42,9 +42,8 @@ from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
 from knowbase.pipeline.store.sqlite_schema import connect, prepare, utc_now, write_tx
 from knowbase.pipeline.store.vector_matrix import CACHE, VectorMatrix
-from knowbase.pipeline.store.vector_quantized import DEFAULT_MIN_ROWS, Lane, QuantizedLane
+from knowbase.pipeline.store.vector_quantized import DEFAULT_MIN_ROWS, BigLane, Lane
 from knowbase.pipeline.store.vector_quantized import describe as describe_lane
-from knowbase.pipeline.store.vector_quantized import serve as serve_lane
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +115,7 @@ class SqliteIndexStore:
     """The IndexStore protocol on one SQLite file. Open with :meth:`open`."""
 
     quantized_min_rows: int = DEFAULT_MIN_ROWS  # the big-base lane's threshold (live rows)
-    _lane: QuantizedLane | None = None  # the big-base lane, once served
+    _big: BigLane | None = None  # the big-base lane's state, once asked for
 
     def __init__(
         self, path: Path, conn: apsw.Connection, *, base_id: str, dims: int | None, key: str
@@ -526,21 +525,24 @@ class SqliteIndexStore:
         """The lane at the current version: the exact matrix, or above ``quantized_min_rows``
         live rows its faiss index (:mod:`.vector_quantized`), patched as the matrix is."""
         matrix = self.vector_matrix()
-        lane = self._lane
-        if lane is not None and lane.matrix is matrix:
-            return lane
-        served = serve_lane(matrix, lane, min_rows=self.quantized_min_rows)
-        # Keep only an index: the exact lane is the cached matrix (evictable by its budget).
-        self._lane = served if isinstance(served, QuantizedLane) else None
-        return served
+        big = self._big
+        if big is None:
+            with CACHE.build_lock(f"{self._cache_key}|lane"):
+                big = self._big = self._big or BigLane()
+        return big.serve(matrix, min_rows=self.quantized_min_rows)
 
     def vector_lane_info(self) -> dict[str, Any]:
         """The lane in use and its memory (``kb status``); loads nothing."""
         if self.dims is None:
             return {"lane": "none"}
         rows = int(self._one("SELECT count(*) FROM search_unit"))
-        lane = self._lane or CACHE.get(self._cache_key)
-        return describe_lane(lane, rows=rows, dims=self.dims, min_rows=self.quantized_min_rows)
+        return describe_lane(
+            self._big,
+            CACHE.get(self._cache_key),
+            rows=rows,
+            dims=self.dims,
+            min_rows=self.quantized_min_rows,
+        )
 
     def vector_search_sql(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
         """The same lane as an exact ``vec_distance_cosine`` scan in SQL (tests, bench)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -229,13 +230,15 @@ class QuantizedLane:
         faiss = faiss_module()
         assert faiss is not None
         n = len(self.matrix.ids)
-        bits = np.ones(n, dtype=bool) if allowed is None else allowed
-        # The bitmap also hides rows that a newer version appended to the shared index: its
-        # padding bits are 0, and faiss rejects ids past its length (given in bytes).
-        packed = np.packbits(bits, bitorder="little")
-        selector = faiss.IDSelectorBitmap(len(packed), faiss.swig_ptr(packed))
-        params = faiss.SearchParametersIVF(nprobe=self.codes.nprobe, sel=selector)
+        params = faiss.SearchParametersIVF(nprobe=self.codes.nprobe)
         with self.codes.lock:  # faiss may not search while another thread adds
+            if allowed is not None or len(self.codes.ids) != n:
+                # The bitmap also hides rows a newer version appended to the shared index: its
+                # padding bits are 0, and faiss rejects ids past its length (given in bytes).
+                bits = np.ones(n, dtype=bool) if allowed is None else allowed
+                packed = np.packbits(bits, bitorder="little")
+                selector = faiss.IDSelectorBitmap(len(packed), faiss.swig_ptr(packed))
+                params.sel = selector  # the SWIG field keeps no reference: ``selector`` does
             _, found = self.codes.index.search(q[None, :], want, params=params)
         found = found[0]
         return found[found >= 0]
@@ -244,39 +247,105 @@ class QuantizedLane:
 Lane = VectorMatrix | QuantizedLane
 
 
-def serve(matrix: VectorMatrix, previous: Lane | None, *, min_rows: int) -> Lane:
-    """The lane for ``matrix``: itself below ``min_rows`` live rows (0: always) or without
-    faiss, else a :class:`QuantizedLane`, patched from ``previous`` when it can be."""
-    if min_rows <= 0 or matrix.size < min_rows:
+class BigLane:
+    """One base's big-base lane across matrix versions: served, patched, built.
+
+    A patch (rows appended) is applied on the spot: it costs what changed. A full build — the
+    base crossing the threshold, a compaction, outgrown training — runs on a background
+    thread (~30 s at 1M rows on one core) while the exact lane keeps answering, so no search
+    waits for it; ``background=False`` builds inline (tests, the bench).
+    """
+
+    def __init__(self, *, background: bool = True) -> None:
+        self.background = background
+        self._lock = threading.Lock()
+        self._lane: QuantizedLane | None = None
+        self._building: threading.Thread | None = None
+        self._failed: tuple[int, str] | None = None  # (matrix version, error) of a failed build
+
+    def serve(self, matrix: VectorMatrix, *, min_rows: int) -> Lane:
+        """The lane for ``matrix``: itself below ``min_rows`` live rows (0: always), without
+        faiss, or while its index is being built; else a :class:`QuantizedLane`."""
+        if min_rows <= 0 or matrix.size < min_rows:
+            self._lane = None  # a base that shrank: let its index go
+            return matrix
+        faiss = faiss_module()
+        if faiss is None:
+            if not _warned.is_set():
+                _warned.set()
+                log.warning(
+                    "a base has %d vectors (over %d) but faiss is not installed: serving the"
+                    " exact lane (%s)",
+                    matrix.size,
+                    min_rows,
+                    INSTALL,
+                )
+            return matrix
+        with self._lock:
+            lane = self._lane
+            if lane is not None:
+                if lane.matrix is matrix:
+                    return lane
+                if lane.codes.extends(matrix):
+                    _add(lane.codes, matrix)
+                    self._lane = QuantizedLane(matrix, lane.codes)
+                    return self._lane
+            if self._building is None and (self._failed or (None,))[0] != matrix.version:
+                self._building = threading.Thread(
+                    target=self._build, args=(faiss, matrix), name="kb-big-lane", daemon=True
+                )
+                self._building.start()
+            building = self._building
+        if not self.background and building is not None:
+            building.join()
+            return self.serve(matrix, min_rows=min_rows)
         return matrix
-    faiss = faiss_module()
-    if faiss is None:
-        if not _warned.is_set():
-            _warned.set()
-            log.warning(
-                "a base has %d vectors (over %d) but faiss is not installed: serving the exact"
-                " lane (%s)",
-                matrix.size,
-                min_rows,
-                INSTALL,
-            )
-        return matrix
-    if isinstance(previous, QuantizedLane):
-        if previous.matrix is matrix:
-            return previous
-        if previous.codes.extends(matrix):
-            _add(previous.codes, matrix)
-            return QuantizedLane(matrix, previous.codes)
-    return QuantizedLane(matrix, _build(faiss, matrix))
+
+    def _build(self, faiss: ModuleType, matrix: VectorMatrix) -> None:
+        t0 = time.perf_counter()
+        try:
+            codes = _build(faiss, matrix)
+        except Exception as exc:  # the exact lane keeps serving; logged once per version
+            log.exception("building the big-base lane (%d rows) failed", matrix.size)
+            with self._lock:
+                self._building, self._failed = None, (matrix.version, f"{type(exc).__name__}")
+            return
+        log.info(
+            "big-base lane built: %d rows in %.1f s", len(matrix.ids), time.perf_counter() - t0
+        )
+        with self._lock:
+            self._building, self._failed = None, None
+            # A patch may have served a newer matrix meanwhile: keep whichever is newer.
+            if self._lane is None or self._lane.matrix.version <= matrix.version:
+                self._lane = QuantizedLane(matrix, codes)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the build in progress (if any) ends."""
+        building = self._building
+        if building is not None:
+            building.join(timeout)
+
+    @property
+    def building(self) -> bool:
+        return self._building is not None
+
+    @property
+    def lane(self) -> QuantizedLane | None:
+        """The newest index served or built (None: none yet)."""
+        return self._lane
 
 
-def describe(lane: Lane | None, *, rows: int, dims: int, min_rows: int) -> dict[str, Any]:
+def describe(
+    big: BigLane | None, matrix: VectorMatrix | None, *, rows: int, dims: int, min_rows: int
+) -> dict[str, Any]:
     """What ``kb status`` shows: the lane a search uses and its memory in bytes.
 
-    ``lane`` is what this process has loaded (None: nothing yet); then the lane is the one a
-    search would serve for ``rows`` units, with its memory estimated (``"loaded": False``).
+    ``big``/``matrix`` are what this process has (None: nothing loaded); without them the lane
+    is the one a search would serve for ``rows`` units, its memory estimated (``loaded``
+    false).
     """
-    if isinstance(lane, QuantizedLane):
+    lane = big.lane if big is not None else None
+    if lane is not None and (matrix is None or lane.matrix is matrix):
         return {
             "lane": lane.kind,
             "rows": lane.size,
@@ -285,19 +354,22 @@ def describe(lane: Lane | None, *, rows: int, dims: int, min_rows: int) -> dict[
             "min_rows": min_rows,
             "loaded": True,
         }
-    if isinstance(lane, VectorMatrix):
-        rows = lane.size
-    big = 0 < min_rows <= rows
+    if matrix is not None:
+        rows = matrix.size
+    big_base = 0 < min_rows <= rows
     has_faiss = faiss_module() is not None
+    building = big is not None and big.building
     out: dict[str, Any] = {
-        "lane": "quantized-ivf-sq8" if big and has_faiss else "exact",
+        "lane": "quantized-ivf-sq8" if big_base and has_faiss and not building else "exact",
         "rows": rows,
-        "matrix_bytes": lane.nbytes if lane is not None else rows * dims * 4,
+        "matrix_bytes": matrix.nbytes if matrix is not None else rows * dims * 4,
         "min_rows": min_rows,
-        "loaded": lane is not None,
+        "loaded": matrix is not None,
     }
-    if big and has_faiss:  # codes and ids per row, the centroids
+    if big_base and has_faiss:  # codes and ids per row, the centroids
         out["index_bytes"] = rows * (dims + 8) + _nlist(rows) * dims * 4
-    if big and not has_faiss:
+    if building:
+        out["reason"] = "the big-base lane's index is being built; the exact lane serves"
+    elif big_base and not has_faiss:
         out["reason"] = f"over {min_rows} rows but faiss is not installed ({INSTALL})"
     return out
