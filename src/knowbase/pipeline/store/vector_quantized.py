@@ -5,7 +5,8 @@ float32 row: a faiss IVF index with 8-bit scalar-quantized codes (``IndexIVFScal
 inner product on the matrix's unit rows) proposes candidates, and the matrix's own float32 rows
 re-score them, so scores are exact cosines and ties break by unit id as in the exact lane. Why
 IVF-SQ8 (DESIGN Turn 2, measured by ``bench/search_scale.py``): a flat 8-bit scan of 1M × 384
-rows costs ~41 ms, a flat 4-bit one still over 20 ms; IVF scans a few percent of the codes.
+rows costs ~41 ms; IVF scans ~6% of the codes there (p50 ~2 ms, recall@10 ≥ 0.95 on real-text
+vectors), at 0.4 GB next to the 1.5 GB float32 matrix that re-scores.
 
 The index is derived from the matrix, never from SQLite directly: its ids are the matrix's row
 numbers. A matrix patch appends rows and marks removed ones dead without renumbering
@@ -37,15 +38,20 @@ from knowbase.pipeline.store.vector_matrix import VectorMatrix
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MIN_ROWS = 200_000  # below it exact f32 is already fast (bench/search_scale.py)
+# From 100k rows the exact scan costs ~7.5 ms of a hybrid search's 30 ms budget and the index
+# ~0.8 ms (bench/search_scale.py); below, exact is cheap and needs no build.
+DEFAULT_MIN_ROWS = 100_000
 RESCORE = 100  # candidates re-scored in f32 per query, at least (and 2 × k)
-NPROBE_SHARE = 48  # lists probed per 1,024 lists: recall@10 ≥ 0.95 on real-text vectors
+# Lists probed: NPROBE_SHARE per 1,024, and at least MIN_SCAN rows' worth. On MiniLM vectors
+# of real text (bench/search_scale.py, recall@10 against exact): 1M rows, 1,024 lists: 48
+# probed → 0.964, 96 → 0.982; 100k rows, 256 lists: 21 → 0.914, 32 → 0.943, 64 → 0.981.
+NPROBE_SHARE = 64
 RETRAIN_GROWTH = 4  # rebuild once the rows outgrow the training set by this factor
-TRAIN_PER_LIST = 40  # faiss's own minimum is 39 points per centroid
+TRAIN_PER_LIST = 64  # training rows per list (faiss warns under 39); k-means costs ∝ this
 EXACT_SHARE = 0.02  # allowed rows at most this share of the matrix: scan them exactly
 INSTALL = "pip install 'knowbase[big]'"
 
-MIN_SCAN = 8192  # rows scanned per query at least (a small base is scanned whole)
+MIN_SCAN = 25_000  # rows scanned per query at least (a small base is scanned whole)
 
 _warned = threading.Event()
 _threads_set = threading.Event()
@@ -115,7 +121,7 @@ def _build(faiss: ModuleType, matrix: VectorMatrix) -> _Codes:
     n, dims = len(matrix.ids), matrix.dims
     nlist = _nlist(n)
     rng = np.random.default_rng(n)  # deterministic training sample for one size
-    train_rows = min(n, TRAIN_PER_LIST * nlist * 4)
+    train_rows = min(n, TRAIN_PER_LIST * nlist)
     sample = matrix.matrix[np.sort(rng.choice(n, train_rows, replace=False))]
     quantizer = faiss.IndexFlatIP(dims)
     index = faiss.IndexIVFScalarQuantizer(
