@@ -60,12 +60,50 @@ def check_index(kb: Knowledge, base: Base) -> dict[str, Any]:
     if base.status == "failed":
         return _component("index", UNAVAILABLE, f"base is failed ({base.error}); restore it", base)
     try:
-        version = kb.rt.store(base).changes_version()
+        store = kb.rt.store(base)
+        version = store.changes_version()
+        lane = vector_lane(store)
     except Exception as exc:
         return _component("index", UNAVAILABLE, _reason(exc), base)
+    extra = {"vector_lane": lane} if lane else {}
     return _component(
-        "index", READY, f"{base.index_backend} index mounted", base, changes_version=version
+        "index",
+        READY,
+        f"{base.index_backend} index mounted",
+        base,
+        changes_version=version,
+        **extra,
     )
+
+
+def vector_lane(store: Any) -> dict[str, Any] | None:
+    """The vector lane a search of this store uses and its memory, where the backend says
+    (the sqlite backend: ``exact`` or ``quantized-…``, pipeline/store/vector_quantized.py)."""
+    info = getattr(store, "vector_lane_info", None)
+    return info() if info is not None else None
+
+
+def base_vector_lane(kb: Knowledge, base: Base) -> dict[str, Any] | None:
+    """:func:`vector_lane` of a base (``kb status BASE``); None for a BM25-only base."""
+    if not base.dimensions or base.status == "failed":
+        return None
+    try:
+        return vector_lane(kb.rt.store(base))
+    except KnowbaseError as exc:
+        return {"lane": "unavailable", "reason": _reason(exc)}
+
+
+def lane_line(lane: dict[str, Any]) -> str:
+    """One line for people: ``vector lane: exact, 12000 rows, 17.6 MB (estimated)``."""
+    if "rows" not in lane:
+        return f"vector lane: {lane['lane']}" + (f" ({lane['reason']})" if "reason" in lane else "")
+    mb = lane.get("matrix_bytes", 0) / 1e6
+    memory = f"{mb:.1f} MB matrix"
+    if "index_bytes" in lane:
+        memory += f" + {lane['index_bytes'] / 1e6:.1f} MB index"
+    note = "" if lane.get("loaded") else " (estimated, not loaded in this process)"
+    reason = f" — {lane['reason']}" if "reason" in lane else ""
+    return f"vector lane: {lane['lane']}, {lane['rows']} rows, {memory}{note}{reason}"
 
 
 def _has(module: str) -> bool:
@@ -221,4 +259,12 @@ def readiness(kb: Knowledge) -> dict[str, Any]:
     return {"status": overall(components), "components": components}
 
 
-__all__ = ["DEGRADED", "READY", "UNAVAILABLE", "readiness"]
+__all__ = [
+    "DEGRADED",
+    "READY",
+    "UNAVAILABLE",
+    "base_vector_lane",
+    "lane_line",
+    "readiness",
+    "vector_lane",
+]

@@ -59,6 +59,7 @@ class Runtime:
             self.storage(base.id).index_path,
             self.catalog.engine,
             getattr(self.settings, "qdrant_url", None),  # a setting the lead may add
+            self.settings.quantized_lane_min_rows,
         )
 
     def store(self, base: Base, *, create: bool = False) -> IndexStore:

@@ -46,6 +46,9 @@ class Settings:
     allowed_hosts: tuple[str, ...] = ()
     # The deterministic ``hash:`` provider is for tests only: off, it is an unknown profile.
     test_providers: bool = False
+    # A base with at least this many vectors searches a faiss index re-scored in float32
+    # (pipeline/store/vector_quantized.py; needs the ``big`` extra); 0 keeps every base exact.
+    quantized_lane_min_rows: int = 100_000
 
     @property
     def catalog_url(self) -> str:
@@ -122,4 +125,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         job_retention_days=pick("job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float),
         allowed_hosts=pick("allowed_hosts", "KNOWBASE_ALLOWED_HOSTS", (), names),
         test_providers=pick("test_providers", "KNOWBASE_TEST_PROVIDERS", False, truthy),
+        quantized_lane_min_rows=pick(
+            "quantized_lane_min_rows", "KNOWBASE_QUANTIZED_LANE_MIN_ROWS", 100_000, int
+        ),
     )

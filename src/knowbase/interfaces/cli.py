@@ -449,6 +449,9 @@ def status(
         queued = kb.count_jobs(base=b.id, statuses=["pending", "running"])
         workers = kb.list_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
+        from knowbase.readiness import base_vector_lane, lane_line
+
+        lane = base_vector_lane(kb, b)
     data = {
         "base": b,
         "counts": counts,
@@ -457,6 +460,7 @@ def status(
         "live_workers": len(workers),
         "workers": workers,
         "skipped": skipped,
+        "vector_lane": lane,
     }
 
     def render() -> None:
@@ -464,6 +468,8 @@ def status(
             f"[bold]{b.name}[/] ({b.status}) — "
             + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "empty")
         )
+        if lane and lane.get("lane") != "none":
+            console.print(lane_line(lane))
         if queued:
             note = "" if workers else " — queued, no worker running (run: kb worker)"
             console.print(f"{queued} active jobs{note}")

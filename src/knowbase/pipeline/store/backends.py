@@ -32,6 +32,7 @@ class StoreTarget:
     index_path: Path
     engine: Any = None  # the catalog's sqlalchemy Engine
     qdrant_location: str | None = None  # a URL, or None: local mode next to the index file
+    quantized_min_rows: int | None = None  # the big-base lane's threshold; None: the default
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,12 @@ class Backend:
 def _open_sqlite(target: StoreTarget, create: bool) -> IndexStore:
     from knowbase.pipeline.store.sqlite import SqliteIndexStore
 
-    return SqliteIndexStore.open(
+    store = SqliteIndexStore.open(
         target.index_path, base_id=target.base_id, dims=target.dims, create=create
     )
+    if target.quantized_min_rows is not None:
+        store.quantized_min_rows = target.quantized_min_rows
+    return store
 
 
 def _open_postgres(target: StoreTarget, create: bool) -> IndexStore:

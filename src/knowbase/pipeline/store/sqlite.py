@@ -42,6 +42,8 @@ from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
 from knowbase.pipeline.store.sqlite_schema import connect, prepare, utc_now, write_tx
 from knowbase.pipeline.store.vector_matrix import CACHE, VectorMatrix
+from knowbase.pipeline.store.vector_quantized import DEFAULT_MIN_ROWS, BigLane, Lane
+from knowbase.pipeline.store.vector_quantized import describe as describe_lane
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,9 @@ def _marks(n: int) -> str:
 
 class SqliteIndexStore:
     """The IndexStore protocol on one SQLite file. Open with :meth:`open`."""
+
+    quantized_min_rows: int = DEFAULT_MIN_ROWS  # the big-base lane's threshold (live rows)
+    _big: BigLane | None = None  # the big-base lane's state, once asked for
 
     def __init__(
         self, path: Path, conn: apsw.Connection, *, base_id: str, dims: int | None, key: str
@@ -527,12 +532,35 @@ class SqliteIndexStore:
         return q
 
     def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
-        """Exact cosine top-``limit`` from the in-memory matrix (score = cosine similarity)."""
+        """Cosine top-``limit`` from :meth:`vector_lane` (score = cosine similarity)."""
         if self.dims is None or limit <= 0:
             return []
         q = self._query_vector(vector)
-        pairs = self.vector_matrix().top_k(q, limit)
+        pairs = self.vector_lane().top_k(q, limit)
         return self._hits_for(pairs)
+
+    def vector_lane(self) -> Lane:
+        """The lane at the current version: the exact matrix, or above ``quantized_min_rows``
+        live rows its faiss index (:mod:`.vector_quantized`), patched as the matrix is."""
+        matrix = self.vector_matrix()
+        big = self._big
+        if big is None:
+            with CACHE.build_lock(f"{self._cache_key}|lane"):
+                big = self._big = self._big or BigLane()
+        return big.serve(matrix, min_rows=self.quantized_min_rows)
+
+    def vector_lane_info(self) -> dict[str, Any]:
+        """The lane in use and its memory (``kb status``); loads nothing."""
+        if self.dims is None:
+            return {"lane": "none"}
+        rows = int(self._one("SELECT count(*) FROM search_unit"))
+        return describe_lane(
+            self._big,
+            CACHE.get(self._cache_key),
+            rows=rows,
+            dims=self.dims,
+            min_rows=self.quantized_min_rows,
+        )
 
     def vector_search_sql(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
         """The same lane as an exact ``vec_distance_cosine`` scan in SQL (tests, bench)."""
