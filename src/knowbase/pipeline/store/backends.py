@@ -32,6 +32,7 @@ class StoreTarget:
     index_path: Path
     engine: Any = None  # the catalog's sqlalchemy Engine
     qdrant_location: str | None = None  # a URL, or None: local mode next to the index file
+    model_id: str | None = None  # whose vectors the store serves (vectors are keyed by model)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,11 @@ def _open_sqlite(target: StoreTarget, create: bool) -> IndexStore:
     from knowbase.pipeline.store.sqlite import SqliteIndexStore
 
     return SqliteIndexStore.open(
-        target.index_path, base_id=target.base_id, dims=target.dims, create=create
+        target.index_path,
+        base_id=target.base_id,
+        dims=target.dims,
+        create=create,
+        model_id=target.model_id,
     )
 
 
