@@ -227,7 +227,7 @@ def base_enable_embedding(
 def base_set_embedding(
     base: str,
     model: str,
-    no_wait: Annotated[bool, typer.Option("--no-wait", help="Start the switch and return.")] = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Start it and return.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -245,7 +245,7 @@ def base_set_embedding(
         if status.get("status") in ("completed", "swapped"):
             console.print(f"{b.name} now uses {b.embedding_model_id} ({b.dimensions} dims)")
         elif status.get("status") in ("pending", "running"):
-            console.print(f"switching {b.name} to {model} in the background: job {status['job_id']}")
+            console.print(f"switching {b.name} to {model} in the background: {status['job_id']}")
         else:
             why = status.get("error_message") or status.get("status")
             console.print(f"switch of {b.name} to {model} ended {status['status']}: {why}")
