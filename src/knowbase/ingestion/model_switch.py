@@ -14,8 +14,9 @@ A switch never re-reads a source or re-parses a file: it works from what the ind
    their bodies missing from the shadow set and embeds them too. When nothing is missing, it
    takes the base lock (no index write can land then), checks once more and :func:`swap`\\ s:
    re-chunked units (one index transaction), then the base's model, dims and chunking (one
-   catalog transaction), then the old set is dropped. An index job that embedded with the old
-   model and writes after the swap is refused and retried (``tasks/index_documents.py``).
+   catalog transaction), then — a grace of :data:`SWAP_GRACE_S` later — the old set is
+   dropped. An index job that embedded with the old model and writes after the swap is
+   refused and retried (``tasks/index_documents.py``).
 4. A cancelled or failed switch drops its shadow set and leaves the old model serving; the
    job's status and error say why (:func:`switch_status`). A worker killed mid-switch leaves the
    job to lease recovery, which runs it again (``retry``): the shadow vectors already written
@@ -253,8 +254,9 @@ def swap(rt: Runtime, plan: SwitchPlan, rechunked: Sequence[MaterialInput]) -> B
     body has a new-model vector.
 
     Order: re-chunked units in one index transaction (covered by the new model's vectors, or
-    nothing changes), then the base row in one catalog transaction, then the old set is
-    dropped. A crash between the first two leaves the job to recovery, which swaps again.
+    nothing changes), then the base row in one catalog transaction. A crash between the two
+    leaves the job to recovery, which swaps again. The old set goes later
+    (:func:`drop_old_set`).
     """
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, plan.base_id)
@@ -270,11 +272,26 @@ def swap(rt: Runtime, plan: SwitchPlan, rechunked: Sequence[MaterialInput]) -> B
             chunk_size=plan.chunk_size,
             chunk_overlap=plan.chunk_overlap,
         )
-    new_store = rt.store(base)  # the cached store of the old model is replaced
-    if plan.from_model and plan.from_model != plan.to_model:
-        new_store.drop_vectors(plan.from_model)  # type: ignore[attr-defined]
+    rt.store(base)  # the cached store of the old model is replaced
     log.info("base %s now serves %s (%s dims)", base.id, plan.to_model, plan.dims)
     return base
+
+
+#: How long the old set outlives the swap: a search that resolved the base just before it may
+#: still ask the old model's lane; it must find that lane whole, not empty.
+SWAP_GRACE_S = 1.0
+
+
+def drop_old_set(rt: Runtime, plan: SwitchPlan) -> None:
+    """After the swap (and :data:`SWAP_GRACE_S`): drop the old model's vectors."""
+    if not plan.from_model or plan.from_model == plan.to_model:
+        return
+    with rt.lock(plan.base_id):
+        with rt.catalog.read() as conn:
+            base = base_repo.find(conn, plan.base_id)
+        if base is None or base.embedding_model_id != plan.to_model:
+            return
+        rt.store(base).drop_vectors(plan.from_model)  # type: ignore[attr-defined]
 
 
 def drop_shadow(rt: Runtime, plan: SwitchPlan) -> None:

@@ -15,9 +15,11 @@ import time
 from knowbase.catalog import bases as base_repo
 from knowbase.errors import Conflict
 from knowbase.ingestion.model_switch import (
+    SWAP_GRACE_S,
     ShadowChunks,
     SwitchPlan,
     chunk_settings_of,
+    drop_old_set,
     drop_shadow,
     missing_bodies,
     swap,
@@ -28,7 +30,7 @@ from knowbase.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-BATCH = 64  # bodies per embed-and-store round: bounds the work a cancel waits for
+BATCH = 32  # bodies per embed-and-store round: bounds what a cancel waits for, paces progress
 
 
 def switch_model(rt: Runtime, ctx: JobContext) -> None:
@@ -38,7 +40,8 @@ def switch_model(rt: Runtime, ctx: JobContext) -> None:
     if base is None:
         return
     if base.embedding_model_id == plan.to_model:
-        return  # a rerun after the swap committed (recovery): nothing left to do
+        drop_old_set(rt, plan)  # a rerun after the swap committed (recovery)
+        return
     if base.embedding_model_id != plan.from_model:
         raise Conflict(
             "the base's model changed since this switch was planned",
@@ -66,6 +69,7 @@ def switch_model(rt: Runtime, ctx: JobContext) -> None:
                     rechunked = shadow.refresh(store) if shadow is not None else []
                     swap(rt, plan, rechunked)
                     break
+        # (the loop exits only through the swap above)
         total = done + len(todo)
         hashes = list(todo)
         for i in range(0, len(hashes), BATCH):
@@ -91,6 +95,9 @@ def switch_model(rt: Runtime, ctx: JobContext) -> None:
                 eta_s=round((total - done) / rate, 1) if rate > 0 else None,
                 model=plan.to_model,
             )
+    ctx.progress("swapped", 100, done=done, total=done, model=plan.to_model)
+    time.sleep(SWAP_GRACE_S)
+    drop_old_set(rt, plan)
     ctx.progress("done", 100, done=done, total=done, model=plan.to_model)
 
 

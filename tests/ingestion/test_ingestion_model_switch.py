@@ -1,0 +1,240 @@
+"""Model switch by a shadow vector set (issue 15 item 4; ``ingestion/model_switch.py``).
+
+Two ``hash:`` models of different widths; a ``delay`` holds the switch mid-build. Runs on every
+backend of the conformance run (``KB_TEST_BACKENDS=postgres``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from knowbase.errors import Conflict, InvalidInput
+from knowbase.ingestion.inputs import AddInput
+from knowbase.pipeline.store.hashing import text_hash
+from knowbase.service import Knowledge
+
+pytestmark = pytest.mark.timeout(120)
+
+OLD = "hash:d32"
+NEW = "hash:d48?delay=0.2"  # 10 bodies per provider batch: 2 s per 100 bodies
+NOTES = 120
+
+
+def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
+        time.sleep(0.02)
+
+
+def filled(kb: Knowledge, model: str = OLD, n: int = NOTES) -> str:
+    base = kb.create_base("sw", embedding_model_id=model, file_processor_id=None)
+    inputs = [AddInput.note(f"note {i} about topic{i} and shared words") for i in range(n)]
+    kb.add(base.id, inputs, wait=True)
+    return base.id
+
+
+def all_bodies(kb: Knowledge, base_id: str) -> set[str]:
+    store = kb.rt.store(kb.get_base(base_id))
+    return {text_hash(u.text) for m in store.material_ids() for u in store.list_units(m)}
+
+
+def running_with_progress(kb: Knowledge, base_id: str) -> bool:
+    s = kb.model_switch(base_id)
+    return bool(s and s["status"] == "running" and (s["progress"] or {}).get("done", 0) > 0)
+
+
+def dense_hits(kb: Knowledge, base_id: str, query: str = "shared words") -> int:
+    response = kb.search(base_id, query)
+    assert response.mode == "hybrid"
+    lane = response.explain["dense_lane"]
+    assert lane["used"], lane
+    return int(lane["hits"])
+
+
+def test_searches_use_the_old_model_during_the_build_and_the_new_one_after(kb: Knowledge) -> None:
+    base_id = filled(kb)
+    before = all_bodies(kb, base_id)
+    status = kb.set_embedding_model(base_id, NEW)
+    assert status["status"] == "pending" and status["to_model"] == NEW
+    kb.start_workers()
+    try:
+        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        seen_dims: list[int | None] = []
+        while (kb.model_switch(base_id) or {})["status"] in ("pending", "running"):
+            base = kb.get_base(base_id)
+            seen_dims.append(base.dimensions)
+            # Never an empty (or mixed) vector lane: every unit is found by the serving model.
+            assert dense_hits(kb, base_id) > 0
+            if base.dimensions == 32:
+                store = kb.rt.store(base)
+                assert store.vector_matrix().dims == 32
+                assert len(store.vector_matrix().known) == len(before)
+            time.sleep(0.05)
+        status = kb.model_switch(base_id)
+        assert status is not None and status["status"] == "completed", status
+        assert 32 in seen_dims  # searched while the old model served
+        progress = status["progress"]
+        assert progress["done"] == progress["total"] == len(before)
+    finally:
+        kb.stop_workers()
+    base = kb.get_base(base_id)
+    assert (base.embedding_model_id, base.dimensions) == (NEW, 48)
+    assert dense_hits(kb, base_id) > 0
+    store = kb.rt.store(base)
+    assert store.vector_matrix().dims == 48
+    assert set(store.vectors_for(before, NEW)) == before  # every body, the new model's
+    assert store.vectors_for(before, OLD) == {}  # the old set was dropped after the swap
+    assert all_bodies(kb, base_id) == before  # same chunks: no re-chunk, no re-read
+
+
+def test_progress_carries_a_measured_rate_and_an_estimate(kb: Knowledge) -> None:
+    base_id = filled(kb)
+    kb.set_embedding_model(base_id, NEW)
+    kb.start_workers()
+    try:
+        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        progress = kb.model_switch(base_id)["progress"]  # type: ignore[index]
+        assert progress["total"] == NOTES and 0 < progress["done"] <= NOTES
+        assert progress["rate_per_s"] > 0 and progress["eta_s"] is not None
+        assert progress["model"] == NEW
+        kb.run_until_idle(timeout_s=60)
+    finally:
+        kb.stop_workers()
+
+
+def test_a_cancelled_switch_leaves_the_old_model_serving_and_says_why(kb: Knowledge) -> None:
+    base_id = filled(kb)
+    status = kb.set_embedding_model(base_id, NEW)
+    kb.start_workers()
+    try:
+        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        kb.rt.jobs.request_cancel([status["job_id"]])
+        poll(lambda: kb.model_switch(base_id)["status"] == "cancelled", 30, "the cancel")  # type: ignore[index]
+    finally:
+        kb.stop_workers()
+    base = kb.get_base(base_id)
+    assert (base.embedding_model_id, base.dimensions) == (OLD, 32)
+    assert dense_hits(kb, base_id) > 0
+    store = kb.rt.store(base)
+    bodies = all_bodies(kb, base_id)
+    assert set(store.vectors_for(bodies, OLD)) == bodies
+    assert store.vectors_for(bodies, NEW) == {}  # the shadow set was dropped
+    ended = kb.model_switch(base_id)
+    assert ended is not None and ended["status"] == "cancelled" and ended["error_code"]
+
+
+def test_no_reader_runs_during_a_switch(
+    kb: Knowledge, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import knowbase.tasks.index_documents as index_documents
+
+    base = kb.create_base("files", embedding_model_id=OLD, file_processor_id=None)
+    for i in range(5):
+        (src / f"f{i}.md").write_text(f"# File {i}\n\nbody of file {i} with words", "utf-8")
+    kb.add(base.id, [AddInput.directory(src)], wait=True)
+    calls: list[str] = []
+    real = index_documents.read_item
+
+    def counting(rt, b, item):  # type: ignore[no-untyped-def]
+        calls.append(item.id)
+        return real(rt, b, item)
+
+    monkeypatch.setattr(index_documents, "read_item", counting)
+    kb.add(base.id, [AddInput.note("a note read once")], wait=True)
+    assert len(calls) == 1  # the counter sees reads
+    calls.clear()
+    kb.set_embedding_model(base.id, "hash:d48?window=8")  # smaller window: re-chunk too
+    kb.run_until_idle(timeout_s=60)
+    assert calls == []
+    assert kb.get_base(base.id).embedding_model_id == "hash:d48?window=8"
+
+
+def test_a_smaller_window_rechunks_from_the_stored_content(kb: Knowledge) -> None:
+    long_text = " ".join(f"word{i}" for i in range(60))
+    base = kb.create_base("rc", embedding_model_id=OLD, file_processor_id=None)
+    item = kb.add_note(base.id, long_text)
+    assert len(kb.list_item_chunks(base.id, item.id)) == 1
+    kb.set_embedding_model(base.id, "hash:d48?window=12")
+    kb.run_until_idle(timeout_s=60)
+    after = kb.get_base(base.id)
+    assert (after.dimensions, after.chunk_size) == (48, 12)
+    units = kb.list_item_chunks(base.id, item.id)
+    assert len(units) > 1
+    assert all(long_text[u.char_start : u.char_end] == u.text for u in units)
+    store = kb.rt.store(after)
+    bodies = {text_hash(u.text) for u in units}
+    assert set(store.vectors_for(bodies, "hash:d48?window=12")) == bodies
+    assert kb.search(base.id, "word30").results[0].item_id == item.id
+
+
+def test_items_added_during_a_switch_end_with_the_new_models_vectors(kb: Knowledge) -> None:
+    base_id = filled(kb)
+    kb.set_embedding_model(base_id, NEW)
+    kb.start_workers()
+    try:
+        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        added = kb.add(base_id, [AddInput.note(f"late arrival {i} zebra") for i in range(5)])
+        late = {i.id for i in added.items}
+
+        def late_done() -> bool:
+            return {kb.get_item(base_id, i).status for i in late} == {"completed"}
+
+        poll(late_done, 30, "the late items indexed")
+        # ... by the old model, while the switch was still building: the case to cover.
+        assert kb.model_switch(base_id)["status"] == "running"  # type: ignore[index]
+        kb.run_until_idle(timeout_s=60)
+    finally:
+        kb.stop_workers()
+    base = kb.get_base(base_id)
+    assert base.embedding_model_id == NEW
+    assert {i.status for i in kb.list_items(base_id)} == {"completed"}
+    bodies = all_bodies(kb, base_id)
+    store = kb.rt.store(base)
+    assert set(store.vectors_for(bodies, NEW)) == bodies  # the late ones too
+    assert store.bodies_without_vectors(NEW) == {}
+    found = {r.item_id for r in kb.search(base_id, "late arrival zebra").results}
+    assert late <= found
+
+
+def test_a_same_width_switch_keeps_the_sets_apart(kb: Knowledge) -> None:
+    base_id = filled(kb, n=5)
+    kb.set_embedding_model(base_id, "hash:d32?window=500")  # same dims, another model id
+    kb.run_until_idle(timeout_s=60)
+    base = kb.get_base(base_id)
+    assert (base.embedding_model_id, base.dimensions) == ("hash:d32?window=500", 32)
+    bodies = all_bodies(kb, base_id)
+    store = kb.rt.store(base)
+    assert set(store.vectors_for(bodies, "hash:d32?window=500")) == bodies
+    assert store.vectors_for(bodies, OLD) == {}
+
+
+def test_refusals(kb: Knowledge) -> None:
+    base_id = filled(kb, n=3)
+    with pytest.raises(InvalidInput, match="already uses"):
+        kb.set_embedding_model(base_id, OLD)
+    kb.set_embedding_model(base_id, NEW)
+    with pytest.raises(Conflict, match="already switching"):
+        kb.set_embedding_model(base_id, "hash:d16")
+    kb.run_until_idle(timeout_s=60)
+    assert kb.get_base(base_id).embedding_model_id == NEW
+
+
+def test_an_empty_base_swaps_at_once(kb: Knowledge) -> None:
+    base = kb.create_base("empty", embedding_model_id=OLD, file_processor_id=None)
+    assert kb.set_embedding_model(base.id, "hash:d48")["status"] == "swapped"
+    assert kb.get_base(base.id).dimensions == 48
+    assert kb.list_jobs(base=base.id) == []
+
+
+def test_a_bm25_base_uses_the_same_path(kb: Knowledge, bm25_base) -> None:  # type: ignore[no-untyped-def]
+    kb.add(bm25_base.id, [AddInput.note(f"plain note {i}") for i in range(4)], wait=True)
+    status = kb.set_embedding_model(bm25_base.id, "hash:d48")
+    assert status["from_model"] is None
+    kb.run_until_idle(timeout_s=60)
+    assert kb.get_base(bm25_base.id).dimensions == 48
+    assert dense_hits(kb, bm25_base.id, "plain note") == 4
