@@ -70,6 +70,7 @@ def _open_postgres(target: StoreTarget, create: bool) -> IndexStore:
         dims=target.dims,
         create=create,
         visibility_join=True,
+        model_id=target.model_id,
     )
 
 
