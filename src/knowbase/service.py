@@ -353,12 +353,15 @@ class Knowledge:
                 visible=self._visible.for_base(b.id),
             )
 
-    def eval_context(self, base: str, qrels: Mapping[str, Mapping[str, int]]) -> EvalContext:
-        """What ``kb eval`` needs to run each lane of ``base`` (``query/eval.py``)."""
+    def eval_context(
+        self, base: str, qrels: Mapping[str, Mapping[str, int]], *, model: str | None = None
+    ) -> EvalContext:
+        """What ``kb eval`` needs to run each lane of ``base`` (``query/eval.py``); ``model``
+        "shadow" scores a model switch's shadow vectors. The caller calls ``ctx.close()``."""
         from knowbase.query.eval import context_for
 
         b = self.get_base(base)
-        return context_for(self.rt, self._visible.for_base(b.id), b, qrels)
+        return context_for(self.rt, self._visible.for_base(b.id), b, qrels, model=model)
 
     def search_many(
         self,
