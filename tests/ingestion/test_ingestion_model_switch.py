@@ -286,3 +286,15 @@ def test_an_index_of_the_old_layout_is_upgraded_in_place(kb_settings) -> None:  
         again.set_embedding_model(base_id, "hash:d48")  # and the upgraded index can switch
         again.run_until_idle(timeout_s=60)
         assert dense_hits(again, base_id) == 6
+
+
+def test_a_qdrant_base_is_refused_with_a_reason(kb: Knowledge) -> None:
+    base = kb.create_base("q", embedding_model_id=OLD, index_backend="qdrant")
+    kb.add_note(base.id, "some text")
+    with pytest.raises(InvalidInput, match="qdrant backend is not supported"):
+        kb.set_embedding_model(base.id, NEW)
+    assert kb.get_base(base.id).embedding_model_id == OLD
+    kb.close()
+    from knowbase.pipeline.store.backends import close_qdrant_clients
+
+    close_qdrant_clients()  # local mode: release it before the interpreter exits

@@ -101,7 +101,9 @@ def _open_qdrant(target: StoreTarget, create: bool) -> IndexStore:
         if client is None:
             client = _QDRANT_CLIENTS[location] = connect(location)
     try:
-        return QdrantIndexStore.open(client, inner, base_id=target.base_id, dims=target.dims)
+        return QdrantIndexStore.open(
+            client, inner, base_id=target.base_id, dims=target.dims, model_id=target.model_id
+        )
     except BaseException:
         inner.close()
         raise
