@@ -298,3 +298,39 @@ def test_a_qdrant_base_is_refused_with_a_reason(kb: Knowledge) -> None:
     from knowbase.pipeline.store.backends import close_qdrant_clients
 
     close_qdrant_clients()  # local mode: release it before the interpreter exits
+
+
+def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
+    kb: Knowledge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the fence in ``index_documents`` closes: the swap lands between an index job's
+    embedding (old model) and its write. Held open deterministically by pausing that embed."""
+    import knowbase.pipeline.indexing.embed as embed
+
+    base_id = filled(kb, n=3)
+    kb.set_embedding_model(base_id, "hash:d48")
+    late = kb.add(base_id, [AddInput.note("late arrival with a slow embedding")]).items[0]
+    real = embed.embed_missing
+    held: list[int] = []
+
+    def pausing(bodies, **kw):  # type: ignore[no-untyped-def]
+        out = real(bodies, **kw)
+        if any("late arrival" in b for b in bodies) and kw["dims"] == 32:
+            held.append(1)  # embedded by the old model: wait until the switch swapped
+            poll(lambda: kb.get_base(base_id).dimensions == 48, 30, "the swap")
+        return out
+
+    monkeypatch.setattr(embed, "embed_missing", pausing)
+    kb.start_workers()
+    try:
+        kb.run_until_idle(timeout_s=60)
+    finally:
+        kb.stop_workers()
+    assert held == [1]
+    assert kb.get_item(base_id, late.id).status == "completed"
+    base = kb.get_base(base_id)
+    assert base.embedding_model_id == "hash:d48"
+    bodies = all_bodies(kb, base_id)
+    assert set(kb.rt.store(base).vectors_for(bodies, "hash:d48")) == bodies
+    job = next(j for j in kb.list_jobs(base=base_id) if j.payload.get("item_id") == late.id)
+    assert job.attempts == 2  # refused once (embedding_model_changed), then redone
