@@ -95,10 +95,18 @@ def switch_model(rt: Runtime, ctx: JobContext) -> None:
                 eta_s=round((total - done) / rate, 1) if rate > 0 else None,
                 model=plan.to_model,
             )
-    ctx.progress("swapped", 100, done=done, total=done, model=plan.to_model)
+    elapsed = time.monotonic() - started
+    final = {
+        "done": done,
+        "total": done,
+        "model": plan.to_model,
+        "elapsed_s": round(elapsed, 2),
+        "rate_per_s": round(done / elapsed, 2) if done and elapsed > 0 else None,
+    }
+    ctx.progress("swapped", 100, **final)
     time.sleep(SWAP_GRACE_S)
     drop_old_set(rt, plan)
-    ctx.progress("done", 100, done=done, total=done, model=plan.to_model)
+    ctx.progress("done", 100, **final)
 
 
 def make_switch_on_settled(rt: Runtime):  # type: ignore[no-untyped-def]
