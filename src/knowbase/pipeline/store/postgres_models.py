@@ -21,10 +21,6 @@ if TYPE_CHECKING:
     from knowbase.pipeline.store.postgres import PostgresIndexStore
 
 
-def _parse(text: str) -> np.ndarray:
-    return np.asarray([float(x) for x in text.strip("[]").split(",")], dtype="<f4")
-
-
 class PostgresModelSets:
     """Vector sets by model id, mixed into :class:`~.postgres.PostgresIndexStore`."""
 
@@ -37,12 +33,13 @@ class PostgresModelSets:
         with self._tx("vectors_for") as conn:
             for table in vector_tables(conn):
                 for h, v in conn.exec_driver_sql(
-                    f"SELECT embedding_text_hash, embedding::text FROM {table}"
+                    # real[]: float32 as stored, no decimal round trip
+                    f"SELECT embedding_text_hash, embedding::real[] FROM {table}"
                     " WHERE base_id = %(b)s AND model_id = %(mo)s"
                     " AND embedding_text_hash = ANY(%(h)s)",
                     {"b": self.base_id, "mo": model_id, "h": wanted},
                 ):
-                    out[h] = _parse(v)
+                    out[h] = np.asarray(v, dtype="<f4")
         return out
 
     def existing_vectors(
