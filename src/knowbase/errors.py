@@ -24,6 +24,7 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     ├── Unavailable                    503  a component cannot be reached right now
     │   ├── VectorStoreUnavailable         the base's index cannot be opened
     │   ├── ProviderUnavailable            embedding / rerank endpoint down or failing
+    │   ├── EmbeddingModelChanged          a model switch swapped while an item embedded
     │   ├── MissingExtra                   an optional dependency is not installed
     │   └── ModelChecksumMismatch          bundled model weights differ from the pinned sha256
     ├── ProviderError                  502  a provider answered something unusable
@@ -193,6 +194,13 @@ class ProviderUnavailable(Unavailable):
     """The embedding or rerank endpoint is unreachable or answered with a server error."""
 
     code = "provider_unavailable"
+
+
+class EmbeddingModelChanged(Unavailable):
+    """A model switch swapped the base's model while an index job embedded with the old one;
+    the job is retried with the model that serves now."""
+
+    code = "embedding_model_changed"
 
 
 class MissingExtra(Unavailable):

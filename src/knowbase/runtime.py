@@ -28,6 +28,12 @@ log = logging.getLogger(__name__)
 OPEN_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
+def _serves(store: IndexStore, base: Base) -> bool:
+    """Whether a cached store serves the base's current model (dims and model id)."""
+    model = getattr(store, "model_id", base.embedding_model_id or "")
+    return store.dims == base.dimensions and model == (base.embedding_model_id or "")
+
+
 def queue_of(base_id: str) -> str:
     return f"base.{base_id}"
 
@@ -60,18 +66,20 @@ class Runtime:
             self.catalog.engine,
             getattr(self.settings, "qdrant_url", None),  # a setting the lead may add
             self.settings.quantized_lane_min_rows,
+            base.embedding_model_id,
         )
 
     def store(self, base: Base, *, create: bool = False) -> IndexStore:
         """The base's index store, opened once per process through the backend registry.
 
-        A store of other dims is replaced; the old one closes when its last reader lets go
+        A store of other dims or another model (a model switch swapped it) is replaced; the
+        old one closes when its last reader lets go
         (:mod:`knowbase.pipeline.store.lease`). A transient open error is retried a few times
         (:data:`OPEN_RETRY_DELAYS`) before a failed mount fails the base.
         """
         with self._stores_lock:
             cached = self._stores.get(base.id)
-            if cached is not None and cached.dims == base.dimensions:
+            if cached is not None and _serves(cached, base):
                 return cached
         backend = backends.get(base.index_backend)
         delays = iter(OPEN_RETRY_DELAYS)
@@ -89,7 +97,7 @@ class Runtime:
                 time.sleep(delay)
         with self._stores_lock:
             cached = self._stores.get(base.id)
-            if cached is not None and cached.dims == base.dimensions:
+            if cached is not None and _serves(cached, base):
                 store.close()  # another thread opened it meanwhile: keep one
                 return cached
             self._stores[base.id] = store

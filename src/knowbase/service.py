@@ -185,7 +185,7 @@ class Knowledge:
         )
 
     def enable_embedding_model(self, name_or_id: str, model_id: str) -> Base:
-        """BM25-only → hybrid: set the model (dims probed) and reindex everything from raw/."""
+        """BM25-only → hybrid: a model switch from no model (``ingestion/model_switch.py``)."""
         return bases.enable_embedding_model(self.rt, self.get_base(name_or_id), model_id)
 
     # --- portable archives (ingestion/portable.py, ingestion/copy_home.py) ---------------------
@@ -213,6 +213,24 @@ class Knowledge:
             return copy_home(self.rt, target.rt)
         finally:
             target.close()
+
+    def set_embedding_model(self, name_or_id: str, model_id: str) -> dict[str, Any]:
+        """Switch the base to ``model_id`` by a shadow vector set built from the stored chunks
+        (no source re-read); the old model serves until the swap. Returns
+        :meth:`model_switch` (None-free: an empty base swaps at once, ``status`` "swapped")."""
+        from knowbase.ingestion.model_switch import start_switch, switch_status
+
+        base = self.get_base(name_or_id)
+        job = start_switch(self.rt, base, model_id)
+        if job is None:
+            return {"job_id": None, "status": "swapped", "to_model": model_id}
+        return switch_status(self.rt, base.id) or {"job_id": job.id, "status": job.status}
+
+    def model_switch(self, name_or_id: str) -> dict[str, Any] | None:
+        """The base's latest model switch: status, progress and estimate, or why it ended."""
+        from knowbase.ingestion.model_switch import switch_status
+
+        return switch_status(self.rt, self.get_base(name_or_id).id)
 
     # --- items ---------------------------------------------------------------------------------
     def add(
@@ -365,12 +383,15 @@ class Knowledge:
                 visible=self._visible.for_base(b.id),
             )
 
-    def eval_context(self, base: str, qrels: Mapping[str, Mapping[str, int]]) -> EvalContext:
-        """What ``kb eval`` needs to run each lane of ``base`` (``query/eval.py``)."""
+    def eval_context(
+        self, base: str, qrels: Mapping[str, Mapping[str, int]], *, model: str | None = None
+    ) -> EvalContext:
+        """What ``kb eval`` needs to run each lane of ``base`` (``query/eval.py``); ``model``
+        "shadow" scores a model switch's shadow vectors. The caller calls ``ctx.close()``."""
         from knowbase.query.eval import context_for
 
         b = self.get_base(base)
-        return context_for(self.rt, self._visible.for_base(b.id), b, qrels)
+        return context_for(self.rt, self._visible.for_base(b.id), b, qrels, model=model)
 
     def search_many(
         self,

@@ -205,8 +205,11 @@ def test_enable_embedding_turns_bm25_into_hybrid(kb: Knowledge, bm25_base: Base,
     kb.add(bm25_base.id, [AddInput.directory(src / "docs"), AddInput.note("hedgehogs")], wait=True)
     assert kb.search(bm25_base.id, "porcupines").mode == "bm25"
     base = kb.enable_embedding_model(bm25_base.id, "hash:d64")
-    assert (base.embedding_model_id, base.dimensions) == ("hash:d64", 64)
+    # A model switch from no model: BM25 serves until the stored chunks are embedded.
+    assert (base.embedding_model_id, base.dimensions) == (None, None)
     kb.run_until_idle(timeout_s=30)
+    base = kb.get_base(base.id)
+    assert (base.embedding_model_id, base.dimensions) == ("hash:d64", 64)
     assert {i.status for i in kb.list_items(base.id)} == {"completed"}
     response = kb.search(base.id, "porcupines")
     assert response.mode == "hybrid"

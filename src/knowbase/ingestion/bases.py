@@ -11,11 +11,8 @@ import logging
 from typing import Any
 
 from knowbase.catalog import bases as base_repo
-from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput
-from knowbase.ingestion.guards import assert_base_runnable, assert_subtrees_terminal
-from knowbase.ingestion.reindex import reindex_items
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.providers.registry import check_base_models
 from knowbase.runtime import Runtime, queue_of
@@ -130,34 +127,19 @@ def remove_base(rt: Runtime, base_id: str) -> None:
 
 
 def enable_embedding_model(rt: Runtime, base: Base, model_id: str) -> Base:
-    """BM25-only → hybrid: set the model (dims probed) and reindex everything from raw/.
+    """BM25-only → hybrid: the model switch's special case (:mod:`.model_switch`).
 
-    Refused when the base already has a model, is failed, or any item is still in flight;
-    chunking follows the new model's window.
+    The new model's vectors are built from the stored chunks (no source re-read); the base
+    serves the model once they are complete. An empty base gets it at once. Refused when the
+    base already has a model (use :func:`~.model_switch.start_switch`), is failed, or any item
+    is still in flight. Returns the base as it is now.
     """
+    from knowbase.ingestion.model_switch import start_switch
+
     if base.embedding_model_id:
         raise InvalidInput(
             f"base {base.name!r} already uses {base.embedding_model_id}", base_id=base.id
         )
-    check_base_models(rt.settings, embedding_model_id=model_id)
+    start_switch(rt, base, model_id)
     with rt.catalog.read() as conn:
-        roots = item_repo.list_items(conn, base.id, roots_only=True)
-        if roots:
-            assert_base_runnable(base, "enabling embeddings")
-            assert_subtrees_terminal(conn, roots)
-    dims, window = probe_model(rt.settings, model_id, None)
-    size, overlap = chunk_settings_for_window(window)
-    with rt.lock(base.id), rt.catalog.write_tx() as conn:
-        base = base_repo.update(
-            conn,
-            base.id,
-            embedding_model_id=model_id,
-            dimensions=dims,
-            chunk_size=size,
-            chunk_overlap=overlap,
-        )
-    rt.close_store(base.id)
-    rt.store(base)
-    if roots:
-        reindex_items(rt, base.id, [r.id for r in roots], reacquire=False)
-    return base
+        return base_repo.get(conn, base.id)

@@ -213,13 +213,47 @@ def base_enable_embedding(
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Turn a BM25-only base into a hybrid one and reindex everything."""
+    """Turn a BM25-only base into a hybrid one, embedding the stored chunks (no re-read)."""
     with open_kb(home) as kb:
         b = kb.enable_embedding_model(base, model)
-        jobs = [j.id for j in kb.list_jobs(base=b.id, statuses=["pending", "running"])]
-        if not no_wait and jobs:
-            follow(kb, b.id, jobs, quiet=as_json)
+        switch = kb.model_switch(b.id)
+        if not no_wait and switch and switch["status"] in ("pending", "running"):
+            follow(kb, b.id, [switch["job_id"]], quiet=as_json)
+        b = kb.get_base(b.id)
     emit(b, as_json, lambda: console.print(f"{b.name} now uses {b.embedding_model_id}"))
+
+
+@base_app.command("set-embedding")
+def base_set_embedding(
+    base: str,
+    model: str,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Start it and return.")] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Switch the base's embedding model: the new vectors are built beside the old ones from the
+    stored chunks (no source re-read); searches use the old model until the swap."""
+    with open_kb(home) as kb:
+        status = kb.set_embedding_model(base, model)
+        if not no_wait and status.get("status") in ("pending", "running"):
+            follow(kb, kb.get_base(base).id, [status["job_id"]], quiet=as_json)
+            status = kb.model_switch(base) or status
+        b = kb.get_base(base)
+    out = {"base": b, "switch": status}
+
+    def render() -> None:
+        if status.get("status") in ("completed", "swapped"):
+            console.print(f"{b.name} now uses {b.embedding_model_id} ({b.dimensions} dims)")
+        elif status.get("status") in ("pending", "running"):
+            console.print(f"switching {b.name} to {model} in the background: {status['job_id']}")
+        else:
+            why = status.get("error_message") or status.get("status")
+            console.print(f"switch of {b.name} to {model} ended {status['status']}: {why}")
+            console.print(f"{b.name} still uses {b.embedding_model_id}")
+
+    emit(out, as_json, render)
+    if status.get("status") in ("failed", "cancelled"):
+        raise typer.Exit(1)
 
 
 @base_app.command("set")

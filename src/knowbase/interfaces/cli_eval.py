@@ -39,6 +39,10 @@ def eval_command(
     lane: Annotated[
         str | None, typer.Option(help="Lane of --run-out (default: the one the base serves).")
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="'shadow': score the new model of a switch in progress."),
+    ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -51,26 +55,33 @@ def eval_command(
     judged = read_qrels(qrels)
     asked = read_queries(queries)
     with cli.open_kb(home) as kb:
-        ctx = kb.eval_context(base, judged)
-        lanes = ev.lanes_of(ctx)
-        if lane is not None and lane not in lanes:
-            raise InvalidInput(f"lane must be one of {lanes}", lane=lane)
-        reports = ev.evaluate(ctx, asked, judged, lanes)
-        grid = ev.sweep(ctx, asked, judged) if sweep and "hybrid" in lanes else []
+        ctx = kb.eval_context(base, judged, model=model)
+        try:
+            lanes = ev.lanes_of(ctx)
+            if lane is not None and lane not in lanes:
+                raise InvalidInput(f"lane must be one of {lanes}", lane=lane)
+            reports = ev.evaluate(ctx, asked, judged, lanes)
+            grid = ev.sweep(ctx, asked, judged) if sweep and "hybrid" in lanes else []
+        finally:
+            ctx.close()
     if run_out is not None:
         chosen = next(r for r in reports if r.lane == (lane or lanes[-1]))
         write_run(run_out, chosen.run, f"knowbase-{chosen.lane}")
     n = len(reports[0].per_query) if reports else 0
-    data = {"base": base, "queries": n, "lanes": reports, "sweep": grid}
-    cli.emit(data, as_json, lambda: _render(cli.console, reports, grid, n))
+    data = {"base": base, "queries": n, "lanes": reports, "sweep": grid, "model": ctx.model}
+    title = f"{n} judged queries"
+    if ctx.model:
+        m = ctx.model
+        title += f", shadow vectors of {m['model']} ({m['covered']}/{m['bodies']} bodies)"
+    cli.emit(data, as_json, lambda: _render(cli.console, reports, grid, title))
 
 
-def _render(console: Any, reports: list[Any], grid: list[Any], n: int) -> None:
+def _render(console: Any, reports: list[Any], grid: list[Any], title: str) -> None:
     from rich.table import Table
 
     from knowbase.query.eval_metrics import METRICS
 
-    table = Table("lane", "settings", *METRICS, title=f"{n} judged queries")
+    table = Table("lane", "settings", *METRICS, title=title)
     for r in reports:
         table.add_row(r.lane, r.settings, *(f"{r.metrics[m]:.4f}" for m in METRICS))
     console.print(table)

@@ -79,5 +79,25 @@ def restore_base(base: str, body: RestoreRequest, kb: Any = Depends(get_kb)) -> 
 def enable_embedding(
     base: str, body: EnableEmbeddingRequest, kb: Any = Depends(get_kb)
 ) -> dict[str, Any]:
-    """BM25-only → hybrid: set the model and reindex every item from raw/ (in the background)."""
+    """BM25-only → hybrid: the stored chunks are embedded in the background (no re-read)."""
     return kb.enable_embedding_model(base, body.embedding_model_id).to_dict()
+
+
+@router.post("/bases/{base}/embedding-model", status_code=202, responses=BODY_ERRORS)
+def set_embedding_model(
+    base: str, body: EnableEmbeddingRequest, kb: Any = Depends(get_kb)
+) -> dict[str, Any]:
+    """Switch the base's model by a shadow vector set; the old model serves until the swap.
+    The answer is the switch's status (``GET /bases/{base}/model-switch`` follows it)."""
+    return dict(kb.set_embedding_model(base, body.embedding_model_id))
+
+
+@router.get("/bases/{base}/model-switch")
+def model_switch(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+    """The base's latest model switch (status, progress, estimate, error), or 404 if none."""
+    from knowbase.errors import NotFound
+
+    status = kb.model_switch(base)
+    if status is None:
+        raise NotFound(f"base {base!r} has no model switch", base=base)
+    return dict(status)

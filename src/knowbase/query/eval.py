@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from knowbase.errors import KnowbaseError
+from knowbase.errors import InvalidInput, KnowbaseError
 from knowbase.query.eval_beir import doc_id_of
 from knowbase.query.eval_metrics import evaluate_run
 from knowbase.query.fusion import FusionSettings
@@ -83,6 +83,8 @@ class EvalContext:
     fusion: FusionSettings
     visible: Callable[[set[str]], Mapping[str, Any]]
     judged: set[str] = field(default_factory=set)
+    model: dict[str, Any] | None = None  # what the vector lane serves (``--model shadow``)
+    close: Callable[[], None] = lambda: None  # releases a store opened for the context
 
 
 def context_for(
@@ -90,9 +92,21 @@ def context_for(
     visible: Callable[[set[str]], Mapping[str, Any]],
     b: Any,
     qrels: Mapping[str, Mapping[str, int]],
+    *,
+    model: str | None = None,
 ) -> EvalContext:
-    """The lanes' inputs for base ``b`` from a runtime (``Knowledge.eval_context`` calls it)."""
+    """The lanes' inputs for base ``b`` from a runtime (``Knowledge.eval_context`` calls it).
+    ``model="shadow"`` scores the vectors of a model switch in progress
+    (:mod:`.eval_shadow`); None, the model the base serves."""
     from knowbase.ingestion.guards import assert_base_runnable
+
+    if model == "shadow":
+        from knowbase.query.eval_shadow import shadow_context
+
+        assert_base_runnable(b, "searching")
+        return shadow_context(rt, visible, b, qrels)
+    if model is not None:
+        raise InvalidInput("--model takes 'shadow' (or nothing: the serving model)", model=model)
 
     assert_base_runnable(b, "searching")
     embedder = rt.embedder(b)

@@ -15,6 +15,7 @@ def register_all(rt: Runtime) -> None:
     from knowbase.tasks.prepare_root import prepare_root
     from knowbase.tasks.process_file import process_file
     from knowbase.tasks.reindex_subtree import make_reindex_on_settled, reindex_subtree
+    from knowbase.tasks.switch_model import make_switch_on_settled, switch_model
     from knowbase.tasks.sync_apply import sync_apply
 
     item_settled = make_item_on_settled(rt)
@@ -26,3 +27,6 @@ def register_all(rt: Runtime) -> None:
         kinds.REINDEX_SUBTREE, partial(reindex_subtree, rt), on_settled=make_reindex_on_settled(rt)
     )
     rt.jobs.register(kinds.SYNC_BASE, partial(sync_apply, rt))
+    rt.jobs.register(
+        kinds.SWITCH_MODEL, partial(switch_model, rt), on_settled=make_switch_on_settled(rt)
+    )

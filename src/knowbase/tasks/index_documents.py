@@ -7,9 +7,10 @@ import threading
 
 from sqlalchemy.engine import Connection
 
+from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import InvalidInput, NoTextExtracted
+from knowbase.errors import EmbeddingModelChanged, InvalidInput, NoTextExtracted
 from knowbase.jobs.context import JobContext
 from knowbase.pipeline.documents import ChunkSettings, Document
 from knowbase.pipeline.store.base import MaterialInput
@@ -132,6 +133,15 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
         current = item_repo.find(conn, item.id)
         if current is None or current.status == "deleting":
             return
+        serving = base_repo.find(conn, base.id)
+        if serving is not None and serving.embedding_model_id != base.embedding_model_id:
+            # A model switch swapped while this job embedded: its vectors are the old model's.
+            raise EmbeddingModelChanged(
+                "the base's embedding model changed while the item was embedding; retried",
+                base_id=base.id,
+                embedded_with=base.embedding_model_id,
+                serving=serving.embedding_model_id,
+            )
         store.rebuild_material(
             MaterialInput(item.id, current.concept_id or "", content, chunks, current.title),
             embeddings,

@@ -16,6 +16,9 @@ DELETE_SUBTREE = JobKind("knowledge.delete-subtree", 3, 2.0, 60.0, 600.0, "retry
 REINDEX_SUBTREE = JobKind("knowledge.reindex-subtree", 3, 2.0, 60.0, 600.0, "abandon")
 # One `kb sync`: re-fetch due pages, then add / reindex / prune in one transaction.
 SYNC_BASE = JobKind("knowledge.sync", 3, 2.0, 60.0, 1800.0, "abandon")
+# A model switch (ingestion/model_switch.py): long (a whole base's bodies through a model), and
+# resumable — a worker killed mid-build hands it to the next, which keeps the vectors written.
+SWITCH_MODEL = JobKind("knowledge.switch-model", 3, 2.0, 60.0, 86400.0, "retry")
 
 ALL_KINDS = (
     PREPARE_ROOT,
@@ -25,6 +28,7 @@ ALL_KINDS = (
     DELETE_SUBTREE,
     REINDEX_SUBTREE,
     SYNC_BASE,
+    SWITCH_MODEL,
 )
 ITEM_KINDS = {
     PREPARE_ROOT.name,

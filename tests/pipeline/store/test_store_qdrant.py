@@ -51,3 +51,38 @@ def test_local_mode_next_to_the_index_file_survives_a_reopen(tmp_path: Path) -> 
     assert (tmp_path / ".kb" / "qdrant").is_dir()
     again.close()
     backends.close_qdrant_clients()
+
+
+def test_points_are_keyed_by_model_and_old_points_are_labelled_in_place(tmp_path: Path) -> None:
+    from qdrant_client import models
+
+    from knowbase.pipeline.store.qdrant import point_id
+
+    text = "otters hold hands"
+    vec = np.array([1, 2, 3, 4], dtype=np.float32)
+    m = MaterialInput("m", "m.md", text, [Chunk(text, 0, len(text), 0)])
+    target = backends.StoreTarget("b3", 4, tmp_path / ".kb" / "index.sqlite", model_id="hash:a")
+    store = backends.get("qdrant").open(target, True)
+    store.rebuild_material(m, {text_hash(text): vec})
+    # Rewrite the point as the layout before the model key wrote it: no model_id payload.
+    client, collection = store.client, store.collection  # type: ignore[attr-defined]
+    unit = store.list_units("m")[0].unit_id
+    client.delete(
+        collection, points_selector=models.PointIdsList(points=[point_id("b3", unit, "hash:a")])
+    )
+    client.upsert(collection, points=[models.PointStruct(
+        id=point_id("b3", unit), vector=vec.tolist(),
+        payload={"base_id": "b3", "material_id": "m", "unit_id": unit,
+                 "embedding_text_hash": text_hash(text)})])  # fmt: skip
+    store.close()
+    again = backends.get("qdrant").open(target, False)
+    assert [h.material_id for h in again.vector_search(vec, 3)] == ["m"]  # labelled, kept
+    other = backends.get("qdrant").open(
+        backends.StoreTarget("b3", 4, tmp_path / ".kb" / "index.sqlite", model_id="hash:b"), False
+    )
+    assert other.vector_search(vec, 3) == []  # another model of the same width: its own set
+    again.rebuild_material(m, {text_hash(text): vec})  # the old-id point is replaced
+    points, _ = client.scroll(collection, limit=10, with_payload=True)
+    assert [(p.id, p.payload["model_id"]) for p in points] == [
+        (point_id("b3", unit, "hash:a"), "hash:a")
+    ]

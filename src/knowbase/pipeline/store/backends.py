@@ -33,6 +33,7 @@ class StoreTarget:
     engine: Any = None  # the catalog's sqlalchemy Engine
     qdrant_location: str | None = None  # a URL, or None: local mode next to the index file
     quantized_min_rows: int | None = None  # the big-base lane's threshold; None: the default
+    model_id: str | None = None  # whose vectors the store serves (vectors are keyed by model)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,11 @@ def _open_sqlite(target: StoreTarget, create: bool) -> IndexStore:
     from knowbase.pipeline.store.sqlite import SqliteIndexStore
 
     store = SqliteIndexStore.open(
-        target.index_path, base_id=target.base_id, dims=target.dims, create=create
+        target.index_path,
+        base_id=target.base_id,
+        dims=target.dims,
+        create=create,
+        model_id=target.model_id,
     )
     if target.quantized_min_rows is not None:
         store.quantized_min_rows = target.quantized_min_rows
@@ -69,6 +74,7 @@ def _open_postgres(target: StoreTarget, create: bool) -> IndexStore:
         dims=target.dims,
         create=create,
         visibility_join=True,
+        model_id=target.model_id,
     )
 
 
@@ -99,7 +105,9 @@ def _open_qdrant(target: StoreTarget, create: bool) -> IndexStore:
         if client is None:
             client = _QDRANT_CLIENTS[location] = connect(location)
     try:
-        return QdrantIndexStore.open(client, inner, base_id=target.base_id, dims=target.dims)
+        return QdrantIndexStore.open(
+            client, inner, base_id=target.base_id, dims=target.dims, model_id=target.model_id
+        )
     except BaseException:
         inner.close()
         raise

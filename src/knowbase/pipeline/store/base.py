@@ -11,7 +11,7 @@ import numpy as np
 
 from knowbase.pipeline.documents import Chunk
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: vectors keyed by model id (sqlite_schema upgrades 1 in place)
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,16 @@ class MaterialInput:
     relative_path: str  # = Concept ID
     content_text: str
     chunks: Sequence[Chunk]
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredMaterial:
+    """A material as the store holds it: what a model switch re-chunks from (no source read)."""
+
+    material_id: str
+    relative_path: str
+    content_hash: str | None
     title: str | None = None
 
 
@@ -101,3 +111,39 @@ class IndexStore(Protocol):
 
     def close(self) -> None:
         """Release the store's resources now, or when the last holder lets go."""
+
+
+class ModelVectorSets(Protocol):
+    """Vectors keyed by model id (DESIGN "Vectors are keyed by model id"): every backend's
+    store offers these beside :class:`IndexStore`. ``model_id`` is the set the store's vector
+    lane serves and ``rebuild_material`` writes; a switch fills another set beside it.
+    Writers hold the base lock."""
+
+    model_id: str
+
+    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
+        """``{embedding_text_hash: vector}`` of ``model_id`` for those hashes that have one."""
+        ...
+
+    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]: ...
+
+    def put_vectors(
+        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
+    ) -> None: ...
+
+    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
+        """``{embedding_text_hash: body}`` of stored units lacking a vector of ``model_id``."""
+        ...
+
+    def body_count(self) -> int: ...
+
+    def stored_materials(self) -> list[StoredMaterial]: ...
+
+    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
+        """Re-chunked units in one transaction, covered by ``model_id``'s stored vectors."""
+
+    def drop_vectors(self, model_id: str) -> int: ...
+
+    def for_model(self, model_id: str, dims: int) -> IndexStore:
+        """A store on the same index whose vector lane serves ``model_id``; caller closes."""
+        ...

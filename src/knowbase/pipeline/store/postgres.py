@@ -35,6 +35,7 @@ from knowbase.pipeline.store.fts_query import build_keyword_query
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
 from knowbase.pipeline.store.postgres_keyword import keyword_rows, keyword_words
+from knowbase.pipeline.store.postgres_models import PostgresModelSets
 from knowbase.pipeline.store.postgres_sql import (
     HIT,
     JOIN,
@@ -49,15 +50,22 @@ from knowbase.pipeline.store.postgres_sql import (
 log = logging.getLogger(__name__)
 
 
-class PostgresIndexStore:
+class PostgresIndexStore(PostgresModelSets):
     """The IndexStore protocol over the ``kb_*`` tables. Open with :meth:`open`."""
 
     def __init__(
-        self, engine: Engine, *, base_id: str, dims: int | None, visibility_join: bool
+        self,
+        engine: Engine,
+        *,
+        base_id: str,
+        dims: int | None,
+        visibility_join: bool,
+        model_id: str | None = None,
     ) -> None:
         self.engine = engine
         self.base_id = base_id
         self.dims = dims
+        self.model_id = model_id or ""  # whose vectors this store writes and searches
         self.was_reset = False
         self.visibility_join = visibility_join
         self.vec_table = f"kb_vec_{dims}" if dims is not None else None
@@ -81,6 +89,7 @@ class PostgresIndexStore:
         dims: int | None,
         create: bool = True,
         visibility_join: bool = False,
+        model_id: str | None = None,
     ) -> PostgresIndexStore:
         """Mount the base's index rows, creating them when ``create``.
 
@@ -89,7 +98,9 @@ class PostgresIndexStore:
         """
         if dims is not None and dims <= 0:
             raise InvalidInput("dims must be positive", dims=dims)
-        store = cls(engine, base_id=base_id, dims=dims, visibility_join=visibility_join)
+        store = cls(
+            engine, base_id=base_id, dims=dims, visibility_join=visibility_join, model_id=model_id
+        )
         try:
             with engine.begin() as conn:
                 if dims is not None:
@@ -154,6 +165,16 @@ class PostgresIndexStore:
         content_hash, units = plan_units(material, self.dims, bool(embeddings))
         needed = sorted({u.body_hash for u in units})
         vectors = check_vectors(embeddings, needed, self.dims) if self.dims is not None else {}
+        rows = self._unit_rows(material, content_hash, units)
+        with self._tx("rebuild_material") as conn:
+            self._lock_base(conn)
+            self._write_material(
+                conn, material, content_hash, rows, vectors, self.model_id, self.vec_table
+            )
+
+    def _unit_rows(
+        self, material: MaterialInput, content_hash: str, units: Sequence[Any]
+    ) -> list[dict[str, Any]]:
         b, mid = self.base_id, material.material_id
         rows = []
         for u in units:
@@ -176,73 +197,99 @@ class PostgresIndexStore:
                     "n": len(words),
                 }
             )
-        with self._tx("rebuild_material") as conn:
-            self._lock_base(conn)
-            conn.exec_driver_sql(
-                "INSERT INTO kb_content (base_id, content_hash, text) VALUES (%(b)s, %(c)s, %(t)s)"
-                " ON CONFLICT DO NOTHING",
-                {"b": b, "c": content_hash, "t": material.content_text},
-            )
-            other = conn.exec_driver_sql(
-                "SELECT material_id FROM kb_material WHERE base_id = %(b)s"
-                " AND relative_path = %(p)s AND material_id <> %(m)s",
-                {"b": b, "p": material.relative_path, "m": mid},
-            ).first()
-            if other:
-                raise Conflict(
-                    "another material already has this relative path",
-                    relative_path=material.relative_path,
-                    material_id=other[0],
-                )
-            prior = conn.exec_driver_sql(
-                "SELECT current_content_hash FROM kb_material"
-                " WHERE base_id = %(b)s AND material_id = %(m)s",
-                {"b": b, "m": mid},
-            ).first()
-            conn.exec_driver_sql(
-                "INSERT INTO kb_material (base_id, material_id, relative_path,"
-                " current_content_hash) VALUES (%(b)s, %(m)s, %(p)s, %(c)s)"
-                " ON CONFLICT (base_id, material_id) DO UPDATE SET"
-                " relative_path = excluded.relative_path,"
-                " current_content_hash = excluded.current_content_hash, updated_at = now()",
-                {"b": b, "m": mid, "p": material.relative_path, "c": content_hash},
-            )
-            old = conn.exec_driver_sql(
-                "DELETE FROM kb_unit WHERE base_id = %(b)s AND material_id = %(m)s"
-                " RETURNING embedding_text_hash, content_hash, keyword_len",
-                {"b": b, "m": mid},
-            ).all()
-            if rows:
-                conn.exec_driver_sql(
-                    "INSERT INTO kb_unit (base_id, unit_id, material_id, content_hash,"
-                    " unit_index, title, char_start, char_end, locator_json, body,"
-                    " embedding_text_hash, keyword, keyword_len) VALUES (%(b)s, %(u)s, %(m)s,"
-                    " %(c)s, %(i)s, %(t)s, %(s)s, %(e)s, %(l)s, %(body)s, %(h)s,"
-                    " to_tsvector('kb_keyword', %(kw)s), %(n)s)",
-                    rows,
-                )
-            if vectors:
-                conn.exec_driver_sql(
-                    f"INSERT INTO {self.vec_table} (base_id, embedding_text_hash, embedding)"
-                    " VALUES (%(b)s, %(h)s, %(v)s::vector) ON CONFLICT DO NOTHING",
-                    [{"b": b, "h": h, "v": vector_literal(v)} for h, v in vectors.items()],
-                )
-            if self.dims is not None:
-                self._check_coverage(conn, needed, mid)
-            hashes = {r[0] for r in old}
-            contents = {r[1] for r in old} | ({prior[0]} if prior else set())
-            self._gc(conn, hashes, contents - {content_hash})
-            self._account(
-                conn, len(rows) - len(old), sum(r["n"] for r in rows) - sum(r[2] for r in old)
-            )
+        return rows
 
-    def _check_coverage(self, conn: Connection, needed: Sequence[str], material_id: str) -> None:
+    def _write_material(
+        self,
+        conn: Connection,
+        material: MaterialInput,
+        content_hash: str,
+        rows: list[dict[str, Any]],
+        vectors: Mapping[str, np.ndarray],
+        model_id: str,
+        vec_table: str | None,
+        *,
+        gc: bool = True,
+    ) -> None:
+        """The rebuild's statements in the caller's transaction (base row locked); coverage
+        is checked against ``model_id``'s vectors in ``vec_table`` when it is set."""
+        b, mid = self.base_id, material.material_id
+        needed = sorted({r["h"] for r in rows})
+        conn.exec_driver_sql(
+            "INSERT INTO kb_content (base_id, content_hash, text) VALUES (%(b)s, %(c)s, %(t)s)"
+            " ON CONFLICT DO NOTHING",
+            {"b": b, "c": content_hash, "t": material.content_text},
+        )
+        other = conn.exec_driver_sql(
+            "SELECT material_id FROM kb_material WHERE base_id = %(b)s"
+            " AND relative_path = %(p)s AND material_id <> %(m)s",
+            {"b": b, "p": material.relative_path, "m": mid},
+        ).first()
+        if other:
+            raise Conflict(
+                "another material already has this relative path",
+                relative_path=material.relative_path,
+                material_id=other[0],
+            )
+        prior = conn.exec_driver_sql(
+            "SELECT current_content_hash FROM kb_material"
+            " WHERE base_id = %(b)s AND material_id = %(m)s",
+            {"b": b, "m": mid},
+        ).first()
+        conn.exec_driver_sql(
+            "INSERT INTO kb_material (base_id, material_id, relative_path,"
+            " current_content_hash) VALUES (%(b)s, %(m)s, %(p)s, %(c)s)"
+            " ON CONFLICT (base_id, material_id) DO UPDATE SET"
+            " relative_path = excluded.relative_path,"
+            " current_content_hash = excluded.current_content_hash, updated_at = now()",
+            {"b": b, "m": mid, "p": material.relative_path, "c": content_hash},
+        )
+        old = conn.exec_driver_sql(
+            "DELETE FROM kb_unit WHERE base_id = %(b)s AND material_id = %(m)s"
+            " RETURNING embedding_text_hash, content_hash, keyword_len",
+            {"b": b, "m": mid},
+        ).all()
+        if rows:
+            conn.exec_driver_sql(
+                "INSERT INTO kb_unit (base_id, unit_id, material_id, content_hash,"
+                " unit_index, title, char_start, char_end, locator_json, body,"
+                " embedding_text_hash, keyword, keyword_len) VALUES (%(b)s, %(u)s, %(m)s,"
+                " %(c)s, %(i)s, %(t)s, %(s)s, %(e)s, %(l)s, %(body)s, %(h)s,"
+                " to_tsvector('kb_keyword', %(kw)s), %(n)s)",
+                rows,
+            )
+        if vectors:
+            conn.exec_driver_sql(
+                f"INSERT INTO {vec_table} (base_id, model_id, embedding_text_hash, embedding)"
+                " VALUES (%(b)s, %(mo)s, %(h)s, %(v)s::vector) ON CONFLICT DO NOTHING",
+                [
+                    {"b": b, "mo": model_id, "h": h, "v": vector_literal(v)}
+                    for h, v in vectors.items()
+                ],
+            )
+        if vec_table is not None:
+            self._check_coverage(conn, needed, mid, model_id, vec_table)
+        hashes = {r[0] for r in old} if gc else set()
+        contents = {r[1] for r in old} | ({prior[0]} if prior else set())
+        self._gc(conn, hashes, contents - {content_hash})
+        self._account(
+            conn, len(rows) - len(old), sum(r["n"] for r in rows) - sum(r[2] for r in old)
+        )
+
+    def _check_coverage(
+        self,
+        conn: Connection,
+        needed: Sequence[str],
+        material_id: str,
+        model_id: str,
+        vec_table: str,
+    ) -> None:
         found = {
             r[0]
             for r in conn.exec_driver_sql(
-                f"SELECT embedding_text_hash FROM {self.vec_table}"
-                " WHERE base_id = %(b)s AND embedding_text_hash = ANY(%(h)s)",
-                {"b": self.base_id, "h": list(needed)},
+                f"SELECT embedding_text_hash FROM {vec_table} WHERE base_id = %(b)s"
+                " AND model_id = %(mo)s AND embedding_text_hash = ANY(%(h)s)",
+                {"b": self.base_id, "mo": model_id, "h": list(needed)},
             )
         }
         missing = [h for h in needed if h not in found]
@@ -257,11 +304,12 @@ class PostgresIndexStore:
         """Drop the vectors and texts that the rows just deleted were the last users of."""
         b = self.base_id
         if hashes and self.vec_table is not None:
+            # The serving model's set only: a switch's shadow set is dropped as a whole.
             conn.exec_driver_sql(
-                f"DELETE FROM {self.vec_table} v WHERE v.base_id = %(b)s"
+                f"DELETE FROM {self.vec_table} v WHERE v.base_id = %(b)s AND v.model_id = %(mo)s"
                 " AND v.embedding_text_hash = ANY(%(h)s) AND NOT EXISTS (SELECT 1 FROM kb_unit u"
                 " WHERE u.base_id = v.base_id AND u.embedding_text_hash = v.embedding_text_hash)",
-                {"b": b, "h": sorted(hashes)},
+                {"b": b, "mo": self.model_id, "h": sorted(hashes)},
             )
         if contents:
             conn.exec_driver_sql(
@@ -287,25 +335,18 @@ class PostgresIndexStore:
             return set()
         with self._tx("existing_embedding_hashes") as conn:
             rows = conn.exec_driver_sql(
-                f"SELECT embedding_text_hash FROM {self.vec_table}"
-                " WHERE base_id = %(b)s AND embedding_text_hash = ANY(%(h)s)",
-                {"b": self.base_id, "h": wanted},
+                f"SELECT embedding_text_hash FROM {self.vec_table} WHERE base_id = %(b)s"
+                " AND model_id = %(mo)s AND embedding_text_hash = ANY(%(h)s)",
+                {"b": self.base_id, "mo": self.model_id, "h": wanted},
             )
             return {r[0] for r in rows}
 
     def stored_vectors(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-        """``{embedding_text_hash: vector}`` (float32, as stored) for the ``hashes`` that have
-        one; read as ``real[]``, so no decimal round trip can change a bit."""
-        wanted = sorted(set(hashes))
-        if self.vec_table is None or not wanted:
+        """``{embedding_text_hash: vector}`` of the serving model (float32, exactly as stored)
+        for the ``hashes`` that have one; an export reads vectors here, nothing is re-embedded."""
+        if self.dims is None or not self.model_id:
             return {}
-        with self._tx("stored_vectors") as conn:
-            rows = conn.exec_driver_sql(
-                f"SELECT embedding_text_hash, embedding::real[] FROM {self.vec_table}"
-                " WHERE base_id = %(b)s AND embedding_text_hash = ANY(%(h)s)",
-                {"b": self.base_id, "h": wanted},
-            )
-            return {h: np.asarray(v, dtype="<f4") for h, v in rows}
+        return self.vectors_for(hashes, self.model_id)
 
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         """Delete the materials and what only they used, in one transaction."""
@@ -375,7 +416,7 @@ class PostgresIndexStore:
             rows = conn.exec_driver_sql(
                 f"""WITH near AS MATERIALIZED (
                   SELECT v.embedding_text_hash, v.embedding <=> %(q)s::vector AS dist
-                  FROM {self.vec_table} v WHERE v.base_id = %(b)s
+                  FROM {self.vec_table} v WHERE v.base_id = %(b)s AND v.model_id = %(mo)s
                   ORDER BY v.embedding <=> %(q)s::vector LIMIT %(k)s)
                 SELECT {HIT}, 1 - near.dist FROM near
                 JOIN kb_unit u ON u.base_id = %(b)s
@@ -383,7 +424,7 @@ class PostgresIndexStore:
                 {JOIN} {self._visible()}
                 WHERE near.dist IS NOT NULL AND near.dist = near.dist
                 ORDER BY near.dist, u.unit_id LIMIT %(k)s""",
-                {"b": self.base_id, "q": vector_literal(q), "k": limit},
+                {"b": self.base_id, "mo": self.model_id, "q": vector_literal(q), "k": limit},
             ).all()
         return self._hits(rows)
 

@@ -2,7 +2,10 @@
 
 Vectors live in ``kb_vec_<dims>`` (one table per embedding width, made on first use by
 :func:`ensure_vector_table`) with an HNSW index (``vector_cosine_ops``); like SQLite's
-``embedding`` table they are keyed by body hash, so equal bodies share a vector.
+``embedding`` table they are keyed by model id and body hash, so equal bodies share a vector and
+a model switch builds the new model's set beside the old one. A table of the older layout
+(keyed by body hash alone) is upgraded in place on first use, its rows labelled with their
+base's current model.
 """
 
 from __future__ import annotations
@@ -71,13 +74,48 @@ def ensure_vector_table(conn: Connection, base_id: str, dims: int) -> str:
     conn.exec_driver_sql(
         f"CREATE TABLE IF NOT EXISTS {table} ("
         " base_id varchar(36) NOT NULL REFERENCES kb_index(base_id) ON DELETE CASCADE,"
+        " model_id text NOT NULL,"
         " embedding_text_hash text NOT NULL,"
         f" embedding vector({dims}) NOT NULL,"
-        " PRIMARY KEY (base_id, embedding_text_hash))"
+        " PRIMARY KEY (base_id, model_id, embedding_text_hash))"
     )
+    _upgrade_model_key(conn, table)
     if dims <= HNSW_MAX_DIMS:
         conn.exec_driver_sql(
             f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table}"
             " USING hnsw (embedding vector_cosine_ops)"
         )
     return table
+
+
+def _upgrade_model_key(conn: Connection, table: str) -> None:
+    """A ``kb_vec`` table of the older layout gains ``model_id`` (each row labelled with its
+    base's current model) and the model-keyed primary key, in the caller's transaction (under
+    the table's advisory lock): a user's vectors are never dropped for it."""
+    has = conn.exec_driver_sql(
+        "SELECT 1 FROM information_schema.columns WHERE table_name = %(t)s"
+        " AND column_name = 'model_id' AND table_schema = current_schema()",
+        {"t": table},
+    ).first()
+    if has is not None:
+        return
+    conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN model_id text")
+    conn.exec_driver_sql(
+        f"UPDATE {table} v SET model_id = COALESCE(kb.embedding_model_id, '')"
+        " FROM knowledge_base kb WHERE kb.id = v.base_id"
+    )
+    conn.exec_driver_sql(f"UPDATE {table} SET model_id = '' WHERE model_id IS NULL")
+    conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN model_id SET NOT NULL")
+    conn.exec_driver_sql(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_pkey")
+    conn.exec_driver_sql(
+        f"ALTER TABLE {table} ADD PRIMARY KEY (base_id, model_id, embedding_text_hash)"
+    )
+
+
+def vector_tables(conn: Connection) -> list[str]:
+    """Every ``kb_vec_<dims>`` table of this database."""
+    rows = conn.exec_driver_sql(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        " AND tablename ~ '^kb_vec_[0-9]+$' ORDER BY tablename"
+    )
+    return [r[0] for r in rows]

@@ -1,7 +1,11 @@
 """Vectors in Qdrant; chunks and the keyword lane in a BM25-only store of the base (§3).
 
-One point per search unit (id = uuid5 of base and unit id; payload ``base_id``, ``material_id``,
-``unit_id``, ``embedding_text_hash``), in one collection per embedding width (``kb_<dims>``).
+One point per search unit and model (id = uuid5 of base, model and unit id; payload ``base_id``,
+``model_id``, ``material_id``, ``unit_id``, ``embedding_text_hash``), in one collection per
+embedding width (``kb_<dims>``): vectors are keyed by model id, and every read and delete
+filters on the store's model. Points written before the model key (no ``model_id`` payload) are
+labelled with the base's current model when the store opens (in place, nothing re-embedded);
+they keep their old ids until the next rebuild of their material replaces them.
 Everything but vectors is the inner store's (SQLite file or PostgreSQL rows), whose version is
 this store's ``changes_version``.
 
@@ -31,8 +35,10 @@ _NS = uuid.UUID("7b4e2f0a-1c1d-4c55-9a43-0a9f3f1a2b6c")
 BATCH = 256
 
 
-def point_id(base_id: str, unit_id: str) -> str:
-    return str(uuid.uuid5(_NS, f"{base_id}/{unit_id}"))
+def point_id(base_id: str, unit_id: str, model_id: str = "") -> str:
+    return str(
+        uuid.uuid5(_NS, f"{base_id}/{model_id}/{unit_id}" if model_id else f"{base_id}/{unit_id}")
+    )
 
 
 def connect(location: str, *, timeout_s: float = 5.0) -> Any:
@@ -53,29 +59,36 @@ def connect(location: str, *, timeout_s: float = 5.0) -> Any:
 class QdrantIndexStore:
     """The IndexStore protocol: ``inner`` (BM25-only) plus vectors in a Qdrant collection."""
 
-    def __init__(self, client: Any, inner: IndexStore, *, base_id: str, dims: int) -> None:
+    def __init__(
+        self, client: Any, inner: IndexStore, *, base_id: str, dims: int, model_id: str = ""
+    ) -> None:
         self.client = client
         self.inner = inner
         self.base_id = base_id
         self.dims = dims
+        self.model_id = model_id
         self.collection = f"kb_{dims}"
 
     @classmethod
-    def open(cls, client: Any, inner: IndexStore, *, base_id: str, dims: int) -> QdrantIndexStore:
-        """Mount: make the collection and its payload indexes if missing."""
+    def open(
+        cls, client: Any, inner: IndexStore, *, base_id: str, dims: int, model_id: str | None = None
+    ) -> QdrantIndexStore:
+        """Mount: make the collection and its payload indexes if missing; label points of the
+        layout before the model key with ``model_id`` (the base's current model)."""
         from qdrant_client import models
 
-        store = cls(client, inner, base_id=base_id, dims=dims)
+        store = cls(client, inner, base_id=base_id, dims=dims, model_id=model_id or "")
         try:
             if not client.collection_exists(store.collection):
                 client.create_collection(
                     store.collection,
                     vectors_config=models.VectorParams(size=dims, distance=models.Distance.COSINE),
                 )
-                for key in ("base_id", "material_id", "embedding_text_hash"):
+                for key in ("base_id", "model_id", "material_id", "embedding_text_hash"):
                     client.create_payload_index(
                         store.collection, key, models.PayloadSchemaType.KEYWORD
                     )
+            store._label_unkeyed_points()
         except Exception as exc:  # connection refused, timeout, bad answer: all unavailable
             raise store._unavailable("open", exc) from exc
         return store
@@ -85,10 +98,28 @@ class QdrantIndexStore:
             f"Qdrant cannot be used ({op}): {exc}", base_id=self.base_id, op=op, reason="qdrant"
         )
 
+    def _label_unkeyed_points(self) -> None:
+        from qdrant_client import models
+
+        unkeyed = models.Filter(
+            must=[
+                models.FieldCondition(key="base_id", match=models.MatchValue(value=self.base_id)),
+                models.IsEmptyCondition(is_empty=models.PayloadField(key="model_id")),
+            ]
+        )
+        self.client.set_payload(
+            self.collection,
+            payload={"model_id": self.model_id},
+            points=models.FilterSelector(filter=unkeyed),
+        )
+
     def _filter(self, **must: Any) -> Any:
         from qdrant_client import models
 
-        conds = [models.FieldCondition(key="base_id", match=models.MatchValue(value=self.base_id))]
+        conds = [
+            models.FieldCondition(key="base_id", match=models.MatchValue(value=self.base_id)),
+            models.FieldCondition(key="model_id", match=models.MatchValue(value=self.model_id)),
+        ]
         for key, value in must.items():
             match = (
                 models.MatchAny(any=list(value))
@@ -138,13 +169,14 @@ class QdrantIndexStore:
                     material_id=material.material_id,
                     missing=lost[:10],
                 )
-            keep = [point_id(self.base_id, u.unit_id) for u in units]
+            keep = [point_id(self.base_id, u.unit_id, self.model_id) for u in units]
             points = [
                 models.PointStruct(
                     id=pid,
                     vector=vectors[u.body_hash].tolist(),
                     payload={
                         "base_id": self.base_id,
+                        "model_id": self.model_id,
                         "material_id": material.material_id,
                         "unit_id": u.unit_id,
                         "embedding_text_hash": u.body_hash,

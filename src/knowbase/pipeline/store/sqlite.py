@@ -40,6 +40,7 @@ from knowbase.pipeline.store.base import MaterialInput, SearchHit, UnitRecord
 from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
+from knowbase.pipeline.store.sqlite_models import SqliteModelSets, check_coverage, present
 from knowbase.pipeline.store.sqlite_schema import connect, prepare, utc_now, write_tx
 from knowbase.pipeline.store.vector_matrix import CACHE, VectorMatrix
 from knowbase.pipeline.store.vector_quantized import DEFAULT_MIN_ROWS, BigLane, Lane
@@ -56,9 +57,11 @@ _HIT_COLUMNS = """su.unit_id, su.material_id, m.relative_path, su.unit_index, su
 _HIT_JOINS = """JOIN search_unit su ON su.unit_id = st.target_id AND st.target_type = 'search_unit'
   JOIN material m ON m.material_id = su.material_id"""
 
+# The embedding GC touches the serving model's set only: a model switch's shadow set covers
+# bodies of its own chunking and is dropped as a whole (``drop_vectors``) after the swap.
+_GC_EMBEDDING = """DELETE FROM embedding WHERE model_id = ? AND NOT EXISTS (SELECT 1 FROM
+  search_text st WHERE st.embedding_text_hash = embedding.embedding_text_hash)"""
 _GC_SQL = (
-    """DELETE FROM embedding WHERE NOT EXISTS (SELECT 1 FROM search_text st
-         WHERE st.embedding_text_hash = embedding.embedding_text_hash)""",
     """DELETE FROM content WHERE
          NOT EXISTS (SELECT 1 FROM material m WHERE m.current_content_hash = content.content_hash)
          AND NOT EXISTS (SELECT 1 FROM search_unit su
@@ -111,18 +114,26 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-class SqliteIndexStore:
+class SqliteIndexStore(SqliteModelSets):
     """The IndexStore protocol on one SQLite file. Open with :meth:`open`."""
 
     quantized_min_rows: int = DEFAULT_MIN_ROWS  # the big-base lane's threshold (live rows)
     _big: BigLane | None = None  # the big-base lane's state, once asked for
 
     def __init__(
-        self, path: Path, conn: apsw.Connection, *, base_id: str, dims: int | None, key: str
+        self,
+        path: Path,
+        conn: apsw.Connection,
+        *,
+        base_id: str,
+        dims: int | None,
+        key: str,
+        model_id: str | None = None,
     ) -> None:
         self.path = path
         self.base_id = base_id
         self.dims = dims
+        self.model_id = model_id or ""  # whose vectors this store writes and searches
         self.was_reset = False
         self._writer = conn
         self._cache_key = key
@@ -134,9 +145,15 @@ class SqliteIndexStore:
     # --- lifecycle -----------------------------------------------------------------------
     @classmethod
     def open(
-        cls, path: Path, *, base_id: str, dims: int | None, create: bool = True
+        cls,
+        path: Path,
+        *,
+        base_id: str,
+        dims: int | None,
+        create: bool = True,
+        model_id: str | None = None,
     ) -> SqliteIndexStore:
-        """Mount the base's index, creating it when ``create``.
+        """Mount the base's index, creating it when ``create``; its vector lane is ``model_id``'s.
 
         Raises VectorStoreUnavailable when the file is missing (``create=False``), corrupt, or
         belongs to another base. A file of another schema version is dropped and recreated;
@@ -154,7 +171,7 @@ class SqliteIndexStore:
         conn = None
         try:
             conn = connect(path, create=create)
-            was_reset, created_at = prepare(conn, base_id)
+            was_reset, created_at = prepare(conn, base_id, model_id)
         except apsw.Error as exc:
             if conn is not None:
                 conn.close()
@@ -163,7 +180,9 @@ class SqliteIndexStore:
             if conn is not None:
                 conn.close()
             raise
-        store = cls(path, conn, base_id=base_id, dims=dims, key=f"{path.resolve()}|{created_at}")
+        # The matrix cache key names the model: two models' matrices of one file never mix.
+        key = f"{path.resolve()}|{created_at}|{model_id or ''}"
+        store = cls(path, conn, base_id=base_id, dims=dims, key=key, model_id=model_id)
         store.was_reset = was_reset
         if was_reset:
             log.warning("index %s had another schema version; recreated, reindex needed", path)
@@ -216,8 +235,8 @@ class SqliteIndexStore:
             (utc_now(),),
         )
 
-    @staticmethod
-    def _gc(conn: apsw.Connection) -> None:
+    def _gc(self, conn: apsw.Connection) -> None:
+        conn.execute(_GC_EMBEDDING, (self.model_id,))
         for sql in _GC_SQL:
             conn.execute(sql)
 
@@ -231,67 +250,87 @@ class SqliteIndexStore:
         base needs every body covered (by this mapping or by vectors already stored), otherwise
         EmbeddingMismatch is raised and the previous state of the material stays intact.
         """
-        text = material.content_text
         content_hash, planned = plan_units(material, self.dims, bool(embeddings))
         units = [(u.unit_id, u.chunk, u.body, u.body_hash) for u in planned]
         needed = sorted({h for *_, h in units})
         blobs = self._encode(embeddings, needed) if self.dims is not None else {}
-        now = utc_now()
         conn = self._writer
         with self._edge("rebuild_material"), write_tx(conn):
-            row = _first(
-                conn.execute(
-                    "SELECT current_content_hash FROM material WHERE material_id = ?",
-                    (material.material_id,),
-                )
+            changed = self._write_material(
+                conn, material, content_hash, units, blobs, model_id=self.model_id
             )
-            prior = row[0] if row else None
-            conn.execute(
-                "INSERT OR IGNORE INTO content (content_hash, text, created_at) VALUES (?, ?, ?)",
-                (content_hash, text, now),
-            )
-            other = _first(
-                conn.execute(
-                    "SELECT material_id FROM material WHERE relative_path = ? AND material_id <> ?",
-                    (material.relative_path, material.material_id),
-                )
-            )
-            if other:
-                raise Conflict(
-                    "another material already has this relative path",
-                    relative_path=material.relative_path,
-                    material_id=other[0],
-                )
-            conn.execute(
-                "INSERT INTO material (material_id, relative_path, current_content_hash,"
-                " created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(material_id)"
-                " DO UPDATE SET relative_path = excluded.relative_path,"
-                " updated_at = excluded.updated_at",
-                (material.material_id, material.relative_path, content_hash, now, now),
-            )
-            conn.execute(
-                "DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id IN"
-                " (SELECT unit_id FROM search_unit WHERE material_id = ?)",
-                (material.material_id,),
-            )
-            conn.execute("DELETE FROM search_unit WHERE material_id = ?", (material.material_id,))
-            deleted = conn.changes()
-            self._insert_units(conn, material, content_hash, units, now)
-            conn.executemany(
-                "INSERT OR IGNORE INTO embedding (embedding_text_hash, vector_blob, created_at)"
-                " VALUES (?, ?, ?)",
-                [(h, b, now) for h, b in blobs.items()],
-            )
-            if self.dims is not None:
-                self._check_coverage(conn, needed, material.material_id)
-            conn.execute(
-                "UPDATE material SET current_content_hash = ?, updated_at = ?"
-                " WHERE material_id = ?",
-                (content_hash, now, material.material_id),
-            )
-            if deleted or prior != content_hash:
+            if changed:
                 self._gc(conn)
             self._bump(conn)
+
+    def _write_material(
+        self,
+        conn: apsw.Connection,
+        material: MaterialInput,
+        content_hash: str,
+        units: list[tuple[str, Any, str, str]],
+        blobs: Mapping[str, bytes],
+        *,
+        model_id: str,
+        vectors: bool | None = None,
+    ) -> bool:
+        """Steps 0–8 inside the caller's write transaction; True when old rows may need GC.
+        Coverage is checked against ``model_id``'s vectors when ``vectors`` (default: on a
+        vector base)."""
+        text = material.content_text
+        needed = sorted({h for *_, h in units})
+        now = utc_now()
+        row = _first(
+            conn.execute(
+                "SELECT current_content_hash FROM material WHERE material_id = ?",
+                (material.material_id,),
+            )
+        )
+        prior = row[0] if row else None
+        conn.execute(
+            "INSERT OR IGNORE INTO content (content_hash, text, created_at) VALUES (?, ?, ?)",
+            (content_hash, text, now),
+        )
+        other = _first(
+            conn.execute(
+                "SELECT material_id FROM material WHERE relative_path = ? AND material_id <> ?",
+                (material.relative_path, material.material_id),
+            )
+        )
+        if other:
+            raise Conflict(
+                "another material already has this relative path",
+                relative_path=material.relative_path,
+                material_id=other[0],
+            )
+        conn.execute(
+            "INSERT INTO material (material_id, relative_path, current_content_hash,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(material_id)"
+            " DO UPDATE SET relative_path = excluded.relative_path,"
+            " updated_at = excluded.updated_at",
+            (material.material_id, material.relative_path, content_hash, now, now),
+        )
+        conn.execute(
+            "DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id IN"
+            " (SELECT unit_id FROM search_unit WHERE material_id = ?)",
+            (material.material_id,),
+        )
+        conn.execute("DELETE FROM search_unit WHERE material_id = ?", (material.material_id,))
+        deleted = conn.changes()
+        self._insert_units(conn, material, content_hash, units, now)
+        conn.executemany(
+            "INSERT OR IGNORE INTO embedding (model_id, embedding_text_hash, vector_blob,"
+            " created_at) VALUES (?, ?, ?, ?)",
+            [(model_id, h, b, now) for h, b in blobs.items()],
+        )
+        if self.dims is not None if vectors is None else vectors:
+            check_coverage(conn, model_id, needed, material.material_id)
+        conn.execute(
+            "UPDATE material SET current_content_hash = ?, updated_at = ?"
+            " WHERE material_id = ?",
+            (content_hash, now, material.material_id),
+        )
+        return bool(deleted or prior != content_hash)
 
     def _encode(
         self, embeddings: Mapping[str, np.ndarray | Sequence[float]], needed: Sequence[str]
@@ -338,25 +377,6 @@ class SqliteIndexStore:
                 "INSERT INTO search_text_fts (rowid, text) VALUES (?, ?)",
                 (rowid, keyword_text(body)),
             )
-
-    @staticmethod
-    def _check_coverage(conn: apsw.Connection, needed: Sequence[str], material_id: str) -> None:
-        for batch in _batches(needed):
-            found = {
-                r[0]
-                for r in conn.execute(
-                    "SELECT embedding_text_hash FROM embedding"
-                    f" WHERE embedding_text_hash IN ({_marks(len(batch))})",
-                    tuple(batch),
-                )
-            }
-            missing = [h for h in batch if h not in found]
-            if missing:
-                raise EmbeddingMismatch(
-                    f"{len(missing)} chunk(s) have no embedding; nothing was changed",
-                    material_id=material_id,
-                    missing=missing[:10],
-                )
 
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         """Delete materials, one short transaction each, then one GC."""
@@ -418,39 +438,16 @@ class SqliteIndexStore:
         return row[0] if row else None
 
     def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]:
-        """The subset of ``hashes`` that already has a stored vector (batches of 500)."""
-        wanted = sorted(set(hashes))
-        found: set[str] = set()
+        """The subset of ``hashes`` that already has a vector of this store's model."""
         with self._edge("existing_embedding_hashes"):
-            conn = self._reader()
-            for batch in _batches(wanted):
-                found.update(
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT embedding_text_hash FROM embedding"
-                        f" WHERE embedding_text_hash IN ({_marks(len(batch))})",
-                        tuple(batch),
-                    )
-                )
-        return found
+            return present(self._reader(), self.model_id, hashes)
 
     def stored_vectors(self, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-        """``{embedding_text_hash: vector}`` (float32, exactly as stored) for the ``hashes``
-        that have one; an export reads vectors here so that nothing is re-embedded."""
-        wanted = sorted(set(hashes))
-        out: dict[str, np.ndarray] = {}
-        if self.dims is None:
-            return out
-        with self._edge("stored_vectors"):
-            conn = self._reader()
-            for batch in _batches(wanted):
-                for h, blob in conn.execute(
-                    "SELECT embedding_text_hash, vector_blob FROM embedding"
-                    f" WHERE embedding_text_hash IN ({_marks(len(batch))})",
-                    tuple(batch),
-                ):
-                    out[h] = np.frombuffer(blob, dtype="<f4").copy()
-        return out
+        """``{embedding_text_hash: vector}`` of the serving model (float32, exactly as stored)
+        for the ``hashes`` that have one; an export reads vectors here, nothing is re-embedded."""
+        if self.dims is None or not self.model_id:
+            return {}
+        return self.vectors_for(hashes, self.model_id)
 
     def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
         """The BM25 lane (score = −bm25) or its LIKE fallback (score = −length); see fts_query."""
@@ -574,9 +571,10 @@ class SqliteIndexStore:
                     f"SELECT {_HIT_COLUMNS}, vec_distance_cosine(e.vector_blob, ?) AS dist"
                     f" FROM search_text st {_HIT_JOINS}"
                     " JOIN embedding e ON e.embedding_text_hash = st.embedding_text_hash"
+                    " AND e.model_id = ?"
                     " WHERE st.kind = 'body' AND dist IS NOT NULL"
                     " ORDER BY dist, su.unit_id LIMIT ?",
-                    (q.tobytes(), limit),
+                    (q.tobytes(), self.model_id, limit),
                 )
                 .fetchall()
             )
@@ -613,7 +611,9 @@ class SqliteIndexStore:
             " JOIN search_text st ON st.target_type = 'search_unit'"
             " AND st.target_id = su.unit_id AND st.kind = 'body'"
             " JOIN embedding e ON e.embedding_text_hash = st.embedding_text_hash"
+            " AND e.model_id = ?"
         )
+        model = (self.model_id,)
         assert self.dims is not None
         if cached is not None and cached.dims == self.dims:
             current = {r[0] for r in conn.execute("SELECT unit_id FROM search_unit")}
@@ -625,11 +625,11 @@ class SqliteIndexStore:
             for batch in _batches(added):
                 rows.extend(
                     conn.execute(
-                        f"{select} WHERE su.unit_id IN ({_marks(len(batch))})", tuple(batch)
+                        f"{select} WHERE su.unit_id IN ({_marks(len(batch))})", (*model, *batch)
                     )
                 )
             return cached.patched(rows, removed, version=version)
-        return VectorMatrix.from_rows(conn.execute(select), dims=self.dims, version=version)
+        return VectorMatrix.from_rows(conn.execute(select, model), dims=self.dims, version=version)
 
     def hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
         """Hits for ``(unit_id, score)`` pairs, in their order (an external vector lane)."""

@@ -4,6 +4,11 @@ Every connection runs WAL, ``busy_timeout=5000``, ``foreign_keys=ON``, ``synchro
 and loads sqlite-vec. :func:`prepare` creates the schema, checks ``meta`` (base id, schema
 version) and recreates a file of another schema version. The store itself is :mod:`.sqlite`.
 
+Vectors are keyed by ``(model_id, embedding_text_hash)`` (DESIGN "Vectors are keyed by model
+id"): during a model switch the file holds the serving model's vectors and the new model's shadow
+set side by side. A file of schema version 1 (vectors keyed by hash alone) is upgraded in place,
+its vectors labelled with the base's current model; a user's index is never dropped for it.
+
 The keyword index is a contentless FTS5 table keyed by ``search_text.fts_rowid``; deletes ride on
 triggers, so a cascade never leaves an FTS row behind.
 """
@@ -73,9 +78,11 @@ CREATE TABLE IF NOT EXISTS search_text (
 CREATE INDEX IF NOT EXISTS search_text_hash_idx ON search_text(embedding_text_hash);
 CREATE INDEX IF NOT EXISTS search_text_kind_idx ON search_text(kind);
 CREATE TABLE IF NOT EXISTS embedding (
-  embedding_text_hash TEXT PRIMARY KEY,
+  model_id TEXT NOT NULL,
+  embedding_text_hash TEXT NOT NULL,
   vector_blob BLOB NOT NULL,
-  created_at TEXT NOT NULL
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (model_id, embedding_text_hash)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS search_text_fts USING fts5(
   text, content='', contentless_delete=1, tokenize='porter unicode61 remove_diacritics 2');
@@ -127,11 +134,15 @@ def write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     conn.execute("COMMIT")
 
 
-def prepare(conn: apsw.Connection, base_id: str) -> tuple[bool, str]:
+def prepare(
+    conn: apsw.Connection, base_id: str, model_id: str | None = None
+) -> tuple[bool, str]:
     """Create or check the schema and the ``meta`` row; ``(was_reset, meta.created_at)``.
 
-    A file of another base, or one that is no knowbase index, raises VectorStoreUnavailable;
-    a file of another schema version is dropped and recreated (``was_reset``).
+    A file of another base, or one that is no knowbase index, raises VectorStoreUnavailable; a
+    file of an upgradable version (:data:`UPGRADES`) is upgraded in place, its vectors labelled
+    ``model_id`` (the base's current model); any other version is dropped and recreated
+    (``was_reset``).
     """
     was_reset = False
     with write_tx(conn):
@@ -152,7 +163,10 @@ def prepare(conn: apsw.Connection, base_id: str) -> tuple[bool, str]:
                         base_id=base_id,
                         index_base_id=meta.get("base_id"),
                     )
-                if meta.get("schema_version") != SCHEMA_VERSION:
+                version = meta.get("schema_version")
+                while version in UPGRADES:
+                    version = UPGRADES[version](conn, model_id)
+                if version != SCHEMA_VERSION:
                     drop_all(conn)
                     was_reset = True
         elif names:
@@ -166,6 +180,31 @@ def prepare(conn: apsw.Connection, base_id: str) -> tuple[bool, str]:
         )
         created_at = conn.execute("SELECT created_at FROM meta WHERE id = 1").fetchall()[0][0]
     return was_reset, created_at
+
+
+def _upgrade_v1(conn: apsw.Connection, model_id: str | None) -> int:
+    """v1 → v2: key ``embedding`` by model id, labelling every stored vector with ``model_id``.
+
+    A BM25-only base has no vectors worth keeping (none are written for it); any found are
+    labelled ``''`` and never served. Runs inside :func:`prepare`'s write transaction, so a
+    crash leaves the v1 file as it was.
+    """
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(embedding)")}
+    if columns and "model_id" not in columns:
+        conn.execute("ALTER TABLE embedding RENAME TO embedding_v1")
+        conn.execute(SCHEMA_DDL)  # the v2 embedding table (everything else exists already)
+        conn.execute(
+            "INSERT INTO embedding (model_id, embedding_text_hash, vector_blob, created_at)"
+            " SELECT ?, embedding_text_hash, vector_blob, created_at FROM embedding_v1",
+            (model_id or "",),
+        )
+        conn.execute("DROP TABLE embedding_v1")
+    conn.execute("UPDATE meta SET schema_version = 2 WHERE id = 1")
+    return 2
+
+
+#: ``{from_version: upgrade}``: run in the open's transaction; each returns the new version.
+UPGRADES = {1: _upgrade_v1}
 
 
 def drop_all(conn: apsw.Connection) -> None:
