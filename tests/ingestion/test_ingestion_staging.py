@@ -171,10 +171,11 @@ def test_kill_9_mid_copy_leaves_only_staging_that_the_sweep_removes(
         timeout=90,
     )
     assert proc.returncode == -9, proc.stderr
-    # The dead add left its staging folder (5 copies) and nothing at all in raw/.
+    # The dead add left its staging folder (the copies done so far: several run at once, the
+    # killing one never finished) and nothing at all in raw/.
     (left,) = staging_dirs(kb, bm25_base)
     staged = kb.rt.storage(bm25_base.id).kb_dir / STAGING_DIR / left
-    assert len([p for p in staged.rglob("*") if p.is_file()]) == 5
+    assert staged.is_dir() and len([p for p in staged.rglob("*") if p.is_file()]) < 12
     assert raw_files(kb, bm25_base) == []
     report = sweep(kb.rt)
     assert report.staging_removed == [f"{bm25_base.id}/{left}"]

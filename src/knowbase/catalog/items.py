@@ -171,8 +171,11 @@ def set_status(
     *,
     error_code: str | None = None,
     error_message: str | None = None,
+    roll_up: bool = True,
 ) -> bool:
-    """Write a status (never out of ``deleting``) and roll it up. Returns whether written."""
+    """Write a status (never out of ``deleting``) and roll it up (unless ``roll_up`` is False:
+    the caller reconciles the container itself, once for many children). Returns whether
+    written."""
     item = find(conn, item_id)
     if item is None:
         return False
@@ -200,7 +203,7 @@ def set_status(
     # A container's status only depends on whether a child is still active, failed or done:
     # moving between two active states (processing → reading → embedding) cannot change it.
     both_active = item.status in ACTIVE_STATUSES and status in ACTIVE_STATUSES
-    if item.group_id and not both_active:
+    if roll_up and item.group_id and not both_active:
         reconcile_containers(conn, item.group_id)
     return True
 
