@@ -320,7 +320,7 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
     while container_id and container_id not in seen:
         seen.add(container_id)
         row = conn.execute(
-            sa.select(it.c.status, it.c.group_id).where(it.c.id == container_id)
+            sa.select(it.c.status, it.c.group_id, it.c.base_id).where(it.c.id == container_id)
         ).first()
         if row is None or row.status == "deleting":
             return
@@ -329,7 +329,13 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
                 r[0]
                 for r in conn.execute(
                     sa.select(it.c.status)
-                    .where(it.c.group_id == container_id, it.c.status != "deleting")
+                    # base_id leads the (base_id, group_id) index: without it SQLite scanned
+                    # every item of the catalog per roll-up, quadratic over a big import.
+                    .where(
+                        it.c.base_id == row.base_id,
+                        it.c.group_id == container_id,
+                        it.c.status != "deleting",
+                    )
                     .group_by(it.c.status)
                 )
             }
