@@ -165,3 +165,31 @@ def test_a_group_rolls_its_folder_up_once(
     assert rolled == [folder.id]  # once for the group, not once per child
     assert all(status(kb, c) == "completed" for c in children)
     assert status(kb, folder.id) == "completed"
+
+
+def test_the_folder_roll_up_reads_children_by_index(
+    kb: Knowledge, bm25_base: Base, tmp_path, kb_settings
+) -> None:  # type: ignore[no-untyped-def]
+    """The roll-up's children query must search the (base_id, group_id) index: a scan of every
+    item per roll-up made a 5,000-file import four times slower per file than a 1,000-file one."""
+    if kb_settings.database_url:
+        pytest.skip("SQLite's query plan")
+    import sqlalchemy as sa
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("alpha", encoding="utf-8")
+    plans: list[str] = []
+    engine = kb.rt.catalog.engine
+
+    def explain(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if "GROUP BY knowledge_item.status" in statement and not plans:
+            rows = cursor.connection.execute("EXPLAIN QUERY PLAN " + statement, parameters)
+            plans.extend(str(r[-1]) for r in rows.fetchall())
+
+    sa.event.listen(engine, "before_cursor_execute", explain)
+    try:
+        kb.add(bm25_base.id, [AddInput.directory(tmp_path / "docs")], wait=True)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", explain)
+    assert plans, "no roll-up query ran"
+    assert any("knowledge_item_base_group_created_idx" in p for p in plans), plans
