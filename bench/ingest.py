@@ -2,14 +2,17 @@
 
     .venv/bin/python bench/ingest.py --docs 300            # local MiniLM
     .venv/bin/python bench/ingest.py --docs 300 --remote-latency 0.2   # loopback HTTP model
+    .venv/bin/python bench/ingest.py --files 20000 --tiny --bm25-only  # a big import's memory
 
 One run, same texts: (1) ``kb add`` of a generated folder of short English documents, end to
 end (the facade's ``add(wait=True)``: copy-in, rows, jobs, read, chunk, embed, write, every job
 terminal); (2) the model's batched ceiling: ``provider.embed`` over every chunk text the run
 stored, in batches of the provider's best size, nothing else running; (3) their ratio
 (target >= 0.85). With ``--remote-latency S`` the model is a loopback OpenAI-compatible server
-that answers each request after S seconds; the ceiling is then batches x S / requests in flight
-(the profile's ``max_in_flight``). The model is loaded before the clock starts.
+in its own process (``_loopback.py``) that answers each request after S seconds; the ceiling is
+then batches x S / requests in flight (the profile's ``max_in_flight``). The model is loaded
+before the clock starts. Every run also prints the expansion's share (prepare-root: staging
+copy, rename, rows and jobs) and this process's peak RSS, sampled over the add.
 """
 
 from __future__ import annotations

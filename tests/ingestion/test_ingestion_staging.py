@@ -141,7 +141,7 @@ import os, signal, sys
 from pathlib import Path
 from knowbase.ingestion.inputs import AddInput
 from knowbase.service import Knowledge
-from knowbase.settings import load_settings
+from knowbase.settings import Settings
 from knowbase.staging import Staging
 
 real, seen = Staging._copy, [0]
@@ -151,7 +151,8 @@ def copy(src, dest):
         os.kill(os.getpid(), signal.SIGKILL)
     return real(src, dest)
 Staging._copy = staticmethod(copy)
-kb = Knowledge(load_settings(sys.argv[1]))
+settings = Settings(home=Path(sys.argv[1]), database_url=sys.argv[4] or None, test_providers=True)
+kb = Knowledge(settings)
 kb.add(sys.argv[2], [AddInput.directory(sys.argv[3])], wait=True, timeout_s=60)
 """
 
@@ -159,12 +160,13 @@ kb.add(sys.argv[2], [AddInput.directory(sys.argv[3])], wait=True, timeout_s=60)
 def test_kill_9_mid_copy_leaves_only_staging_that_the_sweep_removes(
     kb: Knowledge, bm25_base: Base, home: Path, src: Path
 ) -> None:
+    url = kb.settings.database_url or ""
     for i in range(12):
         write(src / "docs" / f"d{i:02}.md", f"document {i}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWBASE_")}
     env["KNOWBASE_TEST_PROVIDERS"] = "1"
     proc = subprocess.run(
-        [sys.executable, "-c", _CRASHING_IMPORT, str(home), bm25_base.id, str(src / "docs")],
+        [sys.executable, "-c", _CRASHING_IMPORT, str(home), bm25_base.id, str(src / "docs"), url],
         env=env,
         capture_output=True,
         text=True,
