@@ -261,7 +261,7 @@ class Knowledge:
         try:
             deadline = time.monotonic() + timeout_s
             roots = list(job_ids)
-            while any(not j.is_terminal for j in self.job_tree(roots)):
+            while self.rt.jobs.tree_active(roots):
                 if time.monotonic() > deadline:
                     raise Unavailable(f"jobs still running after {timeout_s:.0f} s", jobs=roots)
                 time.sleep(0.25)

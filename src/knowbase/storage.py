@@ -366,6 +366,35 @@ class BaseStorage:
         """
         return self._commit(rel, overwrite, lambda tmp: shutil.copyfile(src, tmp))
 
+    def move_in(self, staged: Path, rel: str) -> Path:
+        """Move a file staged on this base's filesystem (``.kb/staging``) to raw/``rel``.
+
+        A rename, not a copy, so it may run under the base lock. Same rule as copy_in: an
+        existing target raises :class:`FileExists` and is left alone.
+        """
+        target = self.path_of(rel)
+        if os.path.lexists(target):
+            raise FileExists(
+                f"file already exists in the base: {target}", path=rel, base_id=self.base_id
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._link_no_clobber(str(staged), target, rel)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+        return target
+
+    def move_dir_in(self, staged: Path, prefix: str) -> Path:
+        """Move a staged folder to raw/``prefix`` in one rename; an existing target raises
+        :class:`FileExists`."""
+        target = self.path_of(prefix)
+        if os.path.lexists(target):
+            raise FileExists(
+                f"file already exists in the base: {target}", path=prefix, base_id=self.base_id
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(staged, target)
+        return target
+
     def write_text(self, rel: str, text: str, *, overwrite: bool = False) -> Path:
         """Write ``text`` (UTF-8, newlines untouched) to raw/``rel``; same rules as copy_in."""
 

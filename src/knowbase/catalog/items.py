@@ -171,8 +171,11 @@ def set_status(
     *,
     error_code: str | None = None,
     error_message: str | None = None,
+    roll_up: bool = True,
 ) -> bool:
-    """Write a status (never out of ``deleting``) and roll it up. Returns whether written."""
+    """Write a status (never out of ``deleting``) and roll it up (unless ``roll_up`` is False:
+    the caller reconciles the container itself, once for many children). Returns whether
+    written."""
     item = find(conn, item_id)
     if item is None:
         return False
@@ -200,7 +203,7 @@ def set_status(
     # A container's status only depends on whether a child is still active, failed or done:
     # moving between two active states (processing → reading → embedding) cannot change it.
     both_active = item.status in ACTIVE_STATUSES and status in ACTIVE_STATUSES
-    if item.group_id and not both_active:
+    if roll_up and item.group_id and not both_active:
         reconcile_containers(conn, item.group_id)
     return True
 
@@ -317,7 +320,7 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
     while container_id and container_id not in seen:
         seen.add(container_id)
         row = conn.execute(
-            sa.select(it.c.status, it.c.group_id).where(it.c.id == container_id)
+            sa.select(it.c.status, it.c.group_id, it.c.base_id).where(it.c.id == container_id)
         ).first()
         if row is None or row.status == "deleting":
             return
@@ -326,7 +329,13 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
                 r[0]
                 for r in conn.execute(
                     sa.select(it.c.status)
-                    .where(it.c.group_id == container_id, it.c.status != "deleting")
+                    # base_id leads the (base_id, group_id) index: without it SQLite scanned
+                    # every item of the catalog per roll-up, quadratic over a big import.
+                    .where(
+                        it.c.base_id == row.base_id,
+                        it.c.group_id == container_id,
+                        it.c.status != "deleting",
+                    )
                     .group_by(it.c.status)
                 )
             }

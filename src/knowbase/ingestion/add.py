@@ -18,6 +18,7 @@ from knowbase.ingestion.inputs import AddInput, validate
 from knowbase.ingestion.purge import cancel_subtree_jobs, purge_rows
 from knowbase.ingestion.scheduling import schedule_item
 from knowbase.runtime import Runtime
+from knowbase.staging import Staging
 from knowbase.storage import (
     BaseStorage,
     artifact_path,
@@ -65,37 +66,41 @@ def add_items(
 
     created_files: list[str] = []
     storage = rt.storage(base.id)
-    with rt.lock(base.id):
-        if strategy == "replace":
-            # Re-resolve inside the lock: the roots may have changed since we looked. The purge
-            # commits on its own: its vectors and files cannot be rolled back with the catalog,
-            # so a later failure must not resurrect a row whose material is already gone.
-            with rt.catalog.write_tx() as conn:
-                roots = item_repo.list_items(conn, base.id, roots_only=True)
-                _, hits, _ = find_conflicts(roots, inputs)
-                purge_rows(rt, conn, base, item_repo.subtree(conn, [h.id for h in hits]))
-        try:
-            with rt.catalog.write_tx() as conn:
-                from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
+    with Staging(storage) as staging:
+        # Copy outside the base lock (DESIGN: it never covers copying): a big add must not stall
+        # every other writer of the base. Under the lock the copies are only renamed into place.
+        staged = [_stage(staging, inp) for inp in inputs]
+        with rt.lock(base.id):
+            if strategy == "replace":
+                # Re-resolve inside the lock: the roots may have changed since we looked. The
+                # purge commits on its own: its vectors and files cannot be rolled back with the
+                # catalog, so a later failure must not resurrect a row whose material is gone.
+                with rt.catalog.write_tx() as conn:
+                    roots = item_repo.list_items(conn, base.id, roots_only=True)
+                    _, hits, _ = find_conflicts(roots, inputs)
+                    purge_rows(rt, conn, base, item_repo.subtree(conn, [h.id for h in hits]))
+            try:
+                with rt.catalog.write_tx() as conn:
+                    from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
 
-                processes = bool(base.file_processor_id)
-                reserved = item_repo.reserved_relative_paths(
-                    conn, base.id, processes=processes, processable=PROCESSABLE_EXTENSIONS
-                )
-                result = AddResult("added")
-                for inp in inputs:
-                    data = _materialise(storage, inp, reserved, processes, created_files)
-                    item = item_repo.insert_active(
-                        conn, base_id=base.id, type=inp.type, data=data, origin=inp.origin
+                    processes = bool(base.file_processor_id)
+                    reserved = item_repo.reserved_relative_paths(
+                        conn, base.id, processes=processes, processable=PROCESSABLE_EXTENSIONS
                     )
-                    job = schedule_item(rt, conn, base, item)
-                    result.items.append(item_repo.get(conn, item.id))
-                    if job is not None:
-                        result.job_ids.append(job.id)
-        except BaseException:
-            for problem in storage.delete_paths(created_files):
-                log.warning("add rollback: %s", problem)
-            raise
+                    result = AddResult("added")
+                    for inp, files in zip(inputs, staged, strict=True):
+                        data = _materialise(storage, inp, files, reserved, processes, created_files)
+                        item = item_repo.insert_active(
+                            conn, base_id=base.id, type=inp.type, data=data, origin=inp.origin
+                        )
+                        job = schedule_item(rt, conn, base, item)
+                        result.items.append(item_repo.get(conn, item.id))
+                        if job is not None:
+                            result.job_ids.append(job.id)
+            except BaseException:
+                for problem in storage.delete_paths(created_files):
+                    log.warning("add rollback: %s", problem)
+                raise
     return result
 
 
@@ -115,10 +120,28 @@ def reserve_free_path(
         log.warning("skipping %s: the file exists but no item owns it", rel)
 
 
+def _stage(staging: Staging, inp: AddInput) -> dict[str, Path]:
+    """Copy the input's files into the staging folder: ``path``, ``indexed``, ``snapshot``."""
+    files: dict[str, Path] = {}
+    if inp.type == "file":
+        assert inp.path is not None
+        files["path"] = staging.copy(Path(inp.path))
+        if inp.indexed_path:
+            files["indexed"] = staging.copy(Path(inp.indexed_path))
+    elif inp.type == "url" and inp.snapshot_path:
+        files["snapshot"] = staging.copy(Path(inp.snapshot_path))
+    return files
+
+
 def _materialise(
-    storage, inp: AddInput, reserved: set[str], processes: bool, created: list[str]
-) -> dict:  # type: ignore[no-untyped-def]
-    """Copy the input into raw/ where it has a file now, and return the row's data."""
+    storage: BaseStorage,
+    inp: AddInput,
+    staged: dict[str, Path],
+    reserved: set[str],
+    processes: bool,
+    created: list[str],
+) -> dict:  # type: ignore[type-arg]
+    """Move the input's staged copies into raw/ under fresh names, and return the row's data."""
     from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
 
     if inp.type == "file":
@@ -127,12 +150,12 @@ def _materialise(
         ext = posixpath.splitext(name)[1].lower()
         wants_md = bool(inp.indexed_path) or (processes and ext in PROCESSABLE_EXTENSIONS)
         rel = reserve_free_path(storage, name, reserved, reserve_artifact=wants_md)
-        storage.copy_in(Path(inp.path), rel)
+        storage.move_in(staged["path"], rel)
         created.append(rel)
         data = {"source": inp.source, "relative_path": rel}
         if inp.indexed_path:
             md = artifact_path(rel)
-            storage.copy_in(Path(inp.indexed_path), md)
+            storage.move_in(staged["indexed"], md)
             created.append(md)
             data["indexed_relative_path"] = md
         return data
@@ -140,7 +163,7 @@ def _materialise(
         data = {"source": inp.source, "url": inp.url}
         if inp.snapshot_path:
             rel = reserve_free_path(storage, Path(inp.snapshot_path).name, reserved)
-            storage.copy_in(Path(inp.snapshot_path), rel)
+            storage.move_in(staged["snapshot"], rel)
             created.append(rel)
             data["relative_path"] = rel
         return data

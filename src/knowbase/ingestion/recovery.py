@@ -23,6 +23,7 @@ from knowbase.catalog.schema import job as job_t
 from knowbase.catalog.schema import knowledge_base as base_t
 from knowbase.jobs.listing import ACTIVE
 from knowbase.runtime import Runtime, queue_of
+from knowbase.staging import remove_stale_staging
 from knowbase.storage import list_orphan_base_dirs
 from knowbase.tasks import kinds
 
@@ -45,6 +46,7 @@ class SweepReport:
     deletes_enqueued: int = 0
     jobs_pruned: int = 0
     orphan_dirs_removed: list[str] = field(default_factory=list)
+    staging_removed: list[str] = field(default_factory=list)
 
 
 def _covered_ids(rt: Runtime) -> set[str]:
@@ -139,6 +141,10 @@ def sweep(rt: Runtime) -> SweepReport:
         report.orphan_dirs_removed = remove_orphan_base_dirs(rt)
     except Exception:
         log.exception("orphan base folder cleanup failed")
+    try:
+        report.staging_removed = remove_stale_staging_dirs(rt)
+    except Exception:
+        log.exception("staging folder cleanup failed")
     if report.interrupted or report.deletes_enqueued or report.jobs_pruned:
         log.info(
             "recovery: %d interrupted items failed, %d delete jobs re-enqueued, %d old jobs pruned",
@@ -147,6 +153,18 @@ def sweep(rt: Runtime) -> SweepReport:
             report.jobs_pruned,
         )
     return report
+
+
+def remove_stale_staging_dirs(rt: Runtime) -> list[str]:
+    """Remove the staging folders of adds whose process died mid-copy (``staging.py``)."""
+    with rt.catalog.read() as conn:
+        base_ids = sorted(conn.execute(sa.select(base_t.c.id)).scalars())
+    removed: list[str] = []
+    for base_id in base_ids:
+        for name in remove_stale_staging(rt.storage(base_id)):
+            log.warning("removed a crashed add's staging folder %s of base %s", name, base_id)
+            removed.append(f"{base_id}/{name}")
+    return removed
 
 
 def remove_orphan_base_dirs(rt: Runtime, *, grace_s: float = ORPHAN_GRACE_S) -> list[str]:

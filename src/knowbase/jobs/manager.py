@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from knowbase.catalog.db import Catalog
+from knowbase.catalog.schema import TERMINAL_JOB_STATUSES
 from knowbase.catalog.schema import job as job_t
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound, Unavailable
 from knowbase.ids import new_time_id
@@ -242,6 +243,20 @@ class JobManager(LeaseOps, JobQueries):
         with self.catalog.read() as conn:
             rows = conn.execute(q.order_by(job_t.c.created_at, job_t.c.id)).all()
         return [Job.from_row(r) for r in rows]
+
+    def tree_active(self, job_ids: Iterable[str]) -> int:
+        """How many of the jobs and their descendants are not terminal: one aggregate query, so
+        a waiter polling a 100k-job import reads a number, not 100k rows."""
+        roots = list(dict.fromkeys(job_ids))
+        if not roots:
+            return 0
+        tree = sa.select(job_t.c.id).where(job_t.c.id.in_(roots)).cte("tree", recursive=True)
+        tree = tree.union_all(sa.select(job_t.c.id).where(job_t.c.parent_id == tree.c.id))
+        q = sa.select(sa.func.count()).where(
+            job_t.c.id.in_(sa.select(tree.c.id)), job_t.c.status.not_in(TERMINAL_JOB_STATUSES)
+        )
+        with self.catalog.read() as conn:
+            return int(conn.execute(q).scalar_one())
 
     def wait_for(
         self, job_ids: Iterable[str], *, timeout_s: float | None = None, poll_s: float = 0.1

@@ -32,6 +32,7 @@ Write = Callable[[Connection], None]
 @dataclass(eq=False)
 class _Pending:
     write: Write
+    roll_up: str | None = None  # container to reconcile once the group's writes ran
     done: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # set when this job must lead the next group
     error: BaseException | None = None
@@ -55,12 +56,16 @@ def _queue(rt: Runtime, key: str) -> _Queue:
         return per_base.setdefault(key, _Queue())
 
 
-def commit(rt: Runtime, base_id: str, write: Write, *, lock: bool = True) -> None:
+def commit(
+    rt: Runtime, base_id: str, write: Write, *, lock: bool = True, roll_up: str | None = None
+) -> None:
     """Run ``write(conn)`` in a catalog write transaction shared with other jobs' writes (under
     the base lock unless ``lock`` is False); return once it committed, or raise what ``write``
-    raised."""
+    raised. ``roll_up``: a container whose status the write may change; it is reconciled once
+    per group after every write ran (a folder's roll-up reads all its children, so once per
+    child made a flat folder's import quadratic)."""
     q = _queue(rt, base_id if lock else f"{base_id}\x00unlocked")
-    me = _Pending(write)
+    me = _Pending(write, roll_up)
     with q.lock:
         q.pending.append(me)
         if q.leading:
@@ -102,6 +107,9 @@ def _run_group(rt: Runtime, base_id: str | None, group: list[_Pending]) -> None:
                         p.write(conn)
                 except BaseException as exc:  # noqa: BLE001 - this job's own outcome
                     p.error = exc
+            containers = dict.fromkeys(p.roll_up for p in group if p.roll_up and not p.error)
+            for container_id in containers:
+                item_repo.reconcile_containers(conn, container_id)
     except BaseException as exc:  # noqa: BLE001 - the lock or the commit failed: every job
         for p in group:
             if p.error is None:

@@ -146,7 +146,8 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
             MaterialInput(item.id, current.concept_id or "", content, chunks, current.title),
             embeddings,
         )
-        item_repo.set_status(conn, item.id, "completed")
+        item_repo.set_status(conn, item.id, "completed", roll_up=False)
 
-    group_commit.commit(rt, base.id, write)  # one lock and one transaction for many documents
+    # One lock and one transaction for many documents; their folder is rolled up once.
+    group_commit.commit(rt, base.id, write, roll_up=item.group_id)
     ctx.note_progress("done", 100, chunks=len(chunks))

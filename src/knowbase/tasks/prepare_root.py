@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +16,7 @@ from knowbase.ingestion.purge import purge_rows
 from knowbase.ingestion.scheduling import schedule_item
 from knowbase.jobs.context import JobContext
 from knowbase.runtime import Runtime
+from knowbase.staging import Staging
 from knowbase.storage import choose_directory_prefix, reserve_relative_path
 from knowbase.tasks.common import live_item
 
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from knowbase.pipeline.sources.directory import ExpandedFile
 
 log = logging.getLogger(__name__)
+COPY_THREADS = 8  # staged copies at once (they wait on fsync, not on the CPU)
 
 
 def _purge_old_expansion(rt: Runtime, base: Base, item: Item) -> bool:
@@ -68,68 +72,119 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
                 item_repo.update_data(conn, item.id, skipped=report)
         raise NoIndexableFiles("Directory contains no indexable files", path=origin, skipped=report)
     storage = rt.storage(base.id)
-    with rt.lock(base.id):
-        with rt.catalog.write_tx() as conn:
-            current = item_repo.find(conn, item.id)
-            if current is None or current.status == "deleting":
-                return
-            prefix = current.data.get("relative_path")
-            if not prefix:
-                reserved = item_repo.reserved_relative_paths(
-                    conn, base.id, processes=False, exclude_item_id=item.id
-                )
-                # A folder on disk that no row owns (a crash mid-copy) must not be reused.
-                if storage.raw.is_dir():
-                    reserved.update(p.name for p in storage.raw.iterdir())
-                prefix = choose_directory_prefix(origin, reserved)
-            # Pin the prefix before any copy, so a crash never leaves unowned files.
-            item_repo.update_data(conn, item.id, relative_path=prefix, skipped=report)
-        paths = _raw_paths(prefix, expansion.files, processes=bool(base.file_processor_id))
-        total = len(expansion.files)
-        for n, f in enumerate(expansion.files, 1):
-            ctx.check_cancelled()
-            storage.copy_in(f.abs_path, paths[f.rel], overwrite=True)
-            if n % 20 == 0 or n == total:
-                ctx.progress("copying", 50 * n / total, copied=n, total=total)
+    within = _paths_within(expansion.files, processes=bool(base.file_processor_id))
+    total = len(expansion.files)
+    with Staging(storage) as staging:
+        # The copy runs without the base lock (DESIGN: it never covers copying), so searches,
+        # adds and deletes of the same base go on meanwhile; the lock then covers only the
+        # prefix, one rename of the staged folder and the rows. A crash leaves only the staging
+        # folder, which the recovery sweep removes.
+        _copy_all(ctx, staging, [(f.abs_path, within[f.rel]) for f in expansion.files])
+        staging.tree.mkdir(parents=True, exist_ok=True)
         ctx.progress("enqueuing", 50, files=total, skipped=report)
-        with rt.catalog.write_tx() as conn:
-            current = item_repo.find(conn, item.id)
-            if current is None or current.status == "deleting":
+        with rt.lock(base.id):
+            if not ctx.is_current_attempt():
+                return  # a cancel or timeout ended this attempt while it copied
+            prefix = _pin_prefix(rt, base, item, origin, report)
+            if prefix is None:
                 return
-            dir_ids = {"": item.id}
-            for d in expansion.dirs:
-                parent = dir_ids[posixpath.dirname(d.rel)]
-                row = item_repo.insert_active(
-                    conn,
-                    base_id=base.id,
-                    type="directory",
-                    group_id=parent,
-                    reconcile=False,
-                    data={"source": str(Path(origin) / d.rel)},
-                )
-                dir_ids[d.rel] = row.id
-            for f in expansion.files:
-                leaf = item_repo.insert_active(
-                    conn,
-                    base_id=base.id,
-                    type="file",
-                    reconcile=False,
-                    group_id=dir_ids[posixpath.dirname(f.rel)],
-                    origin=str(f.abs_path),
-                    data={"source": str(f.abs_path), "relative_path": paths[f.rel]},
-                )
-                schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
-            item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
+            # The row owns the prefix from here on: a crash after the move leaves files that
+            # a retry (or a delete) of this folder purges with it.
+            storage.delete_paths([], [prefix])  # a crashed earlier attempt's leftovers
+            storage.move_dir_in(staging.tree, prefix)
+            _insert_children(rt, ctx, base, item, origin, expansion, prefix, within)
     ctx.progress("done", 100, files=total, skipped=report)
 
 
-def _raw_paths(prefix: str, files: list[ExpandedFile], *, processes: bool) -> dict[str, str]:
-    """raw/ path per expanded file: ``<prefix>/<rel>``, except that with a processor a PDF or
-    image whose ``<stem>.md`` slot is taken (``a.md`` beside ``a.pdf``) gets ``_N``, as a
-    single add does; otherwise its OCR artifact would overwrite the other file's copy."""
+def _copy_all(ctx: JobContext, staging: Staging, pairs: list[tuple[Path, str]]) -> None:
+    """Stage every file, a few at a time: each copy ends with an fsync, which waits on the
+    disk, and concurrent fsyncs share the filesystem's journal commits (one by one, 2,000 small
+    files took ~9 s here; with 8 at a time ~4x less). Cancels are seen between files."""
+    total = len(pairs)
+    todo = iter(pairs)
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="kb-copy") as pool:
+        running = {
+            pool.submit(staging.copy_to, src, rel) for src, rel in islice(todo, 2 * COPY_THREADS)
+        }
+        copied = 0
+        while running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                fut.result()
+                copied += 1
+                if copied % 20 == 0 or copied == total:
+                    ctx.progress("copying", 50 * copied / total, copied=copied, total=total)
+            ctx.check_cancelled()
+            for src, rel in islice(todo, len(finished)):
+                running.add(pool.submit(staging.copy_to, src, rel))
+
+
+def _pin_prefix(rt: Runtime, base: Base, item: Item, origin: str, report: dict) -> str | None:  # type: ignore[type-arg]
+    """Choose (or keep) the folder's raw/ prefix and record it on the row; None if deleted."""
+    storage = rt.storage(base.id)
+    with rt.catalog.write_tx() as conn:
+        current = item_repo.find(conn, item.id)
+        if current is None or current.status == "deleting":
+            return None
+        prefix = current.data.get("relative_path")
+        if not prefix:
+            reserved = item_repo.reserved_relative_paths(
+                conn, base.id, processes=False, exclude_item_id=item.id
+            )
+            # A folder on disk that no row owns (a crash mid-copy) must not be reused.
+            if storage.raw.is_dir():
+                reserved.update(p.name for p in storage.raw.iterdir())
+            prefix = choose_directory_prefix(origin, reserved)
+        item_repo.update_data(conn, item.id, relative_path=prefix, skipped=report)
+    return str(prefix)
+
+
+def _insert_children(  # type: ignore[no-untyped-def]
+    rt: Runtime,
+    ctx: JobContext,
+    base: Base,
+    item: Item,
+    origin: str,
+    expansion,
+    prefix: str,
+    within: dict[str, str],
+) -> None:
+    """One transaction: every directory and file row of the expansion, and their jobs."""
+    with rt.catalog.write_tx() as conn:
+        dir_ids = {"": item.id}
+        for d in expansion.dirs:
+            parent = dir_ids[posixpath.dirname(d.rel)]
+            row = item_repo.insert_active(
+                conn,
+                base_id=base.id,
+                type="directory",
+                group_id=parent,
+                reconcile=False,
+                data={"source": str(Path(origin) / d.rel)},
+            )
+            dir_ids[d.rel] = row.id
+        for f in expansion.files:
+            leaf = item_repo.insert_active(
+                conn,
+                base_id=base.id,
+                type="file",
+                reconcile=False,
+                group_id=dir_ids[posixpath.dirname(f.rel)],
+                origin=str(f.abs_path),
+                data={"source": str(f.abs_path), "relative_path": f"{prefix}/{within[f.rel]}"},
+            )
+            schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
+        item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
+
+
+def _paths_within(files: list[ExpandedFile], *, processes: bool) -> dict[str, str]:
+    """Path of each expanded file inside the folder's raw/ prefix: its own ``rel``, except that
+    with a processor a PDF or image whose ``<stem>.md`` slot is taken (``a.md`` beside
+    ``a.pdf``) gets ``_N``, as a single add does; otherwise its OCR artifact would overwrite
+    the other file's copy."""
     from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
 
-    paths = {f.rel: f"{prefix}/{f.rel}" for f in files}
+    paths = {f.rel: f.rel for f in files}
     if not processes:
         return paths
     taken = set(paths.values())

@@ -109,7 +109,7 @@ def test_several_jobs_share_one_call_and_each_gets_its_own_rows() -> None:
         assert same_rows(results[name](), oracle(texts)), name
     assert len(gate.calls) == 2
     assert sorted(gate.calls[1]) == sorted(t for v in jobs.values() for t in v)
-    assert b.stats.tickets_per_call == [1, 3]
+    assert list(b.stats.tickets_per_call) == [1, 3]
 
 
 def test_a_job_larger_than_a_batch_spans_calls_in_order() -> None:
@@ -245,3 +245,12 @@ def test_batcher_for_is_one_per_provider_and_reads_its_attributes() -> None:
     assert batcher_for(HashEmbeddings("d8")) is not b
     assert (b.batch_size, b.max_in_flight, b.sort_by_length) == (10, 1, False)
     assert same_rows(b.embed(["hello there"]), [hash_vector("hello there", 8)])
+
+
+def test_stats_keep_only_the_latest_calls() -> None:
+    """A long-lived worker's batcher must not keep one entry per call forever."""
+    b = EmbeddingBatcher(lambda t: np.ones((len(t), 2), np.float32), batch_size=1, linger_s=0)
+    for i in range(1100):
+        b.embed([f"text {i}"])
+    assert b.stats.calls == 1100
+    assert len(b.stats.tickets_per_call) == 1024

@@ -61,7 +61,8 @@ class BatcherStats:
     calls: int = 0
     texts: int = 0
     largest: int = 0
-    tickets_per_call: list[int] = field(default_factory=list)
+    # The latest calls only: a long-lived worker must not keep one entry per call forever.
+    tickets_per_call: deque[int] = field(default_factory=lambda: deque(maxlen=1024))
 
 
 class EmbeddingBatcher:
