@@ -11,7 +11,8 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   ├── NoSearchableTokens             query has no letters or digits
     │   ├── UnsupportedFileType            extension the readers do not handle
     │   ├── InvalidUrl                     not http(s), or refused by the SSRF guard
-    │   └── InvalidPattern                 grep regex invalid or too slow
+    │   ├── InvalidPattern                 grep regex invalid or too slow
+    │   └── InvalidFilter                  a search filter (under / type / since) is malformed
     ├── NotFound                       404  base / item / concept does not exist or is not visible
     ├── Conflict                       409  a guard refused the operation in the current state
     │   ├── BaseFailed                     the base is failed: restore it first
@@ -107,6 +108,14 @@ class InvalidPattern(InvalidInput):
 
 
 # --- 404 -------------------------------------------------------------------------------------
+class InvalidFilter(InvalidInput):
+    """A search filter is malformed: an unknown ``type``, a ``since`` that is not an ISO date,
+    an ``under`` that is not a relative path. (A well-formed filter matching nothing is an
+    empty result, not an error.)"""
+
+    code = "invalid_filter"
+
+
 class NotFound(KnowbaseError):
     """The base, item or concept does not exist (or is not visible)."""
 
