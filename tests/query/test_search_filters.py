@@ -105,8 +105,9 @@ def test_a_scope_that_allows_nothing_is_an_empty_answer_without_embedding(
     crowded: SqliteIndexStore,
 ) -> None:
     emb = AxisEmbedder()
+    nothing = Scope(SearchFilters(under="none"), frozenset())
     r = search(crowded, "cat", config=SearchConfig(dims=2), embedder=emb, reranker=None,
-               visible=everything, scope=Scope(SearchFilters(under="none"), frozenset()))  # fmt: skip
+               visible=everything, scope=nothing)  # fmt: skip
     assert r.results == [] and emb.calls == 0
     assert r.explain["filters"]["allowed_materials"] == 0
 
