@@ -5,8 +5,9 @@
 Builds a hybrid base on ``local:all-minilm-l6-v2`` with about ``--chunks`` chunks (their
 vectors come from the hash provider, widened to 384 dims, so the build takes seconds, not
 minutes: the search cost does not depend on what the vectors mean). ``--per-item N`` puts about
-N chunks in each note (fewer items to ingest: 10k one-chunk notes take ~10 min to add on two
-busy cores; the search then checks visibility for fewer items). Then, for ``--queries``
+N one-paragraph chunks in each note (chunk size 100 tokens; fewer items to ingest: 10k
+one-chunk notes take ~10 min to add on two busy cores; the search then checks visibility for
+fewer items). Then, for ``--queries``
 distinct queries, alternately times the bare model (``SentenceTransformer.encode([q])``, same
 process) and ``Knowledge.search`` (script check, query embedding, both lanes, fusion,
 visibility). Prints p50/p90 of each, their ratio (target <= 1.3) and a repeated query's p50
@@ -43,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=10000)
     parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--per-item", type=int, default=1, help="about N chunks per note")
+    parser.add_argument("--per-item", type=int, default=1, help="N paragraphs (chunks) per note")
     args = parser.parse_args()
 
     from knowbase.ingestion.inputs import AddInput
@@ -57,7 +58,9 @@ def main() -> None:
         kb = Knowledge(Settings(home=Path(tmp) / "home"))
         try:
             model = "local:all-minilm-l6-v2"
-            base = kb.create_base("q", embedding_model_id=model, file_processor_id=None)
+            # chunks of about one paragraph (~80 tokens), as one-paragraph notes give
+            size = {} if args.per_item == 1 else {"chunk_size": 100, "chunk_overlap": 0}
+            base = kb.create_base("q", embedding_model_id=model, file_processor_id=None, **size)
             provider = get_embedding_provider(model, kb.settings)
             provider.load()
 
@@ -65,10 +68,8 @@ def main() -> None:
                 return np.stack([hash_vector(t, 384) for t in texts])
 
             provider.embed = fast  # build only
-            # ~3 paragraphs fill one 256-token chunk
-            paragraphs = 1 if args.per_item == 1 else 3 * args.per_item
             notes = [
-                AddInput.note("\n\n".join(paragraph(rng) for _ in range(paragraphs)))
+                AddInput.note("\n\n".join(paragraph(rng) for _ in range(args.per_item)))
                 for _ in range(max(1, args.chunks // args.per_item))
             ]
             for i in range(0, len(notes), 1000):

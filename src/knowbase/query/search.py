@@ -197,18 +197,17 @@ def search(
     first = candidates
     if mode == "hybrid":
         assert embedder is not None and config.dims
-        vector = cached_query(q, embedder, config.dims)
-        if vector is None:
-            # Embed on this thread (the model's) while a pool thread runs the keyword lane:
-            # both release the GIL (torch, SQLite), so the keyword lane costs no extra wall time.
-            keyword = _LANES.submit(store.keyword_lane, q, lane_limit, within=within)
-            try:
+        # Embed and run the vector lane on this thread (the model's) while a pool thread runs
+        # the keyword lane: torch, numpy and SQLite all release the GIL, so on two cores the
+        # keyword lane costs no extra wall time (with a cached query vector either).
+        keyword = _LANES.submit(store.keyword_lane, q, lane_limit, within=within)
+        try:
+            vector = cached_query(q, embedder, config.dims)
+            if vector is None:
                 vector = embed_query(q, embedder, config.dims)
-            finally:
-                khits = keyword.result()
-        else:
-            khits = store.keyword_lane(q, lane_limit, within=within)
-        vhits = store.vector_lane(vector, lane_limit, within=within)
+            vhits = store.vector_lane(vector, lane_limit, within=within)
+        finally:
+            khits = keyword.result()
         lane: dict[str, LaneHit] = {}
         for h in [*vhits, *khits]:
             lane.setdefault(h.unit_id, h)
