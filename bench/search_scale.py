@@ -250,10 +250,10 @@ def hybrid(n: int, texts: list[str], base: np.ndarray, queries: np.ndarray, n_q:
         del vectors
         t_index = time.perf_counter() - t0
         t0 = time.perf_counter()
-        store.vector_lane()  # loads the matrix; at the threshold, starts the index build
+        store.serving_lane()  # loads the matrix; at the threshold, starts the index build
         if store._big is not None:
             store._big.wait()
-        lane = store.vector_lane()
+        lane = store.serving_lane()
         t_lane = time.perf_counter() - t0
         items = {
             f"m{f}": VisibleItem(f"m{f}", "file", f"m{f}.md", None)

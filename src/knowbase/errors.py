@@ -13,6 +13,7 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   ├── UnsupportedFileType            extension the readers do not handle
     │   ├── InvalidUrl                     not http(s), or refused by the SSRF guard
     │   ├── InvalidPattern                 grep regex invalid or too slow
+    │   ├── InvalidFilter                  a search filter (under / type / since) is malformed
     │   └── ArchiveInvalid                 a base archive is corrupt, truncated or of another format
     │       └── ArchiveUnsafe                  a member escapes, is a link, or is too big (bomb)
     ├── NotFound                       404  base / item / concept does not exist or is not visible
@@ -134,6 +135,14 @@ class ArchiveUnsafe(ArchiveInvalid):
 
 
 # --- 404 -------------------------------------------------------------------------------------
+class InvalidFilter(InvalidInput):
+    """A search filter is malformed: an unknown ``type``, a ``since`` that is not an ISO date,
+    an ``under`` that is not a relative path. (A well-formed filter matching nothing is an
+    empty result, not an error.)"""
+
+    code = "invalid_filter"
+
+
 class NotFound(KnowbaseError):
     """The base, item or concept does not exist (or is not visible)."""
 

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from knowbase.pipeline.store.base import UnitRecord
 from knowbase.query import items as items_query
 from knowbase.query.fusion import FusionSettings
 from knowbase.query.multi_base import MultiSearch, search_bases
+from knowbase.query.scope import SearchFilters, parse_filters, resolve
 from knowbase.query.search import SearchConfig, SearchResponse, search
 from knowbase.query.visibility import VisibilityCache
 from knowbase.runtime import Runtime, queue_of
@@ -360,12 +362,30 @@ class Knowledge:
         return model_hint(sample_text(paths), model_id=b.embedding_model_id, scripts=scripts)
 
     # --- search --------------------------------------------------------------------------------
-    def search(self, base: str | Base, query: str, *, top_k: int | None = None) -> SearchResponse:
+    def search(
+        self,
+        base: str | Base,
+        query: str,
+        *,
+        top_k: int | None = None,
+        under: str | None = None,
+        types: Iterable[str] | str | None = None,
+        since: str | date | datetime | None = None,
+    ) -> SearchResponse:
         """Hybrid (or BM25-only) search over one base's completed items (§7).
 
         ``base`` is a name, an id, or a ``Base`` the caller has just resolved (saves a lookup).
+        Filters (``query/scope.py``) restrict both lanes before their cut: ``under`` a Concept
+        ID folder, ``types`` source types (``pdf``, ``md``, ``url``, ``note``…), ``since`` an
+        ISO date/datetime of the last update. A malformed filter raises ``InvalidFilter``.
         """
+        filters = parse_filters(under=under, types=types, since=since)
         b = base if isinstance(base, Base) else self.get_base(base)
+        return self._search(b, query, top_k=top_k, filters=filters)
+
+    def _search(
+        self, b: Base, query: str, *, top_k: int | None, filters: SearchFilters
+    ) -> SearchResponse:
         assert_base_runnable(b, "searching")
         config = SearchConfig(
             top_k=top_k or b.document_count,
@@ -373,6 +393,7 @@ class Knowledge:
             dims=b.dimensions,
             fusion=FusionSettings.of_base(b),
         )
+        scope = resolve(self.rt.catalog, b.id, filters)
         with self.rt.lease(b) as store:  # a base update meanwhile closes it after us
             return search(
                 store,
@@ -381,6 +402,7 @@ class Knowledge:
                 embedder=self.rt.embedder(b),
                 reranker=self.rt.reranker(b),
                 visible=self._visible.for_base(b.id),
+                scope=scope,
             )
 
     def eval_context(
@@ -401,16 +423,22 @@ class Knowledge:
         top_k: int | None = None,
         limit: int | None = None,
         dedupe_text: bool = False,
+        under: str | None = None,
+        types: Iterable[str] | str | None = None,
+        since: str | date | datetime | None = None,
     ) -> MultiSearch:
         """Search several bases and merge the results into one list (``query/multi_base.py``).
 
-        Every base is resolved first (NotFound before any search); ``top_k`` is per base (None:
-        each base's default), ``limit`` bounds the merged list (None: no bound). A base whose
-        search fails is listed in ``errors``; the others still merge.
+        Every base is resolved first (NotFound before any search) and the filters are checked
+        once (``InvalidFilter`` before any search), then apply in each base as in
+        :meth:`search`; ``top_k`` is per base (None: each base's default), ``limit`` bounds
+        the merged list (None: no bound). A base whose search fails is listed in ``errors``;
+        the others still merge.
         """
+        filters = parse_filters(under=under, types=types, since=since)
         resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
         return search_bases(
-            lambda b: self.search(b, query, top_k=top_k),
+            lambda b: self._search(b, query, top_k=top_k, filters=filters),
             resolved,
             limit=limit,
             dedupe_text=dedupe_text,

@@ -71,13 +71,17 @@ class ListReranker:
 class RecordingStore(SqliteIndexStore):
     """The real store, noting the limits each lane is asked for."""
 
-    def keyword_search(self, query, limit):  # type: ignore[no-untyped-def]
+    def keyword_lane(self, query, limit, *, within=None):  # type: ignore[no-untyped-def]
         self.asked = [*getattr(self, "asked", []), ("keyword", limit)]
-        return super().keyword_search(query, limit)
+        return super().keyword_lane(query, limit, within=within)
 
-    def vector_search(self, vector, limit):  # type: ignore[no-untyped-def]
+    def vector_lane(self, vector, limit, *, within=None):  # type: ignore[no-untyped-def]
         self.asked = [*getattr(self, "asked", []), ("vector", limit)]
-        return super().vector_search(vector, limit)
+        return super().vector_lane(vector, limit, within=within)
+
+    def hits_for(self, pairs):  # type: ignore[no-untyped-def]
+        self.read = [*getattr(self, "read", []), len(pairs)]
+        return super().hits_for(pairs)
 
 
 DOCS = {

@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.compiler import compiles
 
 from knowbase.catalog.db import now_ms
 from knowbase.catalog.models import Item
@@ -461,3 +462,47 @@ def count_visible(conn: Connection, base_id: str) -> int:
     """How many items of the base are not ``deleting`` (counted in SQL, nothing loaded)."""
     q = sa.select(sa.func.count()).where(it.c.base_id == base_id, it.c.status != "deleting")
     return int(conn.execute(q).scalar_one())
+
+
+class _JsonText(sa.sql.expression.FunctionElement[str]):
+    """``data``'s top-level string field ``key`` as text, in either dialect (``data`` is TEXT)."""
+
+    type = sa.String()
+    inherit_cache = True
+    name = "kb_json_text"
+
+
+@compiles(_JsonText, "sqlite")
+def _json_text_sqlite(element: _JsonText, compiler: Any, **kw: Any) -> str:
+    col, key = list(element.clauses)
+    return f"json_extract({compiler.process(col, **kw)}, {compiler.process(key, **kw)})"
+
+
+@compiles(_JsonText, "postgresql")
+def _json_text_pg(element: _JsonText, compiler: Any, **kw: Any) -> str:
+    col, key = list(element.clauses)
+    return f"(CAST({compiler.process(col, **kw)} AS json) ->> {compiler.process(key, **kw)})"
+
+
+def _json_key(key: str, dialect_sqlite: bool) -> str:
+    return f"$.{key}" if dialect_sqlite else key
+
+
+def scope_rows(
+    conn: Connection, base_id: str, *, since_ms: int | None = None
+) -> list[tuple[str, str, str | None, str | None, int]]:
+    """``(id, type, relative_path, indexed_relative_path, updated_at)`` of the base's
+    completed leaf items (updated at or after ``since_ms``): what search filters resolve
+    against. The two paths are read from ``data`` in SQL, so a note's text is never loaded.
+    """
+    sqlite = conn.dialect.name == "sqlite"
+    q = sa.select(
+        it.c.id,
+        it.c.type,
+        _JsonText(it.c.data, sa.literal(_json_key("relative_path", sqlite))),
+        _JsonText(it.c.data, sa.literal(_json_key("indexed_relative_path", sqlite))),
+        it.c.updated_at,
+    ).where(it.c.base_id == base_id, it.c.status == "completed")
+    if since_ms is not None:
+        q = q.where(it.c.updated_at >= since_ms)
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in conn.execute(q) if not is_container(r[1])]

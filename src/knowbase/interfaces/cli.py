@@ -429,13 +429,36 @@ def search(
     base: str,
     query: str,
     top_k: Annotated[int | None, typer.Option("--top-k", "-k")] = None,
+    under: Annotated[
+        str | None,
+        typer.Option(
+            "--under", metavar="PATH", help="Only documents in this folder (Concept ID prefix)."
+        ),
+    ] = None,
+    types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type",
+            metavar="TYPE",
+            help="Only this source type: a file extension (pdf, md, docx…), url or note. "
+            "Repeat it or give a comma list.",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DATE",
+            help="Only items updated at or after this ISO date or datetime (UTC unless given).",
+        ),
+    ] = None,
     explain: Annotated[bool, typer.Option(help="Show how the search ran.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Search a base; prints cited results (Concept ID, locator, score)."""
     with open_kb(home) as kb:
-        response = kb.search(base, query, top_k=top_k)
+        response = kb.search(base, query, top_k=top_k, under=under, types=types, since=since)
 
     def render() -> None:
         if not response.results:

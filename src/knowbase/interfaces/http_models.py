@@ -199,6 +199,17 @@ class ChunkOut(BaseModel):
 class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=1000)
     top_k: json_int(1, 1000) | None = None
+    under: str | None = Field(
+        None, max_length=4096, description="only documents in this folder (Concept ID prefix)"
+    )
+    types: list[Annotated[str, Field(max_length=200)]] | None = Field(
+        None,
+        max_length=32,
+        description="source types: file extensions (pdf, md…), url, note; any of them",
+    )
+    since: str | None = Field(
+        None, max_length=64, description="only items updated at or after this ISO date/datetime"
+    )
 
 
 class MultiSearchRequest(SearchRequest):

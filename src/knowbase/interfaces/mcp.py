@@ -179,8 +179,31 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
             list[Annotated[str, Field(min_length=1, max_length=200)]],
             Field(min_length=1, max_length=SEARCH_MAX_BASES, description="Bases to search"),
         ],
+        under: Annotated[
+            str | None,
+            Field(
+                max_length=1000,
+                description="Only documents in this folder: a conceptId prefix such as 'papers'",
+            ),
+        ] = None,
+        types: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=20)]] | None,
+            Field(
+                max_length=32,
+                description="Only these source types: file extensions (pdf, md, docx…), url, note",
+            ),
+        ] = None,
+        since: Annotated[
+            str | None,
+            Field(
+                max_length=64,
+                description="Only items updated at or after this ISO date, e.g. 2024-05-01",
+            ),
+        ] = None,
     ) -> CallToolResult:
-        return tools.kb_search(scope, cites, query=query, base_ids=baseIds)
+        return tools.kb_search(
+            scope, cites, query=query, base_ids=baseIds, under=under, types=types, since=since
+        )
 
     @server.tool(
         name="kb_read",

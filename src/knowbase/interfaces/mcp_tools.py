@@ -213,9 +213,19 @@ def kb_list(
 
 
 # --- kb_search ---------------------------------------------------------------------------------
-def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -> Any:
+def kb_search(
+    scope: Scope,
+    cites: _Cites,
+    *,
+    query: str,
+    base_ids: list[str],
+    under: str | None = None,
+    types: list[str] | None = None,
+    since: str | None = None,
+) -> Any:
     """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
-    passage text), clamp scores, cite."""
+    passage text), clamp scores, cite. ``under``/``types``/``since`` filter inside each base's
+    lanes (``query/scope.py``); a malformed one is a tool error naming the filter."""
     kb = scope.kb
     refs = list(dict.fromkeys(base_ids))
     errors: dict[str, str] = {}
@@ -228,7 +238,12 @@ def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -
         except KnowbaseError as exc:
             errors[ref] = exc.message
 
-    found = kb.search_many(targets, query, dedupe_text=True)
+    try:
+        found = kb.search_many(
+            targets, query, dedupe_text=True, under=under, types=types, since=since
+        )
+    except InvalidInput as exc:
+        return _from_error(exc)
     invalid = [e for e in found.errors.values() if isinstance(e, InvalidInput)]
     if invalid:
         return _from_error(invalid[0])
@@ -247,10 +262,13 @@ def kb_search(scope: Scope, cites: _Cites, *, query: str, base_ids: list[str]) -
     if errors:
         data["failedBases"] = errors
     if not items:
+        filtered = under is not None or bool(types) or since is not None
         return _ok(
             data,
-            f"No passages match {query!r}. Try other words, or call kb_list (with baseId "
-            "for an outline) to see what these bases hold.",
+            f"No passages match {query!r}"
+            + (" within the filters (under/types/since); try without them" if filtered else "")
+            + ". Try other words, or call kb_list (with baseId for an outline) to see what "
+            "these bases hold.",
         )
     return _ok(data)
 

@@ -2,10 +2,12 @@
 
 Steps, in order: trim and bound the query (1..1000 chars); refuse a query without tokens before
 any embedding; derive the mode (``hybrid`` iff an embedder is given and the base has dims — and
-the model reads at least 90% of the query's letters, see :func:`script_coverage`); run the lanes;
-fuse them by the base's fusion settings (``query/fusion.py``: RRF or convex, α, k); keep only
-hits of visible (completed) items; rerank before the trim; trim to ``top_k``; apply the threshold
-to relevance scores only; number ranks from 1.
+the model reads at least 90% of the query's letters, see :func:`script_coverage`); run the lanes,
+each restricted to the search filters' materials (``scope``, :mod:`.scope`) before its cut; fuse
+them by the base's fusion settings (``query/fusion.py``: RRF or convex, α, k); keep only hits of
+visible (completed) items; read text and locators of the hits kept (the lanes return ids and
+scores only); rerank before the trim; trim to ``top_k``; apply the threshold to relevance scores
+only; number ranks from 1.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import regex
 
 from knowbase.errors import InvalidInput, NoSearchableTokens
 from knowbase.pipeline.indexing.embed import cached_query, embed_query
-from knowbase.pipeline.store.base import IndexStore, SearchHit
+from knowbase.pipeline.store.base import IndexStore, LaneHit, SearchHit
 from knowbase.pipeline.store.fts_query import build_keyword_query, extract_tokens
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
 from knowbase.query.fusion import FULL_COVERAGE, FusionSettings, dense_weight, fuse
+from knowbase.query.scope import Scope
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +149,10 @@ def search(
     embedder: EmbeddingProvider | None,
     reranker: RerankProvider | None,
     visible: Callable[[set[str]], dict[str, VisibleItem]],
+    scope: Scope | None = None,
 ) -> SearchResponse:
-    """Search one base. ``visible`` returns the COMPLETED items of this base among the ids.
+    """Search one base. ``visible`` returns the COMPLETED items of this base among the ids;
+    ``scope`` (search filters, :func:`knowbase.query.scope.resolve`) restricts both lanes.
 
     Raises InvalidInput (bad length), NoSearchableTokens (before any embedding) and
     EmbeddingMismatch (query vector of the wrong width). Rerank errors never raise: the
@@ -162,6 +167,9 @@ def search(
         "candidate_limit": candidates,
         "keyword": build_keyword_query(q).explain(),
     }
+    within = None if scope is None else scope.within
+    if scope is not None:
+        explain["filters"] = scope.explain()
     mode: Mode = "hybrid" if embedder is not None and config.dims else "bm25"
     if embedder is not None and not config.dims:
         explain["dense_lane"] = {"used": False, "reason": "base_has_no_dims"}
@@ -182,25 +190,27 @@ def search(
         mode = "bm25"
         explain["dense_lane"] = {"used": False, "reason": "fusion_alpha_zero"}
     explain["mode"] = mode
+    if within is not None and not within:  # the filters allow no material: nothing to rank
+        explain["lanes"] = {"skipped": "filters_match_nothing"}
+        return SearchResponse(results=[], mode=mode, explain=explain)
 
-    hits: dict[str, SearchHit] = {}
     first = candidates
     if mode == "hybrid":
         assert embedder is not None and config.dims
-        vector = cached_query(q, embedder, config.dims)
-        if vector is None:
-            # Embed on this thread (the model's) while a pool thread runs the keyword lane:
-            # both release the GIL (torch, SQLite), so the keyword lane costs no extra wall time.
-            keyword = _LANES.submit(store.keyword_search, q, lane_limit)
-            try:
+        # Embed and run the vector lane on this thread (the model's) while a pool thread runs
+        # the keyword lane: torch, numpy and SQLite all release the GIL, so on two cores the
+        # keyword lane costs no extra wall time (with a cached query vector either).
+        keyword = _LANES.submit(store.keyword_lane, q, lane_limit, within=within)
+        try:
+            vector = cached_query(q, embedder, config.dims)
+            if vector is None:
                 vector = embed_query(q, embedder, config.dims)
-            finally:
-                khits = keyword.result()
-        else:
-            khits = store.keyword_search(q, lane_limit)
-        vhits = store.vector_search(vector, lane_limit)
+            vhits = store.vector_lane(vector, lane_limit, within=within)
+        finally:
+            khits = keyword.result()
+        lane: dict[str, LaneHit] = {}
         for h in [*vhits, *khits]:
-            hits.setdefault(h.unit_id, h)
+            lane.setdefault(h.unit_id, h)
         fused = fuse(
             [(h.unit_id, h.score) for h in vhits],
             [(h.unit_id, h.score) for h in khits],
@@ -210,22 +220,21 @@ def search(
         explain["dense_lane"] = {"used": True, "hits": len(vhits)}
         explain["fusion"] = {"method": fusion.method, "alpha": fusion.alpha, "rrf_k": fusion.rrf_k}
         explain["lanes"] = {"vector": len(vhits), "keyword": len(khits), "lane_limit": lane_limit}
-        ranked = [(hits[uid], score) for uid, score in fused]
+        ranked = [(lane[uid], score) for uid, score in fused]
     else:
         # Without a reranker only top_k hits are shown: ask the lane for that many first and
         # widen to the candidate limit only when hidden items leave a gap (below). The lane's
-        # order is total (ties by unit id), so the short list is a prefix of the long one;
-        # fetching text for 5x the hits shown was half of a BM25 search's cost.
+        # order is total (ties by unit id), so the short list is a prefix of the long one.
         first = candidates if reranker is not None else top_k
-        ranked = [(h, h.score) for h in store.keyword_search(q, first)]
+        ranked = [(h, h.score) for h in store.keyword_lane(q, first, within=within)]
 
     # A reranker sees every candidate, so check them all; otherwise only as many as it takes
     # to fill top_k (the catalog lookup is a good part of a search's cost).
     need = len(ranked) if reranker is not None else top_k
-    shown, kept, checked = _visible_prefix(ranked, need, visible)
+    shown, kept, checked = _visible_hits(store, ranked, need, visible)
     if len(kept) < need and len(ranked) == first < candidates:  # a short BM25 page was full
-        ranked = [(h, h.score) for h in store.keyword_search(q, candidates)]
-        shown, kept, checked = _visible_prefix(ranked, need, visible)
+        ranked = [(h, h.score) for h in store.keyword_lane(q, candidates, within=within)]
+        shown, kept, checked = _visible_hits(store, ranked, need, visible)
     if mode == "bm25":
         explain["lanes"] = {"keyword": len(ranked), "lane_limit": candidates}
     explain["hidden"] = checked - len(kept)
@@ -244,16 +253,40 @@ def search(
     return SearchResponse(results=results, mode=mode, explain=explain)
 
 
-def _visible_prefix(
-    ranked: list[tuple[SearchHit, float]],
+def _visible_hits(
+    store: IndexStore,
+    ranked: list[tuple[LaneHit, float]],
     need: int,
     visible: Callable[[set[str]], dict[str, VisibleItem]],
 ) -> tuple[dict[str, VisibleItem], list[tuple[SearchHit, float]], int]:
+    """The first ``need`` hits of ``ranked`` whose items are visible, with their text.
+
+    Text and locators are read for those hits only. A unit deleted since its lane ran (or an
+    orphan vector of an external lane) has no text: the walk goes on past it. Returns (the
+    visible items, the kept hits, how many lane hits were checked).
+    """
+    shown: dict[str, VisibleItem] = {}
+    kept: list[tuple[SearchHit, float]] = []
+    pos = 0
+    while pos < len(ranked) and len(kept) < need:
+        more, window, end = _visible_prefix(ranked[pos:], need - len(kept), visible)
+        shown.update(more)
+        full = store.hits_for([(h.unit_id, s) for h, s in window])
+        kept.extend((h, h.score) for h in full)
+        pos += end
+    return shown, kept, pos
+
+
+def _visible_prefix(
+    ranked: list[tuple[LaneHit, float]],
+    need: int,
+    visible: Callable[[set[str]], dict[str, VisibleItem]],
+) -> tuple[dict[str, VisibleItem], list[tuple[LaneHit, float]], int]:
     """Walk ``ranked`` in order, asking ``visible`` about its items a window at a time, until
     ``need`` hits are kept. Returns (the visible items, the kept hits, how many were checked)."""
     shown: dict[str, VisibleItem] = {}
     asked: set[str] = set()
-    kept: list[tuple[SearchHit, float]] = []
+    kept: list[tuple[LaneHit, float]] = []
     pos = 0
     while pos < len(ranked) and len(kept) < need:
         window: set[str] = set()

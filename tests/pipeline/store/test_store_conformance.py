@@ -323,3 +323,74 @@ def test_rrf_over_both_lanes_is_backend_independent(vstore: IndexStore) -> None:
     fused = rrf_fuse([([h.unit_id for h in vhits], 0.5), ([h.unit_id for h in khits], 0.5)])
     by_id = {h.unit_id: h.text for h in [*vhits, *khits]}
     assert by_id[fused[0][0]] == "beta gamma"  # first in both lanes
+
+
+# --- search filters: ``within`` inside both lanes (issue 15 item 5) ----------------------------
+def _scoped_store(store_factory: Factory) -> tuple[IndexStore, np.ndarray]:
+    """40 ``b*`` units near the query and first in the keyword lane, 3 ``r*`` units last."""
+    store = store_factory()
+    rng = np.random.default_rng(3)
+    query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    for n in range(43):
+        rare = n >= 40
+        mid = f"r{n - 40}" if rare else f"b{n:02d}"
+        text = f"apple {'pear ' * 8 if rare else 'apple '}{mid}"
+        vec = (np.array([0.1, 1.0, 0.0, 0.0]) if rare else query) + rng.normal(0, 0.01, DIMS)
+        m = MaterialInput(mid, f"{mid}.md", text, [Chunk(text, 0, len(text), 0, {"page": 1})])
+        store.rebuild_material(m, {text_hash(text): vec.astype(np.float32)})
+    return store, query
+
+
+def test_within_restricts_both_lanes_before_the_cut(store_factory: Factory) -> None:
+    store, query = _scoped_store(store_factory)
+    rare = frozenset({"r0", "r1", "r2"})
+    assert {h.material_id for h in store.keyword_lane("apple", 10)}.isdisjoint(rare)
+    assert {h.material_id for h in store.vector_lane(query, 10)}.isdisjoint(rare)
+    for limit in (2, 10):
+        keyword = store.keyword_lane("apple", limit, within=rare)
+        vector = store.vector_lane(query, limit, within=rare)
+        assert len(keyword) == len(vector) == min(limit, 3)
+        assert {h.material_id for h in keyword} <= rare and {h.material_id for h in vector} <= rare
+        # a scoped lane is the unscoped lane's order restricted to the scope
+        full = [h for h in store.keyword_lane("apple", 100) if h.material_id in rare]
+        assert keyword == full[:limit]
+    hits = store.keyword_search("apple", 10, within=rare)
+    assert [h.unit_id for h in hits] == [h.unit_id for h in store.keyword_lane(
+        "apple", 10, within=rare)]  # fmt: skip
+    assert all(h.text.startswith("apple pear") and h.locator == {"page": 1} for h in hits)
+    vhits = store.vector_search(query, 10, within=rare)
+    assert sorted(h.relative_path for h in vhits) == ["r0.md", "r1.md", "r2.md"]
+    assert [h.score for h in vhits] == sorted((h.score for h in vhits), reverse=True)
+
+
+def test_within_nothing_or_unknown_ids_finds_nothing(store_factory: Factory) -> None:
+    store, query = _scoped_store(store_factory)
+    for within in (frozenset(), frozenset({"no-such-material"})):
+        assert store.keyword_lane("apple", 10, within=within) == []
+        assert store.vector_lane(query, 10, within=within) == []
+        assert store.keyword_search("apple", 10, within=within) == []
+    both = frozenset({"b07", "no-such-material"})
+    assert [h.material_id for h in store.vector_lane(query, 10, within=both)] == ["b07"]
+
+
+def test_within_on_the_cjk_and_single_character_paths(store_factory: Factory) -> None:
+    """The bigram MATCH with its single-character LIKE filter, and the LIKE fallback."""
+    store = store_factory(dims=None)
+    docs = {"a": "羊驼的毛很柔软", "b": "羊驼毛比羊毛更暖和", "c": "山羊"}
+    for mid, text in docs.items():
+        store.rebuild_material(material(mid, text, size=50, path=f"资料/{mid}.md"), {})
+    assert {h.material_id for h in store.keyword_lane("羊驼毛", 10)} >= {"a", "b"}
+    assert [h.material_id for h in store.keyword_lane("羊驼毛", 10, within=frozenset("b"))] == [
+        "b"
+    ]
+    assert {h.material_id for h in store.keyword_lane("羊", 10)} == {"a", "b", "c"}  # LIKE
+    assert [h.material_id for h in store.keyword_lane("羊", 10, within=frozenset("c"))] == ["c"]
+
+
+def test_hits_for_keeps_the_order_and_skips_units_gone(store_factory: Factory) -> None:
+    store, query = _scoped_store(store_factory)
+    lane = store.keyword_lane("apple", 3)
+    pairs = [(h.unit_id, h.score) for h in reversed(lane)] + [("no-such-unit", 1.0)]
+    hits = store.hits_for(pairs)
+    assert [(h.unit_id, h.score) for h in hits] == pairs[:3]
+    assert store.hits_for([]) == []

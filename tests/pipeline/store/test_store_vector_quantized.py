@@ -110,7 +110,7 @@ def test_big_lane_never_returns_hidden_units_and_agrees_with_exact(
             elif op == "add" and number not in present or op == "replace":
                 present[number] = f"t{seed}"  # a new tag: new bodies, so new unit ids
                 put(store, mid, clustered(rng, int(rng.integers(1, 40))), present[number])
-            lane = store.vector_lane()
+            lane = store.serving_lane()
             matrix = store.vector_matrix()
             live = live_units(store)
             if matrix.size == 0:
@@ -201,10 +201,10 @@ def test_below_the_threshold_the_exact_lane_serves(tmp_path: Path) -> None:
     store = open_store(tmp_path, min_rows=100)
     try:
         put(store, "a", clustered(np.random.default_rng(4), 60), "t")
-        assert store.vector_lane() is store.vector_matrix()
+        assert store.serving_lane() is store.vector_matrix()
         assert store.vector_lane_info()["lane"] == "exact"
         put(store, "b", clustered(np.random.default_rng(5), 60), "t")
-        assert isinstance(store.vector_lane(), QuantizedLane)
+        assert isinstance(store.serving_lane(), QuantizedLane)
         info = store.vector_lane_info()
         assert info["lane"] == "quantized-ivf-sq8" and info["loaded"] and info["rows"] == 120
         assert info["index_bytes"] > 0 and info["matrix_bytes"] == 120 * DIMS * 4
@@ -218,12 +218,12 @@ def test_a_full_build_runs_in_the_background_while_the_exact_lane_serves(tmp_pat
     try:
         put(store, "a", clustered(np.random.default_rng(10), 300), "t")
         q = clustered(np.random.default_rng(11), 1)[0]
-        first = store.vector_lane()  # starts the build; answers at once
+        first = store.serving_lane()  # starts the build; answers at once
         exact = store.vector_matrix().top_k(q, 10)
         if first is store.vector_matrix():
             assert [h.unit_id for h in store.vector_search(q, 10)] == [u for u, _ in exact]
         store._big.wait(60)
-        lane = store.vector_lane()
+        lane = store.serving_lane()
         assert isinstance(lane, QuantizedLane)
         assert recall(lane.top_k(q, 10), exact) >= RECALL
     finally:
@@ -239,7 +239,7 @@ def test_without_faiss_the_exact_lane_serves_and_status_says_why(
     try:
         put(store, "a", clustered(np.random.default_rng(6), 30), "t")
         q = clustered(np.random.default_rng(8), 1)[0]
-        assert store.vector_lane() is store.vector_matrix()
+        assert store.serving_lane() is store.vector_matrix()
         hits = store.vector_search(q, 10)
         assert [h.unit_id for h in hits] == [u for u, _ in store.vector_matrix().top_k(q, 10)]
         info = store.vector_lane_info()
@@ -254,7 +254,7 @@ def test_the_setting_reaches_the_store(tmp_path: Path) -> None:
     try:
         put(store, "a", clustered(np.random.default_rng(9), 30), "t")  # type: ignore[arg-type]
         assert store.quantized_min_rows == 0  # type: ignore[attr-defined]
-        assert store.vector_lane() is store.vector_matrix()  # type: ignore[attr-defined]
+        assert store.serving_lane() is store.vector_matrix()  # type: ignore[attr-defined]
     finally:
         store.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -51,6 +51,18 @@ class SearchHit:
     locator: dict[str, Any] = field(default_factory=dict)
 
 
+class LaneHit(NamedTuple):
+    """A lane's hit before its text is read: enough to fuse, check visibility and cut.
+
+    Search fetches text and locators (:meth:`IndexStore.hits_for`) only for the hits it shows;
+    reading them for every lane hit (up to 1,000 per lane) was most of a search's own cost.
+    """
+
+    unit_id: str
+    material_id: str
+    score: float
+
+
 @dataclass(frozen=True)
 class UnitRecord:
     """A stored search unit of one material, in unit_index order."""
@@ -84,12 +96,38 @@ class IndexStore(Protocol):
 
     def reclaim(self) -> None: ...
 
-    def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
+    def keyword_lane(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
         """The best ``limit`` keyword hits, in a total order (equal scores by unit id): a
-        shorter limit must return a prefix of a longer one (search widens on demand)."""
+        shorter limit must return a prefix of a longer one (search widens on demand).
+
+        ``within``: material ids the hits must belong to, applied before the limit (None: no
+        restriction; empty: no hits).
+        """
         ...
 
-    def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]: ...
+    def vector_lane(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
+        """The ``limit`` nearest units by cosine similarity, ``within`` as for keyword_lane."""
+        ...
+
+    def hits_for(self, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
+        """Full hits for ``(unit_id, score)`` pairs, in their order; units gone are skipped."""
+        ...
+
+    def keyword_search(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        """:meth:`keyword_lane` with each hit's text, Concept ID and locator."""
+        ...
+
+    def vector_search(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        """:meth:`vector_lane` with each hit's text, Concept ID and locator."""
+        ...
 
     def material_path(self, material_id: str) -> str | None: ...
 

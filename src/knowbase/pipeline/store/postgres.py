@@ -30,15 +30,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from knowbase.errors import Conflict, EmbeddingMismatch, InvalidInput, VectorStoreUnavailable
-from knowbase.pipeline.store.base import MaterialInput, SearchHit, UnitRecord
+from knowbase.pipeline.store.base import LaneHit, MaterialInput, SearchHit, UnitRecord
 from knowbase.pipeline.store.fts_query import build_keyword_query
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
-from knowbase.pipeline.store.postgres_keyword import keyword_rows, keyword_words
+from knowbase.pipeline.store.postgres_keyword import keyword_rows, keyword_words, within_sql
 from knowbase.pipeline.store.postgres_models import PostgresModelSets
 from knowbase.pipeline.store.postgres_sql import (
     HIT,
     JOIN,
+    LANE,
     SCHEMA_VERSION,
     VISIBLE,
     ef_search_for,
@@ -387,18 +388,49 @@ class PostgresIndexStore(PostgresModelSets):
             )
         return out
 
-    def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
+    def keyword_lane(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
         """FTS5-equivalent BM25 (score = the positive BM25 sum) or the LIKE fallback
-        (score = −length), ties by unit id; see :mod:`.postgres_keyword`."""
+        (score = −length), ties by unit id, among ``within``'s materials when given; see
+        :mod:`.postgres_keyword`."""
+        return [LaneHit(u, m, float(s)) for u, m, s in self._keyword(query, limit, LANE, within)]
+
+    def keyword_search(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        """:meth:`keyword_lane` with text, Concept ID and locator per hit."""
+        return self._hits(self._keyword(query, limit, HIT, within))
+
+    def _keyword(
+        self, query: str, limit: int, columns: str, within: frozenset[str] | None
+    ) -> list[Any]:
         kq = build_keyword_query(query)
-        if limit <= 0 or kq.mode == "none":
+        if limit <= 0 or kq.mode == "none" or (within is not None and not within):
             return []
         with self._tx("keyword_search") as conn:
-            return self._hits(keyword_rows(conn, self.base_id, kq, limit, self._visible()))
+            return keyword_rows(
+                conn, self.base_id, kq, limit, self._visible(), columns=columns, within=within
+            )
 
-    def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
-        """Approximate cosine top-``limit`` through HNSW (score = cosine similarity)."""
-        if self.dims is None or limit <= 0:
+    def vector_lane(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
+        """Cosine top-``limit`` (score = cosine similarity): approximate through HNSW, or an
+        exact scan of ``within``'s units when given (HNSW cannot cut among a scope's rows)."""
+        rows = self._vector(vector, limit, LANE, within)
+        return [LaneHit(u, m, float(s)) for u, m, s in rows]
+
+    def vector_search(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        """:meth:`vector_lane` with text, Concept ID and locator per hit."""
+        return self._hits(self._vector(vector, limit, HIT, within))
+
+    def _vector(
+        self, vector: np.ndarray, limit: int, columns: str, within: frozenset[str] | None
+    ) -> list[Any]:
+        if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
         q = np.asarray(vector, dtype="<f4").ravel()
         if q.shape[0] != self.dims:
@@ -408,28 +440,46 @@ class PostgresIndexStore(PostgresModelSets):
         norm = float(np.linalg.norm(q.astype(np.float64)))
         if not math.isfinite(norm) or norm == 0.0:
             return []  # matches nothing, as the SQLite lane
+        params = {"b": self.base_id, "mo": self.model_id, "q": vector_literal(q), "k": limit}
         with self._tx("vector_search") as conn:
+            if within is not None:
+                # Exact over the scope: a MATERIALIZED CTE keeps the planner off the HNSW
+                # index, whose candidate list would be cut before the scope's rows are found.
+                scope, scope_args = within_sql(within)
+                return conn.exec_driver_sql(
+                    f"""WITH cand AS MATERIALIZED (
+                      SELECT u.unit_id, v.embedding <=> %(q)s::vector AS dist
+                      FROM kb_unit u JOIN {self.vec_table} v ON v.base_id = u.base_id
+                        AND v.embedding_text_hash = u.embedding_text_hash AND v.model_id = %(mo)s
+                      WHERE u.base_id = %(b)s{scope})
+                    SELECT {columns}, 1 - cand.dist FROM cand
+                    JOIN kb_unit u ON u.base_id = %(b)s AND u.unit_id = cand.unit_id
+                    {JOIN} {self._visible()}
+                    WHERE cand.dist IS NOT NULL AND cand.dist = cand.dist
+                    ORDER BY cand.dist, u.unit_id LIMIT %(k)s""",
+                    {**params, **scope_args},
+                ).all()
             conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {ef_search_for(limit)}")
             conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = strict_order")
             # The k nearest distinct vectors, then their units: a vector shared by equal bodies
             # is one row of the index and one or more units.
-            rows = conn.exec_driver_sql(
+            return conn.exec_driver_sql(
                 f"""WITH near AS MATERIALIZED (
                   SELECT v.embedding_text_hash, v.embedding <=> %(q)s::vector AS dist
                   FROM {self.vec_table} v WHERE v.base_id = %(b)s AND v.model_id = %(mo)s
                   ORDER BY v.embedding <=> %(q)s::vector LIMIT %(k)s)
-                SELECT {HIT}, 1 - near.dist FROM near
+                SELECT {columns}, 1 - near.dist FROM near
                 JOIN kb_unit u ON u.base_id = %(b)s
                   AND u.embedding_text_hash = near.embedding_text_hash
                 {JOIN} {self._visible()}
                 WHERE near.dist IS NOT NULL AND near.dist = near.dist
                 ORDER BY near.dist, u.unit_id LIMIT %(k)s""",
-                {"b": self.base_id, "mo": self.model_id, "q": vector_literal(q), "k": limit},
+                params,
             ).all()
-        return self._hits(rows)
 
-    def hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
-        """Hits for ``(unit_id, score)`` pairs, in their order (an external vector lane)."""
+    def hits_for(self, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
+        """Full hits for ``(unit_id, score)`` pairs, in their order (the hits a search shows,
+        an external vector lane); units gone meanwhile are skipped."""
         if not pairs:
             return []
         with self._tx("hits_for") as conn:

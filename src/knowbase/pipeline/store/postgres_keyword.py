@@ -45,23 +45,40 @@ def keyword_words(text: str) -> list[str]:
     return [_strip_latin_marks(w) for w in _WORD.findall(keyword_text(text))]
 
 
+def within_sql(within: frozenset[str] | None) -> tuple[str, dict[str, Any]]:
+    """The material scope of a search as SQL on ``u.material_id`` (empty without one)."""
+    if within is None:
+        return "", {}
+    return " AND u.material_id = ANY(%(within)s)", {"within": list(within)}
+
+
 def keyword_rows(
-    conn: Connection, base_id: str, kq: KeywordQuery, limit: int, visible: str
+    conn: Connection,
+    base_id: str,
+    kq: KeywordQuery,
+    limit: int,
+    visible: str,
+    *,
+    columns: str = HIT,
+    within: frozenset[str] | None = None,
 ) -> list[Any]:
-    """Rows (hit columns + score) for a ``match`` or ``like`` plan of :mod:`.fts_query`."""
+    """Rows (``columns`` + score) for a ``match`` or ``like`` plan of :mod:`.fts_query`,
+    among the units of ``within``'s materials when given (before the limit)."""
+    scope, scope_args = within_sql(within)
     if kq.mode == "like":
         where = " AND ".join(f"u.body LIKE %(l{i})s" for i in range(len(kq.like_terms)))
         params = {f"l{i}": t for i, t in enumerate(kq.like_terms)}
         return conn.exec_driver_sql(
-            f"SELECT {HIT}, -length(u.body) FROM kb_unit u {JOIN} {visible}"
-            f" WHERE u.base_id = %(b)s AND {where}"
+            f"SELECT {columns}, -length(u.body) FROM kb_unit u {JOIN} {visible}"
+            f" WHERE u.base_id = %(b)s AND {where}{scope}"
             " ORDER BY length(u.body), u.unit_id LIMIT %(k)s",
-            {**params, "b": base_id, "k": limit},
+            {**params, **scope_args, "b": base_id, "k": limit},
         ).all()
     terms = [" ".join(keyword_words(t)) for t in kq.terms]
-    rows = bm25_rows(conn, base_id, terms, kq.filters, limit, visible)
+    args = (columns, scope, scope_args)
+    rows = bm25_rows(conn, base_id, terms, kq.filters, limit, visible, *args)
     if not rows and kq.filters:  # the single-char filters emptied it: once without them
-        rows = bm25_rows(conn, base_id, terms, (), limit, visible)
+        rows = bm25_rows(conn, base_id, terms, (), limit, visible, *args)
     return rows
 
 
@@ -72,8 +89,12 @@ def bm25_rows(
     filters: Sequence[str],
     limit: int,
     visible: str,
+    columns: str = HIT,
+    scope: str = "",
+    scope_args: dict[str, Any] | None = None,
 ) -> list[Any]:
-    """The best ``limit`` units by FTS5's BM25 over the base's totals (``kb_index``)."""
+    """The best ``limit`` units by FTS5's BM25 over the base's totals (``kb_index``);
+    ``scope`` is :func:`within_sql`'s restriction, applied before the limit."""
     totals = conn.exec_driver_sql(
         "SELECT unit_count, token_count FROM kb_index WHERE base_id = %(b)s",
         {"b": base_id},
@@ -81,8 +102,9 @@ def bm25_rows(
     if totals is None or not totals[0]:
         return []
     n_units, tokens = int(totals[0]), int(totals[1])
-    extra = "".join(f" AND u.body LIKE %(f{i})s" for i in range(len(filters)))
+    extra = "".join(f" AND u.body LIKE %(f{i})s" for i in range(len(filters))) + scope
     params: dict[str, Any] = {f"f{i}": f for i, f in enumerate(filters)}
+    params.update(scope_args or {})
     params.update(
         b=base_id,
         terms=terms,
@@ -105,7 +127,7 @@ def bm25_rows(
     ), tsq AS (
       SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
     )
-    SELECT {HIT}, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
+    SELECT {columns}, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
       / (cardinality(lx.positions)
          + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s))) AS score
     FROM kb_unit u {JOIN} {visible}

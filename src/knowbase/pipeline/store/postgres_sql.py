@@ -28,6 +28,7 @@ EF_SEARCH_MAX = 1000  # pgvector's limit
 
 HIT = """u.unit_id, u.material_id, m.relative_path, u.unit_index, u.char_start, u.char_end,
   u.body, u.title, u.locator_json"""
+LANE = "u.unit_id, u.material_id"  # a lane's columns: the text is read for shown hits only
 JOIN = "JOIN kb_material m ON m.base_id = u.base_id AND m.material_id = u.material_id"
 # Visibility through the catalog in the same database: only completed items of this base.
 VISIBLE = """JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id

@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, MissingExtra, VectorStoreUnavailable
-from knowbase.pipeline.store.base import IndexStore, MaterialInput, SearchHit, UnitRecord
+from knowbase.pipeline.store.base import (
+    IndexStore,
+    LaneHit,
+    MaterialInput,
+    SearchHit,
+    UnitRecord,
+)
 from knowbase.pipeline.store.plan import check_vectors, plan_units
 
 _NS = uuid.UUID("7b4e2f0a-1c1d-4c55-9a43-0a9f3f1a2b6c")
@@ -229,10 +235,23 @@ class QdrantIndexStore:
         self.inner.reclaim()
 
     # --- reads -----------------------------------------------------------------------------
-    def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
-        return self.inner.keyword_search(query, limit)
+    def keyword_lane(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
+        return self.inner.keyword_lane(query, limit, within=within)
 
-    def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
+    def keyword_search(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        return self.inner.keyword_search(query, limit, within=within)
+
+    def vector_lane(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
+        """Qdrant's nearest points (score = cosine similarity), ties by unit id; ``within``
+        is a payload filter on ``material_id``, so the cut happens among the scope's points.
+        A hit's text comes from the inner store (:meth:`hits_for`), which also drops orphan
+        points of a crashed rebuild."""
         q = np.asarray(vector, dtype="<f4").ravel()
         if q.shape[0] != self.dims:
             raise EmbeddingMismatch(
@@ -241,20 +260,28 @@ class QdrantIndexStore:
         norm = float(np.linalg.norm(q.astype(np.float64)))
         if limit <= 0 or not math.isfinite(norm) or norm == 0.0:
             return []
+        if within is not None and not within:
+            return []
+        flt = self._filter() if within is None else self._filter(material_id=sorted(within))
         try:
             found = self.client.query_points(
-                self.collection,
-                query=q.tolist(),
-                query_filter=self._filter(),
-                limit=limit,
-                with_payload=True,
+                self.collection, query=q.tolist(), query_filter=flt, limit=limit, with_payload=True
             ).points
         except Exception as exc:
             raise self._unavailable("vector_search", exc) from exc
-        pairs = sorted(
-            ((p.payload["unit_id"], float(p.score)) for p in found), key=lambda t: (-t[1], t[0])
-        )
-        return self.inner.hits_for(pairs)  # type: ignore[attr-defined]
+        hits = [
+            LaneHit(p.payload["unit_id"], p.payload["material_id"], float(p.score)) for p in found
+        ]
+        return sorted(hits, key=lambda h: (-h.score, h.unit_id))
+
+    def vector_search(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        return self.hits_for([(h.unit_id, h.score) for h in self.vector_lane(
+            vector, limit, within=within)])  # fmt: skip
+
+    def hits_for(self, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
+        return self.inner.hits_for(pairs)
 
     def material_path(self, material_id: str) -> str | None:
         return self.inner.material_path(material_id)

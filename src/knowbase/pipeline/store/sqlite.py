@@ -36,7 +36,7 @@ from knowbase.errors import (
     VectorStoreUnavailable,
 )
 from knowbase.pipeline.store import hashing
-from knowbase.pipeline.store.base import MaterialInput, SearchHit, UnitRecord
+from knowbase.pipeline.store.base import LaneHit, MaterialInput, SearchHit, UnitRecord
 from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
@@ -112,6 +112,20 @@ def _batches(items: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]
 
 def _marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+class _Within:
+    """A material scope as SQL: ``sql`` (empty, or an ``AND`` on ``su.material_id``) and its
+    ``args``. The ids travel as one JSON array (``json_each``): one parameter however many."""
+
+    __slots__ = ("args", "sql")
+
+    def __init__(self, within: frozenset[str] | None) -> None:
+        if within is None:
+            self.sql, self.args = "", ()
+        else:
+            self.sql = " AND su.material_id IN (SELECT value FROM json_each(?))"
+            self.args = (json.dumps(list(within)),)
 
 
 class SqliteIndexStore(SqliteModelSets):
@@ -449,36 +463,58 @@ class SqliteIndexStore(SqliteModelSets):
             return {}
         return self.vectors_for(hashes, self.model_id)
 
-    def keyword_search(self, query: str, limit: int) -> list[SearchHit]:
-        """The BM25 lane (score = −bm25) or its LIKE fallback (score = −length); see fts_query."""
+    def keyword_lane(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
+        """The BM25 lane (score = −bm25) or its LIKE fallback (score = −length); see fts_query.
+
+        ``within`` restricts the hits to those materials inside the ranking query, before the
+        limit (search filters).
+        """
         kq = build_keyword_query(query)
-        if limit <= 0 or kq.mode == "none":
+        if limit <= 0 or kq.mode == "none" or (within is not None and not within):
             return []
+        scope = _Within(within)
         with self._edge("keyword_search"):
             conn = self._reader()
             if kq.mode == "like":
                 where = " AND ".join("st.text LIKE ? ESCAPE '\\'" for _ in kq.like_terms)
                 rows = conn.execute(
-                    f"SELECT {_HIT_COLUMNS}, length(st.text) FROM search_text st {_HIT_JOINS}"
-                    f" WHERE st.kind = 'body' AND {where}"
+                    f"SELECT su.unit_id, su.material_id, length(st.text) FROM search_text st"
+                    " JOIN search_unit su ON su.unit_id = st.target_id"
+                    f" WHERE st.kind = 'body' AND {where}{scope.sql}"
                     " ORDER BY length(st.text), su.unit_id LIMIT ?",
-                    (*kq.like_terms, limit),
+                    (*kq.like_terms, *scope.args, limit),
                 ).fetchall()
-                return [_hit(r[:-1], -float(r[-1])) for r in rows]
-            rows = self._match(conn, kq.match or "", kq.filters, limit)
+                return [LaneHit(u, m, -float(n)) for u, m, n in rows]
+            rows = self._match(conn, kq.match or "", kq.filters, limit, scope)
             if not rows and kq.filters:
-                rows = self._match(conn, kq.match or "", (), limit)
-        return [_hit(r[:-1], -float(r[-1])) for r in rows]
+                rows = self._match(conn, kq.match or "", (), limit, scope)
+        return [LaneHit(u, m, -float(r)) for u, m, r in rows]
+
+    def keyword_search(
+        self, query: str, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        """:meth:`keyword_lane` with text, Concept ID and locator per hit."""
+        return self._hits_for([(h.unit_id, h.score) for h in self.keyword_lane(
+            query, limit, within=within)])  # fmt: skip
 
     @staticmethod
-    def _match(conn: apsw.Connection, match: str, filters: Sequence[str], limit: int) -> list[Any]:
-        if filters:  # LIKE filters need the text before the limit: one joined query
+    def _match(
+        conn: apsw.Connection, match: str, filters: Sequence[str], limit: int, scope: _Within
+    ) -> list[Any]:
+        """``(unit_id, material_id, bm25)`` rows, best (lowest) first, ties by unit id."""
+        if filters or scope.sql:
+            # LIKE filters and the material scope need the row before the limit: one joined
+            # query, ranked among the rows that pass.
             extra = "".join(" AND st.text LIKE ? ESCAPE '\\'" for _ in filters)
             return conn.execute(
-                f"SELECT {_HIT_COLUMNS}, bm25(search_text_fts) AS r FROM search_text_fts"
-                f" JOIN search_text st ON st.fts_rowid = search_text_fts.rowid {_HIT_JOINS}"
-                f" WHERE search_text_fts MATCH ?{extra} ORDER BY r, su.unit_id LIMIT ?",
-                (match, *filters, limit),
+                "SELECT su.unit_id, su.material_id, bm25(search_text_fts) AS r"
+                " FROM search_text_fts"
+                " JOIN search_text st ON st.fts_rowid = search_text_fts.rowid"
+                " JOIN search_unit su ON su.unit_id = st.target_id"
+                f" WHERE search_text_fts MATCH ?{extra}{scope.sql} ORDER BY r, su.unit_id LIMIT ?",
+                (match, *filters, *scope.args, limit),
             ).fetchall()
         # Rank inside FTS5 first, then join only the winners: joining every match before the
         # sort cost ~3x the ranking itself (a 2-word query over 10k chunks: 2.3 of 3.0 ms).
@@ -509,15 +545,14 @@ class SqliteIndexStore(SqliteModelSets):
                     conn.execute(
                         # no target_type test (the CHECK makes it constant): with it the
                         # planner scans the (target_type, ...) index instead of fts_rowid's
-                        f"SELECT {_HIT_COLUMNS}, st.fts_rowid FROM search_text st"
+                        "SELECT su.unit_id, su.material_id, st.fts_rowid FROM search_text st"
                         " JOIN search_unit su ON su.unit_id = st.target_id"
-                        " JOIN material m ON m.material_id = su.material_id"
                         f" WHERE st.fts_rowid IN ({_marks(len(batch))})",
                         batch,
                     ).fetchall()
                 )
-        out = [(*r[:-1], score[r[-1]]) for r in rows]
-        out.sort(key=lambda r: (r[-1], r[0]))
+        out = [(u, m, score[r]) for u, m, r in rows]
+        out.sort(key=lambda r: (r[2], r[0]))
         return out[:limit]
 
     def _query_vector(self, vector: np.ndarray | Sequence[float]) -> np.ndarray:
@@ -528,18 +563,62 @@ class SqliteIndexStore(SqliteModelSets):
             )
         return q
 
-    def vector_search(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
-        """Cosine top-``limit`` from :meth:`vector_lane` (score = cosine similarity)."""
-        if self.dims is None or limit <= 0:
+    def vector_lane(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[LaneHit]:
+        """Cosine top-``limit`` from :meth:`serving_lane` (score = cosine similarity), among
+        the rows of ``within``'s materials when it is given."""
+        if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
         q = self._query_vector(vector)
-        pairs = self.vector_lane().top_k(q, limit)
-        return self._hits_for(pairs)
-
-    def vector_lane(self) -> Lane:
-        """The lane at the current version: the exact matrix, or above ``quantized_min_rows``
-        live rows its faiss index (:mod:`.vector_quantized`), patched as the matrix is."""
         matrix = self.vector_matrix()
+        with self._edge("vector_search"):
+            conn = self._reader()
+            mask = None if within is None else self._row_mask(conn, matrix, within)
+            if mask is not None and not mask.any():
+                return []
+            pairs = self.serving_lane(matrix).top_k(q, limit, mask=mask)
+            owner: dict[str, str] = {}
+            ids = [uid for uid, _ in pairs]
+            for batch in _batches(ids):
+                owner.update(
+                    conn.execute(
+                        "SELECT unit_id, material_id FROM search_unit"
+                        f" WHERE unit_id IN ({_marks(len(batch))})",
+                        tuple(batch),
+                    ).fetchall()
+                )
+        # A unit deleted since the matrix was read is simply skipped.
+        return [LaneHit(uid, owner[uid], score) for uid, score in pairs if uid in owner]
+
+    @staticmethod
+    def _row_mask(
+        conn: apsw.Connection, matrix: VectorMatrix, within: frozenset[str]
+    ) -> np.ndarray:
+        """The matrix rows of the units of ``within``'s materials (units newer than the
+        matrix are not in it; units deleted since have no row)."""
+        mask = np.zeros(len(matrix.ids), dtype=bool)
+        rows = matrix.rows
+        scope = _Within(within)
+        found = conn.execute(
+            f"SELECT su.unit_id FROM search_unit su WHERE 1{scope.sql}", scope.args
+        ).fetchall()
+        index = [i for (uid,) in found if (i := rows.get(uid)) is not None]
+        mask[index] = True
+        return mask
+
+    def vector_search(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
+        """:meth:`vector_lane` with text, Concept ID and locator per hit."""
+        return self._hits_for([(h.unit_id, h.score) for h in self.vector_lane(
+            vector, limit, within=within)])  # fmt: skip
+
+    def serving_lane(self, matrix: VectorMatrix | None = None) -> Lane:
+        """The lane serving ``matrix`` (default: the current version): the exact matrix, or
+        above ``quantized_min_rows`` live rows its faiss index (:mod:`.vector_quantized`),
+        patched as the matrix is. Its ``top_k`` takes a row mask over ``matrix``."""
+        matrix = matrix if matrix is not None else self.vector_matrix()
         big = self._big
         if big is None:
             with CACHE.build_lock(f"{self._cache_key}|lane"):
@@ -559,11 +638,14 @@ class SqliteIndexStore(SqliteModelSets):
             min_rows=self.quantized_min_rows,
         )
 
-    def vector_search_sql(self, vector: np.ndarray, limit: int) -> list[SearchHit]:
+    def vector_search_sql(
+        self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
+    ) -> list[SearchHit]:
         """The same lane as an exact ``vec_distance_cosine`` scan in SQL (tests, bench)."""
-        if self.dims is None or limit <= 0:
+        if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
         q = self._query_vector(vector)
+        scope = _Within(within)
         with self._edge("vector_search_sql"):
             rows = (
                 self._reader()
@@ -572,9 +654,9 @@ class SqliteIndexStore(SqliteModelSets):
                     f" FROM search_text st {_HIT_JOINS}"
                     " JOIN embedding e ON e.embedding_text_hash = st.embedding_text_hash"
                     " AND e.model_id = ?"
-                    " WHERE st.kind = 'body' AND dist IS NOT NULL"
+                    f" WHERE st.kind = 'body' AND dist IS NOT NULL{scope.sql}"
                     " ORDER BY dist, su.unit_id LIMIT ?",
-                    (q.tobytes(), self.model_id, limit),
+                    (q.tobytes(), self.model_id, *scope.args, limit),
                 )
                 .fetchall()
             )
@@ -631,11 +713,14 @@ class SqliteIndexStore(SqliteModelSets):
             return cached.patched(rows, removed, version=version)
         return VectorMatrix.from_rows(conn.execute(select, model), dims=self.dims, version=version)
 
-    def hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
-        """Hits for ``(unit_id, score)`` pairs, in their order (an external vector lane)."""
+    def hits_for(self, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
+        """Full hits for ``(unit_id, score)`` pairs, in their order (the hits a search shows,
+        an external vector lane); units gone meanwhile are skipped."""
         return self._hits_for(pairs)
 
-    def _hits_for(self, pairs: list[tuple[str, float]]) -> list[SearchHit]:
+    def _hits_for(self, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
+        if not pairs:
+            return []
         ids = [uid for uid, _ in pairs]
         found: dict[str, Sequence[Any]] = {}
         with self._edge("vector_search"):

@@ -180,10 +180,14 @@ class VectorMatrix:
         """Live ``unit id → normalised row`` (tests, diagnostics)."""
         return {uid: self.matrix[i] for uid, i in self.rows.items()}
 
-    def top_k(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+    def top_k(
+        self, query: np.ndarray, k: int, *, mask: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
         """The ``k`` most cosine-similar units as ``(unit_id, similarity)``, best first.
 
-        A zero or non-finite query matches nothing (SQL gives NULL distances for it).
+        ``mask``: a boolean per row of :attr:`matrix` (``len(ids)`` long); only rows marked
+        True can be returned, and the cut to ``k`` happens among them (search filters). A zero
+        or non-finite query matches nothing (SQL gives NULL distances for it).
         """
         q = np.asarray(query, dtype=np.float32).ravel()
         if q.shape[0] != self.dims:
@@ -197,6 +201,13 @@ class VectorMatrix:
         scores = self.matrix @ (q / norm)
         if self.alive is not None:
             scores[~self.alive] = -np.inf
+        if mask is not None:
+            if mask.shape != (len(self.ids),):
+                raise ValueError(f"mask has shape {mask.shape}, the matrix {len(self.ids)} rows")
+            scores[~mask] = -np.inf
+            n = int(np.count_nonzero(mask if self.alive is None else mask & self.alive))
+            if n == 0:
+                return []
         if k < n:
             part = np.argpartition(-scores, k - 1)[:k]
             # Widen to every row tied with the k-th score, so the id tie-break sees them all.
