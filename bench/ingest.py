@@ -9,10 +9,10 @@ end (the facade's ``add(wait=True)``: copy-in, rows, jobs, read, chunk, embed, w
 terminal); (2) the model's batched ceiling: ``provider.embed`` over every chunk text the run
 stored, in batches of the provider's best size, nothing else running; (3) their ratio
 (target >= 0.85). With ``--remote-latency S`` the model is a loopback OpenAI-compatible server
-in its own process (``_loopback.py``) that answers each request after S seconds; the ceiling is
-then batches x S / requests in flight (the profile's ``max_in_flight``). The model is loaded
-before the clock starts. Every run also prints the expansion's share (prepare-root: staging
-copy, rename, rows and jobs) and this process's peak RSS, sampled over the add.
+in its own process (``loopback_embeddings.spawn``) that answers each request after S seconds;
+the ceiling is then batches x S / requests in flight (the profile's ``max_in_flight``).
+The model is loaded before the clock starts. Every run also prints the expansion's share
+(prepare-root: staging copy, rename, rows and jobs) and this process's peak RSS over the add.
 """
 
 from __future__ import annotations
@@ -214,9 +214,9 @@ def main() -> None:
     providers = {}
     model: str | None = None if args.bm25_only else args.model
     if args.remote_latency is not None and not args.bm25_only:
-        from _loopback import start
+        from loopback_embeddings import spawn
 
-        server, url = start(args.remote_latency)
+        server, url = spawn(args.remote_latency, dims=64)
         providers["loop"] = ProviderProfile(
             "loop", url, batch_size=args.batch_size, max_in_flight=args.in_flight
         )

@@ -12,7 +12,9 @@ input text, derived from the text's hash. Requests are served concurrently (one 
         (home / "config.toml").write_text(server.profile_toml("loop", batch_size=16))
         kb.create_base("b", embedding_model_id="loop:bench-embed")
 
-Or standalone: ``python bench/loopback_embeddings.py --port 8089 --latency 0.2``.
+Or standalone: ``python bench/loopback_embeddings.py --port 8089 --latency 0.2``, or in a
+process of its own from a benchmark, so its JSON work does not compete with the pipeline under
+test for the GIL (as a remote model would not): ``proc, url = spawn(0.2, dims=64)``.
 Counters (``requests``, ``texts``, ``max_in_flight``) say how the client drove it.
 """
 
@@ -21,6 +23,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -146,6 +150,16 @@ class LoopbackEmbeddings:
                 pass
 
         return Handler
+
+
+def spawn(latency_s: float, *, dims: int = 384) -> tuple[subprocess.Popen[str], str]:
+    """Start the server in a child process on a free port; return it and its ``base_url``
+    (``http://127.0.0.1:N/v1``). The caller terminates the process."""
+    cmd = [sys.executable, __file__, "--port", "0", "--latency", str(latency_s)]
+    proc = subprocess.Popen([*cmd, "--dims", str(dims)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "serving http://127.0.0.1:N/v1/embeddings (...)"
+    return proc, line.split()[1].removesuffix("/embeddings")
 
 
 def main() -> None:
