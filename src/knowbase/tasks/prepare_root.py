@@ -21,6 +21,10 @@ from knowbase.storage import choose_directory_prefix, reserve_relative_path
 from knowbase.tasks.common import live_item
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sqlalchemy.engine import Connection
+
     from knowbase.pipeline.sources.directory import ExpandedFile
 
 log = logging.getLogger(__name__)
@@ -207,16 +211,24 @@ def _expand_sitemap(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> Non
         current = item_repo.find(conn, item.id)
         if current is None or current.status == "deleting":
             return
-        for url in dict.fromkeys(urls):
-            leaf = item_repo.insert_active(
-                conn,
-                base_id=base.id,
-                type="url",
-                group_id=item.id,
-                reconcile=False,
-                data={"source": url, "url": url},
-                origin=url,
-            )
-            schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
+        add_sitemap_pages(rt, conn, base, item.id, dict.fromkeys(urls), ctx.job.id)
         item_repo.set_statuses_raw(conn, [item.id], "processing")
     ctx.progress("done", 100, pages=len(urls))
+
+
+def add_sitemap_pages(
+    rt: Runtime, conn: Connection, base: Base, sitemap_id: str, urls: Iterable[str], job_id: str
+) -> None:
+    """One url row per page under the sitemap, each with its index job (the caller's
+    transaction; the caller rolls the sitemap up)."""
+    for url in urls:
+        leaf = item_repo.insert_active(
+            conn,
+            base_id=base.id,
+            type="url",
+            group_id=sitemap_id,
+            reconcile=False,
+            data={"source": url, "url": url},
+            origin=url,
+        )
+        schedule_item(rt, conn, base, leaf, parent_job_id=job_id)

@@ -303,6 +303,7 @@ def _apply_sitemaps(
     """Add the pages a sitemap gained (not those a user deleted); return (added, the ids of
     pages it no longer lists). An empty listing is never read as "every page dropped"."""
     from knowbase.ingestion.delete import SYNC_EXCLUDED_KEY
+    from knowbase.tasks.prepare_root import add_sitemap_pages
 
     added, dropped = 0, []
     now = int(rt.clock() * 1000)
@@ -317,17 +318,7 @@ def _apply_sitemaps(
         held = {str(r.origin) for r in children}  # deleting rows too
         excluded = set(item.data.get(SYNC_EXCLUDED_KEY) or [])
         new = [u for u in urls if u not in held and u not in excluded]
-        for url in new:
-            leaf = item_repo.insert_active(
-                conn,
-                base_id=base.id,
-                type="url",
-                group_id=item.id,
-                reconcile=False,
-                data={"source": url, "url": url},
-                origin=url,
-            )
-            schedule_item(rt, conn, base, leaf, parent_job_id=job_id)
+        add_sitemap_pages(rt, conn, base, item.id, new, job_id)
         listed_now = set(urls)
         gone = [r.id for r in children if r.status != "deleting" and r.origin not in listed_now]
         dropped += gone
