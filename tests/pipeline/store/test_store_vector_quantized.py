@@ -197,6 +197,40 @@ def test_recall_at_ten_meets_the_target_on_a_probed_index() -> None:
             assert score == pytest.approx(common[uid], abs=1e-6)
 
 
+_BUILD_UNDER_A_THREAD_LIMIT = """
+import threading
+import numpy as np
+from knowbase.pipeline.store.vector_matrix import VectorMatrix
+from knowbase.pipeline.store.vector_quantized import BigLane, QuantizedLane, faiss_module
+
+faiss_module()  # first import in the main thread, as a search would
+rng = np.random.default_rng(2)
+v = rng.standard_normal((40_000, 16)).astype("<f4")
+m = VectorMatrix.from_rows([(f"u{i:05d}", r.tobytes()) for i, r in enumerate(v)], dims=16, version=1)
+big = BigLane(background=True)
+big.serve(m, min_rows=1)  # the build runs on its own thread
+big.wait(60)
+assert isinstance(big.serve(m, min_rows=1), QuantizedLane)
+print("built")
+"""
+
+
+def test_a_background_build_ends_under_an_openmp_thread_limit(tmp_path: Path) -> None:
+    """CI sets ``OMP_THREAD_LIMIT=1`` (tesseract): faiss's OpenMP OpenBLAS, asked for more
+    threads than that limit grants, span forever in ``index.train`` on the build thread
+    until each thread set its own OpenMP thread count (a 300 s timeout in CI, twice)."""
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _BUILD_UNDER_A_THREAD_LIMIT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "built"
+
+
 def test_below_the_threshold_the_exact_lane_serves(tmp_path: Path) -> None:
     store = open_store(tmp_path, min_rows=100)
     try:

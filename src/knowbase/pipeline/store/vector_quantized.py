@@ -54,20 +54,28 @@ INSTALL = "pip install 'knowbase[big]'"
 MIN_SCAN = 25_000  # rows scanned per query at least (a small base is scanned whole)
 
 _warned = threading.Event()
-_threads_set = threading.Event()
+_thread_state = threading.local()
 
 
 def faiss_module() -> ModuleType | None:
-    """faiss, or None when it is not installed (imported on first use: it is heavy)."""
+    """faiss, or None when it is not installed (imported on first use: it is heavy).
+
+    Every thread that calls faiss must get it from here: OpenMP's thread count is a per-thread
+    setting, and this sets it to one in the calling thread.
+    """
     try:
         import faiss
     except ImportError:
         return None
-    if not _threads_set.is_set():
-        _threads_set.set()
-        # One OpenMP thread (faiss has its own libgomp; torch's is untouched): a search is one
-        # query, single-threaded anyway, and a build on busy cores spin-waits — 20k rows took
-        # 5.5 s with 2 threads and 0.3 s with 1 on this 2-core machine under load.
+    if not getattr(_thread_state, "one_thread", False):
+        _thread_state.one_thread = True
+        # One OpenMP thread in every thread that calls faiss (omp_set_num_threads binds only
+        # the caller; faiss has its own libgomp, torch's is untouched). Two reasons, measured:
+        # a build on busy cores spin-waits (20k rows: 5.5 s with 2 threads, 0.3 s with 1 on
+        # this 2-core machine under load); and faiss's OpenMP OpenBLAS, asked for 2 threads
+        # where OMP_THREAD_LIMIT=1 grants one, runs its gemm jobs one after the other while
+        # each waits for the others — an index.train that never returns (CI sets that limit
+        # for tesseract; tests/pipeline/store/test_store_vector_quantized.py runs under it).
         faiss.omp_set_num_threads(1)
     return faiss
 
@@ -298,7 +306,7 @@ class BigLane:
                     return self._lane
             if self._building is None and (self._failed or (None,))[0] != matrix.version:
                 self._building = threading.Thread(
-                    target=self._build, args=(faiss, matrix), name="kb-big-lane", daemon=True
+                    target=self._build, args=(matrix,), name="kb-big-lane", daemon=True
                 )
                 self._building.start()
             building = self._building
@@ -307,9 +315,11 @@ class BigLane:
             return self.serve(matrix, min_rows=min_rows)
         return matrix
 
-    def _build(self, faiss: ModuleType, matrix: VectorMatrix) -> None:
+    def _build(self, matrix: VectorMatrix) -> None:
         t0 = time.perf_counter()
         try:
+            faiss = faiss_module()  # in this thread: it sets this thread's OpenMP threads
+            assert faiss is not None
             codes = _build(faiss, matrix)
         except Exception as exc:  # the exact lane keeps serving; logged once per version
             log.exception("building the big-base lane (%d rows) failed", matrix.size)
