@@ -206,7 +206,8 @@ from knowbase.pipeline.store.vector_quantized import BigLane, QuantizedLane, fai
 faiss_module()  # first import in the main thread, as a search would
 rng = np.random.default_rng(2)
 v = rng.standard_normal((40_000, 16)).astype("<f4")
-m = VectorMatrix.from_rows([(f"u{i:05d}", r.tobytes()) for i, r in enumerate(v)], dims=16, version=1)
+rows = [(f"u{i:05d}", r.tobytes()) for i, r in enumerate(v)]
+m = VectorMatrix.from_rows(rows, dims=16, version=1)
 big = BigLane(background=True)
 big.serve(m, min_rows=1)  # the build runs on its own thread
 big.wait(60)
@@ -217,7 +218,7 @@ print("built")
 
 def test_a_background_build_ends_under_an_openmp_thread_limit(tmp_path: Path) -> None:
     """CI sets ``OMP_THREAD_LIMIT=1`` (tesseract): faiss's OpenMP OpenBLAS, asked for more
-    threads than that limit grants, span forever in ``index.train`` on the build thread
+    threads than that limit grants, spun forever in ``index.train`` on the build thread
     until each thread set its own OpenMP thread count (a 300 s timeout in CI, twice)."""
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     proc = subprocess.run(
