@@ -64,7 +64,7 @@ class Runtime:
             base.dimensions,
             self.storage(base.id).index_path,
             self.catalog.engine,
-            getattr(self.settings, "qdrant_url", None),  # a setting the lead may add
+            self.settings.qdrant_url,
             self.settings.quantized_lane_min_rows,
             base.embedding_model_id,
         )

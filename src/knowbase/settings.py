@@ -49,6 +49,9 @@ class Settings:
     # A base with at least this many vectors searches a faiss index re-scored in float32
     # (pipeline/store/vector_quantized.py; needs the ``big`` extra); 0 keeps every base exact.
     quantized_lane_min_rows: int = 100_000
+    # Where bases on the ``qdrant`` index backend keep their vectors: a server URL
+    # (``http://host:6333``); None keeps them in Qdrant's local mode next to the base's index.
+    qdrant_url: str | None = None
 
     @property
     def catalog_url(self) -> str:
@@ -128,4 +131,5 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         quantized_lane_min_rows=pick(
             "quantized_lane_min_rows", "KNOWBASE_QUANTIZED_LANE_MIN_ROWS", 100_000, int
         ),
+        qdrant_url=pick("qdrant_url", "KNOWBASE_QDRANT_URL", None),
     )

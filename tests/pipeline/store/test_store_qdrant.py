@@ -86,3 +86,38 @@ def test_points_are_keyed_by_model_and_old_points_are_labelled_in_place(tmp_path
     assert [(p.id, p.payload["model_id"]) for p in points] == [
         (point_id("b3", unit, "hash:a"), "hash:a")
     ]
+
+
+def test_a_qdrant_server_that_goes_away_is_unavailable_and_fails_items_with_the_code(
+    tmp_path: Path,
+) -> None:
+    """Settings.qdrant_url reaches the store: a base whose Qdrant server stops answering is
+    ``unavailable`` in readiness with the reason, its new items fail ``vector_store_unavailable``
+    within the client timeout (never a hang), and the base itself is not failed for good."""
+    from knowbase.readiness import readiness
+    from knowbase.service import Knowledge
+    from knowbase.settings import Settings, load_settings
+
+    home = tmp_path / "home"
+    try:
+        with Knowledge(Settings(home=home, test_providers=True)) as kb:  # local mode
+            kb.create_base("q", embedding_model_id="hash:d8", index_backend="qdrant")
+            assert kb.get_item("q", kb.add_note("q", "Comets have icy tails.").id).status == (
+                "completed"
+            )
+        backends.close_qdrant_clients()
+        down = f"http://127.0.0.1:{_closed_port()}"
+        settings = load_settings(home, test_providers=True, qdrant_url=down)
+        assert settings.qdrant_url == down
+        with Knowledge(settings) as kb:
+            report = readiness(kb)
+            index = [c for c in report["components"] if c["component"] == "index"]
+            assert index and index[0]["status"] == "unavailable"
+            assert "vector_store_unavailable" in index[0]["reason"]
+            started = time.monotonic()
+            item = kb.get_item("q", kb.add_note("q", "Otters hold hands.").id)
+            assert time.monotonic() - started < 60
+            assert (item.status, item.error_code) == ("failed", "vector_store_unavailable")
+            assert kb.get_base("q").status != "failed"
+    finally:
+        backends.close_qdrant_clients()

@@ -156,5 +156,9 @@ def is_transient(exc: KnowbaseError) -> bool:
 
 def fails_base(exc: KnowbaseError) -> bool:
     """Whether an open error means the base's index is gone (fail the base) rather than a
-    missing server feature that the operator can install (the base stays as it is)."""
-    return exc.details.get("reason") != "vector_extension_missing"
+    server the operator can fix — a missing feature to install, a Qdrant server that does not
+    answer — after which the base works again as it is."""
+    return exc.details.get("reason") not in _SERVER_REASONS
+
+
+_SERVER_REASONS = frozenset({"vector_extension_missing", "qdrant"})
