@@ -106,6 +106,14 @@ def base_create(
         bool, typer.Option(help="Allow fetching private/loopback addresses.")
     ] = False,
     if_not_exists: Annotated[bool, typer.Option(help="Succeed if the base exists.")] = False,
+    index_backend: Annotated[
+        str | None,
+        typer.Option(
+            help="Where the index lives: sqlite (a file in the base; the embedded default), "
+            "postgres (the catalog's PostgreSQL + pgvector; the default there) or qdrant "
+            "(vectors in Qdrant at qdrant_url, else its local mode)."
+        ),
+    ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -123,6 +131,7 @@ def base_create(
             ("chunk_size", chunk_size),
             ("chunk_overlap", chunk_overlap),
             ("rerank_model_id", rerank),
+            ("index_backend", index_backend),
         ):
             if value is not None:
                 extra[key] = value
@@ -266,6 +275,17 @@ def base_set(
     fusion: Annotated[str | None, typer.Option(help="Hybrid fusion: 'rrf' or 'convex'.")] = None,
     fusion_alpha: Annotated[float | None, typer.Option(help="Vector lane weight, 0..1.")] = None,
     rrf_k: Annotated[int | None, typer.Option(help="RRF constant k (rrf fusion).")] = None,
+    sync_deletes: Annotated[
+        bool | None,
+        typer.Option(
+            "--sync-deletes/--no-sync-deletes",
+            help="kb sync deletes items whose files vanished (without --prune).",
+        ),
+    ] = None,
+    url_max_age: Annotated[
+        int | None,
+        typer.Option(help="Seconds after which kb sync re-fetches a page; -1: never."),
+    ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -283,6 +303,10 @@ def base_set(
         patch["rerank_model_id"] = None if rerank == "none" else rerank
     if processor is not None:
         patch["file_processor_id"] = None if processor == "none" else processor
+    if sync_deletes is not None:
+        patch["sync_deletes"] = sync_deletes
+    if url_max_age is not None:
+        patch["url_max_age"] = None if url_max_age < 0 else url_max_age
     with open_kb(home) as kb:
         b = kb.update_base(base, **patch)
     emit(b, as_json, lambda: console.print(f"updated {b.name}"))

@@ -85,6 +85,9 @@ class BaseOut(BaseModel):
     fusion: Literal["rrf", "convex"]
     fusion_alpha: float
     rrf_k: int
+    index_backend: Literal["sqlite", "postgres", "qdrant"]
+    sync_deletes: bool
+    url_max_age: int | None
     created_at: int
     updated_at: int
 
@@ -105,6 +108,12 @@ class BaseSettingsPatch(_Strict):
     fusion: Literal["rrf", "convex"] = None  # type: ignore[assignment]
     fusion_alpha: float = Field(default=None, ge=0, le=1)  # type: ignore[assignment]
     rrf_k: json_int(1, 100_000) = None  # type: ignore[assignment]
+    sync_deletes: bool = Field(  # type: ignore[assignment]
+        default=None, description="kb sync deletes items whose files vanished without --prune"
+    )
+    url_max_age: json_int(0, 10**9) | None = Field(
+        default=None, description="seconds after which kb sync re-fetches a page; null: never"
+    )
 
 
 class BaseCreate(BaseSettingsPatch):
@@ -113,6 +122,11 @@ class BaseCreate(BaseSettingsPatch):
     name: str = Field(min_length=1, max_length=200)
     embedding_model_id: ModelId | None = Field(default=None, examples=["local:all-minilm-l6-v2"])
     dimensions: json_int(1, MAX_DIMENSIONS) | None = None
+    index_backend: Literal["sqlite", "postgres", "qdrant"] | None = Field(
+        default=None,
+        description="where the index lives; default: next to the catalog (sqlite file or"
+        " PostgreSQL). Fixed for the base's life.",
+    )
 
 
 class RestoreRequest(_Strict):
