@@ -52,10 +52,15 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-#: ``KB_TEST_BACKENDS=sqlite,postgres`` runs every test that uses ``kb`` once per backend: an
-#: embedded home (SQLite catalog, ``sqlite`` index) and a PostgreSQL catalog with the ``postgres``
-#: index (pgvector), the conformance run that ``.ci/run`` makes. Default: sqlite only.
+#: ``KB_TEST_BACKENDS=sqlite,postgres,qdrant`` runs every test that uses ``kb`` once per
+#: backend: an embedded home (SQLite catalog, ``sqlite`` index), a PostgreSQL catalog with the
+#: ``postgres`` index (pgvector), and an embedded home whose new bases keep their vectors in
+#: Qdrant's local mode (qdrant-client in-process: no Qdrant server can run here) — the
+#: conformance runs that ``.ci/run`` makes. Default: sqlite only.
 BACKENDS = tuple(os.environ.get("KB_TEST_BACKENDS", "sqlite").split(","))
+_UNKNOWN = set(BACKENDS) - {"sqlite", "postgres", "qdrant"}
+if _UNKNOWN:  # a typo must not silently run the sqlite suite again
+    raise pytest.UsageError(f"KB_TEST_BACKENDS names unknown backends: {sorted(_UNKNOWN)}")
 
 
 def _kb_settings(request: pytest.FixtureRequest, home: Path) -> Settings:
@@ -67,7 +72,18 @@ def _kb_settings(request: pytest.FixtureRequest, home: Path) -> Settings:
         return Settings(
             home=home, database_url=request.getfixturevalue("pg_url"), test_providers=True
         )
+    if backend == "qdrant":
+        pytest.importorskip("qdrant_client")
+        request.addfinalizer(_close_qdrant_clients)
+        return Settings(home=home, test_providers=True, default_index_backend="qdrant")
     return Settings(home=home, test_providers=True)
+
+
+def _close_qdrant_clients() -> None:
+    """Local mode locks its folder per process: release it when the test's home goes."""
+    from knowbase.pipeline.store import backends
+
+    backends.close_qdrant_clients()
 
 
 kb_settings = pytest.fixture(

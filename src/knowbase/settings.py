@@ -52,6 +52,13 @@ class Settings:
     # Where bases on the ``qdrant`` index backend keep their vectors: a server URL
     # (``http://host:6333``); None keeps them in Qdrant's local mode next to the base's index.
     qdrant_url: str | None = None
+    # The material root (each base's raw/ copies and, on the sqlite backend, its index file).
+    # Workers on several hosts sharing one PostgreSQL catalog mount the same folder here;
+    # None: ``<home>/bases``.
+    materials_root: Path | None = None
+    # The index backend new bases get (pipeline/store/backends.py); None: next to the catalog
+    # (sqlite on an embedded home, postgres on a PostgreSQL catalog).
+    default_index_backend: str | None = None
 
     @property
     def catalog_url(self) -> str:
@@ -59,7 +66,7 @@ class Settings:
 
     @property
     def bases_dir(self) -> Path:
-        return self.home / "bases"
+        return self.materials_root or self.home / "bases"
 
     @property
     def locks_dir(self) -> Path:
@@ -132,4 +139,8 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
             "quantized_lane_min_rows", "KNOWBASE_QUANTIZED_LANE_MIN_ROWS", 100_000, int
         ),
         qdrant_url=pick("qdrant_url", "KNOWBASE_QDRANT_URL", None),
+        materials_root=pick(
+            "materials_root", "KNOWBASE_MATERIALS_ROOT", None, lambda v: Path(v).expanduser()
+        ),
+        default_index_backend=pick("default_index_backend", "KNOWBASE_INDEX_BACKEND", None),
     )

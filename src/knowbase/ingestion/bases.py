@@ -68,6 +68,8 @@ def create_base(
     else:
         dimensions, window = None, None
     values = base_defaults(window, settings)
+    if values.get("index_backend") is None and rt.settings.default_index_backend:
+        values["index_backend"] = rt.settings.default_index_backend
     with rt.catalog.write_tx() as conn:
         base = base_repo.insert(
             conn, name=name, embedding_model_id=embedding_model_id, dimensions=dimensions, **values
