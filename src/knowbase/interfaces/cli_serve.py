@@ -15,11 +15,14 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from knowbase.interfaces.http_guard import is_loopback
+
+if TYPE_CHECKING:
+    from knowbase.service import Knowledge
 
 TOKEN_ENV = "KNOWBASE_API_TOKEN"
 PATH_ROOTS_ENV = "KNOWBASE_HTTP_PATH_ROOTS"
@@ -155,7 +158,7 @@ def serve(
 
 
 @contextlib.contextmanager
-def watching(kb: Any, *, enabled: bool) -> Iterator[None]:
+def watching(kb: Knowledge, *, enabled: bool) -> Iterator[None]:
     """Run the origin watcher of every base in a thread beside the caller (the workers are
     already running); stop it on the way out."""
     if not enabled:

@@ -16,12 +16,13 @@ from knowbase.interfaces.http_models import (
     RestoreOut,
     RestoreRequest,
 )
+from knowbase.service import Knowledge
 
 router = APIRouter(tags=["bases"], responses=COMMON_ERRORS)
 
 
 @router.post("/bases", status_code=201, response_model=BaseOut, responses=BODY_ERRORS)
-def create_base(body: BaseCreate, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def create_base(body: BaseCreate, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Create a base; without ``embedding_model_id`` it is BM25-only (dims are probed)."""
     fields = body.model_dump(exclude_unset=True)
     name = fields.pop("name")
@@ -35,18 +36,20 @@ def create_base(body: BaseCreate, kb: Any = Depends(get_kb)) -> dict[str, Any]:
 
 
 @router.get("/bases", response_model=list[BaseOut])
-def list_bases(kb: Any = Depends(get_kb)) -> list[dict[str, Any]]:
+def list_bases(kb: Knowledge = Depends(get_kb)) -> list[dict[str, Any]]:
     return [b.to_dict() for b in kb.list_bases()]
 
 
 @router.get("/bases/{base}", response_model=BaseOut)
-def get_base(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def get_base(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """``base`` is a name or an id, on this and every other route."""
     return kb.get_base(base).to_dict()
 
 
 @router.patch("/bases/{base}", response_model=BaseOut, responses=BODY_ERRORS)
-def update_base(base: str, body: BaseSettingsPatch, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def update_base(
+    base: str, body: BaseSettingsPatch, kb: Knowledge = Depends(get_kb)
+) -> dict[str, Any]:
     """Change settings (no reindex). The embedding model changes via ``enable-embedding``."""
     patch = body.model_dump(exclude_unset=True)
     if not patch:
@@ -55,7 +58,7 @@ def update_base(base: str, body: BaseSettingsPatch, kb: Any = Depends(get_kb)) -
 
 
 @router.delete("/bases/{base}", response_model=Deleted)
-def delete_base(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def delete_base(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Cancel the base's jobs and remove it with its files and index. Irreversible."""
     base_id = kb.get_base(base).id
     kb.delete_base(base_id)
@@ -65,7 +68,9 @@ def delete_base(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
 @router.post(
     "/bases/{base}/restore", status_code=201, response_model=RestoreOut, responses=BODY_ERRORS
 )
-def restore_base(base: str, body: RestoreRequest, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def restore_base(
+    base: str, body: RestoreRequest, kb: Knowledge = Depends(get_kb)
+) -> dict[str, Any]:
     """A new base ``name`` rebuilt from this base's raw/ copies (not an undelete)."""
     result = kb.restore_base(base, body.name, embedding_model_id=body.embedding_model_id)
     return {
@@ -77,7 +82,7 @@ def restore_base(base: str, body: RestoreRequest, kb: Any = Depends(get_kb)) -> 
 
 @router.post("/bases/{base}/enable-embedding", response_model=BaseOut, responses=BODY_ERRORS)
 def enable_embedding(
-    base: str, body: EnableEmbeddingRequest, kb: Any = Depends(get_kb)
+    base: str, body: EnableEmbeddingRequest, kb: Knowledge = Depends(get_kb)
 ) -> dict[str, Any]:
     """BM25-only → hybrid: the stored chunks are embedded in the background (no re-read)."""
     return kb.enable_embedding_model(base, body.embedding_model_id).to_dict()
@@ -85,7 +90,7 @@ def enable_embedding(
 
 @router.post("/bases/{base}/embedding-model", status_code=202, responses=BODY_ERRORS)
 def set_embedding_model(
-    base: str, body: EnableEmbeddingRequest, kb: Any = Depends(get_kb)
+    base: str, body: EnableEmbeddingRequest, kb: Knowledge = Depends(get_kb)
 ) -> dict[str, Any]:
     """Switch the base's model by a shadow vector set; the old model serves until the swap.
     The answer is the switch's status (``GET /bases/{base}/model-switch`` follows it)."""
@@ -93,7 +98,7 @@ def set_embedding_model(
 
 
 @router.get("/bases/{base}/model-switch")
-def model_switch(base: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def model_switch(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """The base's latest model switch (status, progress, estimate, error), or 404 if none."""
     from knowbase.errors import NotFound
 

@@ -32,6 +32,7 @@ from knowbase.interfaces.http_models import (
     ItemStatus,
     JobRef,
 )
+from knowbase.service import Knowledge
 from knowbase.storage import sanitize_filename
 
 router = APIRouter(tags=["items"], responses=COMMON_ERRORS)
@@ -102,7 +103,9 @@ def _add_response(result: Any) -> Any:
 
 
 @router.post("/bases/{base}/items", status_code=201, response_model=AddOut, responses=BODY_ERRORS)
-def add_items(base: str, body: AddRequest, request: Request, kb: Any = Depends(get_kb)) -> Any:
+def add_items(
+    base: str, body: AddRequest, request: Request, kb: Knowledge = Depends(get_kb)
+) -> Any:
     """Add notes, URLs, sitemaps, or server-local files/folders (under the served roots).
 
     Returns at once; follow progress on ``GET /bases/{base}/events`` or ``/jobs/{id}``. With
@@ -118,7 +121,7 @@ def upload_items(
     base: str,
     files: list[UploadFile] = File(min_length=1, description="the files to store into the base"),
     conflict: ConflictStrategy = Form("rename"),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> Any:
     """Store uploaded files into the base like local files (no origin: not re-acquirable)."""
     kb.get_base(base)
@@ -144,7 +147,7 @@ def list_items(
     base: str,
     status: list[ItemStatus] | None = Query(None, description="keep only these statuses"),
     roots_only: bool = False,
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
     """Items of the base (``deleting`` ones only when asked for by status)."""
     items = kb.list_items(base, statuses=status or None, roots_only=roots_only)
@@ -152,12 +155,12 @@ def list_items(
 
 
 @router.get("/bases/{base}/items/{item_id}", response_model=ItemOut)
-def get_item(base: str, item_id: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def get_item(base: str, item_id: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     return kb.get_item(base, item_id).to_dict()
 
 
 @router.delete("/bases/{base}/items/{item_id}", response_model=JobRef, status_code=202)
-def delete_item(base: str, item_id: str, kb: Any = Depends(get_kb)) -> dict[str, Any]:
+def delete_item(base: str, item_id: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Hide the item (and its subtree) now; its files and index rows go in a background job."""
     item = kb.get_item(base, item_id)
     return {"job_id": kb.delete_items(item.base_id, [item.id])}
@@ -168,7 +171,7 @@ def reindex_item(
     base: str,
     item_id: str,
     reacquire: bool = Query(True, description="re-copy / re-fetch from the origin first"),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Rebuild the item's index (re-acquiring from its origin when it has one)."""
     item = kb.get_item(base, item_id)
@@ -176,6 +179,6 @@ def reindex_item(
 
 
 @router.get("/bases/{base}/items/{item_id}/chunks", response_model=list[ChunkOut])
-def list_chunks(base: str, item_id: str, kb: Any = Depends(get_kb)) -> list[dict[str, Any]]:
+def list_chunks(base: str, item_id: str, kb: Knowledge = Depends(get_kb)) -> list[dict[str, Any]]:
     """The completed item's chunks in order, with exact character offsets and locators."""
     return [asdict(u) for u in kb.list_item_chunks(base, item_id)]

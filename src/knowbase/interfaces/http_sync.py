@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from knowbase.interfaces.http import COMMON_ERRORS, get_kb
+from knowbase.service import Knowledge
 
 router = APIRouter(tags=["sync"], responses=COMMON_ERRORS)
 
@@ -16,7 +17,7 @@ def sync_base(
     base: str,
     prune: bool | None = Query(None, description="delete vanished items (default: sync_deletes)"),
     dry_run: bool = Query(False, description="report only, schedule nothing"),
-    kb: Any = Depends(get_kb),
+    kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Plan a sync and enqueue its job tree (``job_id``; null on a dry run or when idle)."""
     return kb.sync(base, prune=prune, dry_run=dry_run).to_dict()
