@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from knowbase.ingestion.inputs import AddInput
 from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.store import backends
+from knowbase.pipeline.store import backends, vector_quantized
 from knowbase.pipeline.store.base import MaterialInput
 from knowbase.pipeline.store.hashing import text_hash
 from knowbase.pipeline.store.sqlite import SqliteIndexStore
@@ -88,15 +89,9 @@ ops = st.lists(
 )
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(steps=ops, query_seed=st.integers(0, 2**16))
-def test_big_lane_never_returns_hidden_units_and_agrees_with_exact(
-    tmp_path: Path, steps: list[Op], query_seed: int
-) -> None:
-    """After every add/delete/replace: each unit the lane returns is in SQLite now (a deleted or
-    replaced chunk never comes back), and recall@10 against the exact lane meets the target."""
+def _check_steps(tmp_path: Path, steps: list[Op], query_seed: int, *, probed: bool) -> None:
+    """Apply ``steps``; after each, the lane returns only units in SQLite now, as many as the
+    exact lane, each with its exact cosine; unprobed, recall@10 meets the target too."""
     store = open_store(tmp_path)
     queries = clustered(np.random.default_rng(query_seed), 12)
     present: dict[int, str] = {}
@@ -117,18 +112,50 @@ def test_big_lane_never_returns_hidden_units_and_agrees_with_exact(
                 assert store.vector_search(queries[0], 10) == []
                 continue
             assert isinstance(lane, QuantizedLane) and lane.matrix is matrix
+            if probed and lane.codes.index.nlist > 1:
+                assert lane.codes.nprobe < lane.codes.index.nlist, "every list was probed"
             scores = []
             for q in queries:
                 got = lane.top_k(q, 10)
                 assert {u for u, _ in got} <= live, "the lane returned a hidden unit"
                 truth = matrix.top_k(q, 10)
                 assert len(got) == len(truth)
+                unit = q / np.linalg.norm(q)
+                exact = {u: float(s) for u, s in zip(matrix.ids, matrix.matrix @ unit, strict=True)}
+                assert all(abs(s - exact[u]) < 1e-5 for u, s in got), "a score is not exact"
                 scores.append(recall(got, truth))
                 hits = store.vector_search(q, 10)
                 assert [h.unit_id for h in hits] == [u for u, _ in got]
-            assert np.mean(scores) >= RECALL
+            if not probed:
+                assert np.mean(scores) >= RECALL
     finally:
         store.close()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=ops, query_seed=st.integers(0, 2**16))
+def test_big_lane_never_returns_hidden_units_and_agrees_with_exact(
+    tmp_path: Path, steps: list[Op], query_seed: int
+) -> None:
+    """After every add/delete/replace: each unit the lane returns is in SQLite now (a deleted or
+    replaced chunk never comes back), and recall@10 against the exact lane meets the target."""
+    _check_steps(tmp_path, steps, query_seed, probed=False)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=ops, query_seed=st.integers(0, 2**16))
+def test_a_probed_big_lane_never_returns_hidden_units_after_deletes_and_replaces(
+    tmp_path: Path, steps: list[Op], query_seed: int
+) -> None:
+    """The same steps with MIN_SCAN lowered, so a query probes some of the lists and skips
+    the rest (as at 100k+ rows): dead and replaced rows still never come back, a query still
+    gets k rows when k exist (the exact fallback), and scores are the exact cosines."""
+    with mock.patch.object(vector_quantized, "MIN_SCAN", 8):
+        _check_steps(tmp_path, steps, query_seed, probed=True)
 
 
 def test_a_patch_adds_rows_to_the_same_index_and_older_versions_never_see_them() -> None:
