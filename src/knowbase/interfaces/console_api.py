@@ -1,5 +1,6 @@
 """API routes the console needs that the rest of the API did not have: upload a folder keeping
-its relative paths, cancel a base's running work, and a base's item counts and index size.
+its relative paths, cancel a base's running work, a base's item counts and index size, and the
+embedding models a base can be given.
 
 They are ordinary API routes (OpenAPI, bearer token, the error shape), included next to the
 others; any client can use them.
@@ -16,16 +17,17 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from knowbase.errors import InvalidInput, UnsafePath
 from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http_items import _add_response
 from knowbase.interfaces.http_models import AddOut, ConflictStrategy
+from knowbase.providers.registry import BUILTIN_EMBEDDING_PROFILES
 from knowbase.service import Knowledge
 from knowbase.storage import sanitize_filename
 
@@ -113,4 +115,49 @@ def base_summary(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     return {"counts": kb.counts(b.id), "index_bytes": kb.index_bytes(b.id)}
 
 
-__all__ = ["router", "split_relative"]
+class EmbeddingModelOut(BaseModel):
+    id: str = Field(description="a model id, or a profile's prefix (``ollama:``) to complete")
+    kind: Literal["model", "profile"]
+    available: bool = Field(description="its extra is installed and its files are intact")
+    reason: str
+
+
+def offered_embedding_models(kb: Knowledge) -> list[dict[str, Any]]:
+    """The built-in local models with whether they can run here (readiness's own check: the
+    extra's imports and files, nothing loaded), each configured remote profile as a prefix to
+    complete with a model name (not probed: a remote model is checked when it is first used),
+    and the ``hash:`` test model only when test providers are on."""
+    from knowbase.providers import local, multilingual
+    from knowbase.readiness import READY, _check_local
+
+    out: list[dict[str, Any]] = []
+    for name in (local.MODEL_NAME, multilingual.MODEL_NAME):
+        status, reason = _check_local(name)
+        out.append(
+            {"id": f"local:{name}", "kind": "model", "available": status == READY, "reason": reason}
+        )
+    if kb.settings.test_providers:
+        out.append(
+            {"id": "hash:d64", "kind": "model", "available": True, "reason": "test provider"}
+        )
+    for name, profile in sorted(kb.settings.providers.items()):
+        if name in BUILTIN_EMBEDDING_PROFILES:
+            continue  # the built-in profile of that name wins (providers/registry.py)
+        out.append(
+            {
+                "id": f"{name}:",
+                "kind": "profile",
+                "available": True,
+                "reason": f"remote profile at {profile.base_url}: add the model name",
+            }
+        )
+    return out
+
+
+@router.get("/embedding-models", response_model=list[EmbeddingModelOut], tags=["bases"])
+def embedding_models(kb: Knowledge = Depends(get_kb)) -> list[dict[str, Any]]:
+    """The embedding models a base can be created with or switched to on this server."""
+    return offered_embedding_models(kb)
+
+
+__all__ = ["offered_embedding_models", "router", "split_relative"]

@@ -1,7 +1,5 @@
 // The bases page: list with status, model and item counts; create; delete with confirmation.
-import { api, badge, el, enc, notify, showError, start } from "./common.js";
-
-const KNOWN_MODELS = ["local:all-minilm-l6-v2"];
+import { api, badge, el, enc, fillModels, notify, showError, start } from "./common.js";
 
 function countsText(counts) {
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
@@ -34,10 +32,8 @@ async function deleteBase(base) {
 async function load() {
   const bases = await api("/bases");
   const body = document.querySelector("#bases-table tbody");
-  const models = new Set(KNOWN_MODELS);
   const rows = await Promise.all(
     bases.map(async (b) => {
-      if (b.embedding_model_id) models.add(b.embedding_model_id);
       const { counts, index_bytes: size } = await api(`/bases/${enc(b.id)}/summary`);
       const del = el("button", { type: "button", class: "danger", onclick: () => deleteBase(b) },
         "Delete", el("span", { class: "sr-only" }, ` base ${b.name}`));
@@ -52,8 +48,7 @@ async function load() {
   );
   body.replaceChildren(...rows);
   document.getElementById("bases-empty").hidden = bases.length > 0;
-  document.getElementById("models").replaceChildren(
-    ...[...models].map((m) => el("option", { value: m })));
+  await fillModels(document.getElementById("models"), bases.map((b) => b.embedding_model_id));
 }
 
 async function create(event) {

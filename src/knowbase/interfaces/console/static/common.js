@@ -148,6 +148,29 @@ export async function showReadiness() {
   }
 }
 
+// Fill a <datalist> with the embedding models this server offers (GET /embedding-models): the
+// local models (labelled when their extra is missing), each remote profile as a prefix to
+// complete, the test model when enabled; then `extra` ids (models the bases already use).
+let offered = null; // asked once per page load (checking the local models reads their files)
+
+export async function fillModels(datalist, extra = []) {
+  offered ??= api("/embedding-models").catch((err) => { offered = null; throw err; });
+  const models = await offered;
+  const ids = new Set(models.map((m) => m.id));
+  const options = models.map((m) => el("option", {
+    value: m.id,
+    label: m.kind === "profile" || !m.available ? m.reason : "installed",
+    "data-available": m.available ? "1" : "0",
+  }));
+  for (const id of extra) {
+    if (id && !ids.has(id)) {
+      ids.add(id);
+      options.push(el("option", { value: id, label: "in use" }));
+    }
+  }
+  datalist.replaceChildren(...options);
+}
+
 export function badge(status) {
   return el("span", { class: `badge s-${status}` }, status);
 }
