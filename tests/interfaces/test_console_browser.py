@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from _serve import kb_serve
+from _serve import free_port, kb_serve
 
 CHROMIUM = os.environ.get("KNOWBASE_CHROMIUM", "/usr/bin/chromium")
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
@@ -301,6 +301,181 @@ def test_console_needs_the_token_and_shows_readiness(  # type: ignore[no-untyped
         events = [h for u, h in seen if u.endswith("/events")]
         assert events and events[-1] == f"Bearer {TOKEN}"
         context.close()
+
+
+# --- one server for the tests below: each makes its own base -----------------------------------
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A ``kb serve`` whose home configures one remote profile, ``deadend``, on a loopback port
+    nothing listens on (offered as a prefix; a base that reranks with it is unavailable)."""
+    home = tmp_path_factory.mktemp("console") / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f'[providers.deadend]\nbase_url = "http://127.0.0.1:{free_port()}/v1"\n'
+    )
+    with kb_serve(home) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser, served: str) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    tab.on("dialog", lambda d: d.accept())
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    yield tab
+    tab.close()
+    assert errors == []
+
+
+def settled(url: str, base: str, count: int) -> list[dict]:
+    """The base's items once ``count`` of them exist and none is in flight."""
+
+    def check() -> list[dict] | None:
+        items = httpx.get(f"{url}/bases/{base}/items").json()
+        done = all(i["status"] in ("completed", "failed") for i in items)
+        return items if len(items) == count and done else None
+
+    return wait_for(check, 30)
+
+
+def make_base(url: str, name: str, model: str | None, *notes: str) -> None:
+    body: dict[str, object] = {"name": name}
+    if model:
+        body["embedding_model_id"] = model
+    httpx.post(url + "/bases", json=body).raise_for_status()
+    if notes:
+        inputs = [{"type": "note", "content": n} for n in notes]
+        httpx.post(f"{url}/bases/{name}/items", json={"inputs": inputs}).raise_for_status()
+        settled(url, name, len(notes))
+
+
+def searched(url: str, base: str, q: str) -> dict:
+    r = httpx.get(f"{url}/bases/{base}/search", params={"q": q, "explain": "true"})
+    r.raise_for_status()
+    return r.json()
+
+
+def test_switch_the_model_from_the_settings_page(page, served: str, shots: Path) -> None:  # type: ignore[no-untyped-def]
+    """A base with a model switches through the model-switch job; the page follows it to the
+    end, the new model serves and search still works. The picker offers the server's models."""
+    expect_ = playwright_api.expect
+    make_base(served, "switching", "hash:d8", "Kelp forests shelter otters.", "Basalt cliffs.")
+    goto(page, served + "/console/bases/switching")
+    expect_(page.locator("#base-info")).to_contain_text("hash:d8")
+    for model in ("local:all-minilm-l6-v2", "local:multilingual-e5-small", "hash:d64", "deadend:"):
+        expect_(page.locator(f'#models option[value="{model}"]')).to_have_count(1)
+    button = page.get_by_role("button", name="Switch embedding model")
+    text = page.locator("#switch-text")
+    # a switch that ends early says why and that the old model still serves (the 1 s delay
+    # per batch keeps it running while Cancel is pressed)
+    page.get_by_label("Embedding model").fill("hash:d16?delay=1")
+    button.click()
+    expect_(text).to_contain_text("hash:d8 serves searches until the swap")
+    page.get_by_role("button", name="Cancel running work").click()
+    expect_(text).to_have_text(
+        "The switch to hash:d16?delay=1 was cancelled; hash:d8 still serves.", timeout=15_000
+    )
+    expect_(page.locator("#switch")).to_have_attribute("data-status", "cancelled")
+    expect_(button).to_be_enabled()
+    expect_(page.locator("#base-info")).to_contain_text("hash:d8")
+    page.get_by_label("Embedding model").fill("hash:d16")
+    button.click()
+    # the old model serves while the new vectors are built (the swap waits a grace second)
+    expect_(text).to_contain_text("hash:d8 serves searches until the swap")
+    expect_(button).to_be_disabled()
+    expect_(text).to_have_text("Done: the base now embeds with hash:d16.", timeout=30_000)
+    expect_(page.locator("#base-info")).to_contain_text("hash:d16")
+    expect_(page.locator("#notice")).to_be_hidden()
+    base = httpx.get(served + "/bases/switching").json()
+    assert (base["embedding_model_id"], base["dimensions"]) == ("hash:d16", 16)
+    assert httpx.get(served + "/bases/switching/model-switch").json()["status"] == "completed"
+    page.screenshot(path=str(shots / "8-switched.png"), full_page=True)
+    # search still works, both lanes
+    goto(page, served + "/console/search?base=switching&q=kelp%20otters")
+    expect_(page.locator(".result").first).to_contain_text("Kelp forests shelter otters")
+    out = searched(served, "switching", "kelp otters")
+    assert out["mode"] == "hybrid" and out["explain"]["dense_lane"]["used"], out["explain"]
+
+
+def test_enable_embedding_on_a_bm25_only_base(page, served: str) -> None:  # type: ignore[no-untyped-def]
+    expect_ = playwright_api.expect
+    make_base(served, "keywords", None, "Glaciers carve fjords slowly.")
+    goto(page, served + "/console/bases/keywords")
+    expect_(page.locator("#base-info")).to_contain_text("BM25 only")
+    page.get_by_label("Embedding model").fill("hash:d16")
+    page.get_by_role("button", name="Enable embedding").click()
+    expect_(page.locator("#switch-text")).to_have_text(
+        "Done: the base now embeds with hash:d16.", timeout=30_000
+    )
+    expect_(page.locator("#base-info")).to_contain_text("hash:d16")
+    expect_(page.get_by_role("button", name="Switch embedding model")).to_be_enabled()
+    assert httpx.get(served + "/bases/keywords").json()["embedding_model_id"] == "hash:d16"
+    out = searched(served, "keywords", "glaciers fjords")
+    assert out["mode"] == "hybrid" and out["results"], out
+
+
+def test_a_note_from_the_editor_is_found_by_search(page, served: str) -> None:  # type: ignore[no-untyped-def]
+    expect_ = playwright_api.expect
+    make_base(served, "notebook", "hash:d64")
+    goto(page, served + "/console/bases/notebook")
+    page.get_by_label("Note title").fill("Beekeeping log")
+    page.get_by_label("Note text").fill("The quince hive swarmed on a windy Tuesday.")
+    page.get_by_role("button", name="Add note").click()
+    expect_(page.locator("#notice")).to_have_text("Added a note.")
+    row = item_row(page, "Beekeeping log")
+    expect_(row).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect_(page.get_by_label("Note text")).to_have_value("")
+    goto(page, served + "/console/search?base=notebook&q=quince%20hive")
+    hit = page.locator(".result").first
+    expect_(hit).to_contain_text("Beekeeping log")
+    expect_(hit).to_contain_text("swarmed on a windy Tuesday")
+
+
+def test_dropping_loose_files_adds_them(page, served: str) -> None:  # type: ignore[no-untyped-def]
+    """A drop of loose files (a DataTransfer built in the page, as a drag from the desktop
+    would carry) uploads each as its own item."""
+    expect_ = playwright_api.expect
+    make_base(served, "dropped", "hash:d64")
+    goto(page, served + "/console/bases/dropped")
+    page.evaluate(
+        """() => {
+        const data = new DataTransfer();
+        data.items.add(new File(["# Orchard\\n\\nPear trees blossom in April.\\n"],
+          "orchard.md", { type: "text/markdown" }));
+        data.items.add(new File(["Copper kettles need polishing.\\n"], "kettle.txt",
+          { type: "text/plain" }));
+        const zone = document.getElementById("dropzone");
+        zone.dispatchEvent(new DragEvent("dragover", { dataTransfer: data, bubbles: true,
+          cancelable: true }));
+        zone.dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true,
+          cancelable: true }));
+    }"""
+    )
+    expect_(page.locator("#notice")).to_have_text("Added 2 file(s).")
+    expect_(page.locator("#dropzone")).not_to_have_class("dropzone over")
+    for name in ("orchard.md", "kettle.txt"):
+        expect_(item_row(page, name)).to_have_attribute("data-status", "completed", timeout=30_000)
+    assert item_row(page, "orchard.md").get_attribute("aria-level") == "1"  # no folder
+    goto(page, served + "/console/search?base=dropped&q=pear%20blossom")
+    expect_(page.locator(".result").first).to_have_attribute("data-concept", "orchard.md")
+
+
+def test_a_base_page_shows_the_readiness_banner(page, served: str, shots: Path) -> None:  # type: ignore[no-untyped-def]
+    """A base that reranks with an endpoint nothing answers: its page names the component."""
+    expect_ = playwright_api.expect
+    body = {"name": "deadbase", "rerank_model_id": "deadend:rerank-1"}
+    httpx.post(served + "/bases", json=body).raise_for_status()
+    try:
+        goto(page, served + "/console/bases/deadbase")
+        banner = page.locator("#readiness")
+        expect_(banner).to_be_visible()
+        expect_(banner).to_contain_text("knowbase is degraded")
+        expect_(banner).to_contain_text("rerank (deadbase): unavailable")
+        expect_(banner).to_contain_text("unreachable")
+        page.screenshot(path=str(shots / "9-base-banner.png"), full_page=True)
+    finally:
+        httpx.delete(served + "/bases/deadbase").raise_for_status()
 
 
 def wait_for(check, timeout_s: float = 60):  # type: ignore[no-untyped-def]

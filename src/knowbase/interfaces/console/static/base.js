@@ -382,14 +382,18 @@ function wireAdding() {
   });
 }
 
-start(async () => {
-  const base = await api(`/bases/${enc(BASE)}`);
-  baseId = base.id;
+function showBase(base) {
   document.getElementById("base-info").textContent =
     `${base.status} · ${base.embedding_model_id || "BM25 only"} · chunks of ${base.chunk_size} tokens`;
   fillSettings(base);
+}
+
+start(async () => {
+  const base = await api(`/bases/${enc(BASE)}`);
+  baseId = base.id;
+  showBase(base);
   wireAdding();
-  wireSettings(baseId, loadItems);
+  wireSettings(baseId, showBase).catch(showError);
   await loadItems();
   follow();
 });

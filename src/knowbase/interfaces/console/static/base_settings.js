@@ -1,8 +1,15 @@
-// The base page's settings card: patch settings, enable or switch the embedding model,
-// restore into a new base.
-import { api, enc, notify, showError } from "./common.js";
+// The base page's settings card: patch settings, enable or switch the embedding model (and
+// follow the switch), restore into a new base.
+//
+// A BM25-only base gets a model through POST /bases/{b}/enable-embedding; a base with a model
+// switches through POST /bases/{b}/embedding-model (202, a model-switch job). Either way the
+// stored chunks are embedded in the background (no source re-read) and GET
+// /bases/{b}/model-switch says how far it is; the old model (or BM25 alone) serves until the swap.
+import { api, enc, fillModels, notify, showError } from "./common.js";
 
 const NUMBERS = ["chunk_size", "chunk_overlap", "document_count", "threshold"];
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+const POLL_MS = 1000;
 
 export function fillSettings(base) {
   const form = document.getElementById("settings-form");
@@ -11,10 +18,86 @@ export function fillSettings(base) {
   }
   const button = document.getElementById("embedding-button");
   button.textContent = base.embedding_model_id ? "Switch embedding model" : "Enable embedding";
+  document.getElementById("embedding-form").dataset.model = base.embedding_model_id || "";
   document.getElementById("set-embedding").value = base.embedding_model_id || "";
 }
 
-export function wireSettings(baseId, reload) {
+function switchText(s) {
+  const to = s.to_model;
+  const old = s.from_model || "BM25 alone";
+  const serving = `${old} serves searches until the swap`;
+  if (s.status === "pending") return `Switch to ${to} queued; ${serving}.`;
+  if (s.status === "running") {
+    if (s.stage === "swapped" || s.stage === "done") {
+      return `${to} serves now; dropping ${s.from_model || "nothing"}'s vectors.`;
+    }
+    const p = s.progress || {};
+    let text = `Embedding the stored chunks with ${to}`;
+    if (p.total) text += `: ${p.done} of ${p.total}`;
+    if (p.rate_per_s) text += ` · ${p.rate_per_s} chunks/s`;
+    if (p.eta_s !== undefined && p.eta_s !== null) text += ` · about ${Math.ceil(p.eta_s)} s left`;
+    return `${text}; ${serving}.`;
+  }
+  if (s.status === "completed") return `Done: the base now embeds with ${to}.`;
+  if (s.status === "cancelled") return `The switch to ${to} was cancelled; ${old} still serves.`;
+  const why = [s.error_code, s.error_message].filter(Boolean).join(": ") || "no reason given";
+  return `The switch to ${to} failed (${why}); ${old} still serves.`;
+}
+
+function showSwitch(s) {
+  const box = document.getElementById("switch");
+  box.hidden = false;
+  box.dataset.status = s.status;
+  document.getElementById("switch-text").textContent = switchText(s);
+  const bar = document.getElementById("switch-bar");
+  bar.hidden = TERMINAL.has(s.status);
+  if (typeof s.percent === "number") bar.value = s.percent;
+  else bar.removeAttribute("value"); // indeterminate while queued
+}
+
+let following = false;
+
+// Show the switch until it ends, then the base as it is now.
+async function followSwitch(baseId, onBase, status) {
+  if (following) return;
+  following = true;
+  const button = document.getElementById("embedding-button");
+  button.disabled = true;
+  try {
+    let s = status;
+    for (;;) {
+      showSwitch(s);
+      if (TERMINAL.has(s.status)) break;
+      await new Promise((r) => setTimeout(r, POLL_MS));
+      s = await api(`/bases/${enc(baseId)}/model-switch`);
+    }
+    onBase(await api(`/bases/${enc(baseId)}`));
+  } finally {
+    following = false;
+    button.disabled = false;
+  }
+}
+
+async function changeModel(baseId, onBase, model) {
+  const path = `/bases/${enc(baseId)}`;
+  const json = { embedding_model_id: model };
+  let s;
+  if (document.getElementById("embedding-form").dataset.model) {
+    s = await api(`${path}/embedding-model`, { method: "POST", json });
+  } else {
+    const base = await api(`${path}/enable-embedding`, { method: "POST", json });
+    onBase(base);
+    s = base.embedding_model_id === model
+      ? { job_id: null, status: "swapped", to_model: model } // an empty base: at once
+      : await api(`${path}/model-switch`);
+  }
+  if (s.job_id === null) s = { ...s, status: "completed" };
+  notify("", false);
+  await followSwitch(baseId, onBase, s);
+}
+
+// onBase(base): show the base as the server returned it (settings card and page header).
+export async function wireSettings(baseId, onBase) {
   document.getElementById("settings-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     const f = e.target.elements;
@@ -26,7 +109,7 @@ export function wireSettings(baseId, reload) {
     patch.rerank_model_id = f.rerank_model_id.value.trim() || null;
     patch.file_processor_id = f.file_processor_id.value || null;
     try {
-      fillSettings(await api(`/bases/${enc(baseId)}`, { method: "PATCH", json: patch }));
+      onBase(await api(`/bases/${enc(baseId)}`, { method: "PATCH", json: patch }));
       notify("Settings saved.", false);
     } catch (err) {
       showError(err);
@@ -36,11 +119,7 @@ export function wireSettings(baseId, reload) {
     e.preventDefault();
     const model = document.getElementById("set-embedding").value.trim();
     try {
-      const base = await api(`/bases/${enc(baseId)}/enable-embedding`,
-        { method: "POST", json: { embedding_model_id: model } });
-      fillSettings(base);
-      notify(`Embedding with ${model}: the items are being reindexed.`, false);
-      await reload();
+      await changeModel(baseId, onBase, model);
     } catch (err) {
       showError(err);
     }
@@ -58,4 +137,11 @@ export function wireSettings(baseId, reload) {
       showError(err);
     }
   });
+  const current = document.getElementById("embedding-form").dataset.model;
+  fillModels(document.getElementById("models"), [current]).catch(showError);
+  // A switch already under way (or one that ended badly) shows when the page opens.
+  const response = await api(`/bases/${enc(baseId)}/model-switch`).catch(() => null);
+  if (response && response.status !== "completed") {
+    followSwitch(baseId, onBase, response).catch(showError);
+  }
 }
