@@ -113,7 +113,7 @@ def _has(module: str) -> bool:
         return False
 
 
-def _check_local(model: str) -> tuple[str, str]:
+def check_local_model(model: str) -> tuple[str, str]:
     """The ``local`` extra's imports and packaged files, without importing torch or loading."""
     from knowbase.providers import multilingual
     from knowbase.providers.local import MODEL_NAME, model_path
@@ -159,7 +159,7 @@ def _check_model(
     except KnowbaseError as exc:
         return UNAVAILABLE, _reason(exc)
     if profile_name == "local" and "local" in builtin:
-        return _check_local(model)
+        return check_local_model(model)
     if profile_name == "hash" and "hash" in builtin and kb.settings.test_providers:
         return READY, "deterministic test provider"
     profile = kb.settings.providers.get(profile_name)

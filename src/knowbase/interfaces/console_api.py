@@ -128,11 +128,11 @@ def offered_embedding_models(kb: Knowledge) -> list[dict[str, Any]]:
     complete with a model name (not probed: a remote model is checked when it is first used),
     and the ``hash:`` test model only when test providers are on."""
     from knowbase.providers import local, multilingual
-    from knowbase.readiness import READY, _check_local
+    from knowbase.readiness import READY, check_local_model
 
     out: list[dict[str, Any]] = []
     for name in (local.MODEL_NAME, multilingual.MODEL_NAME):
-        status, reason = _check_local(name)
+        status, reason = check_local_model(name)
         out.append(
             {"id": f"local:{name}", "kind": "model", "available": status == READY, "reason": reason}
         )
