@@ -169,3 +169,33 @@ def test_camel_keeps_locator_keys() -> None:
         "locator": {"sheet_name": "x"},
         "listOf": [{"aB": 1}],
     }
+
+
+def test_manage_sync_adds_and_changes_but_never_deletes(kb: Knowledge, tmp_path: Path) -> None:
+    """kb_manage action sync: a new file is added and an edited one reindexed; a vanished file
+    is reported and kept, even where the base would prune (an agent cannot delete by surprise)."""
+    from knowbase.ingestion.inputs import AddInput
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "keep.md").write_text("Otters hold hands.", encoding="utf-8")
+    (folder / "edit.md").write_text("Comets are icy.", encoding="utf-8")
+    (folder / "gone.md").write_text("Old page about ferns.", encoding="utf-8")
+    base = kb.create_base("synced", file_processor_id=None)
+    kb.add(base.id, [AddInput.directory(folder)], wait=True)
+    kb.update_base("synced", sync_deletes=True)
+    (folder / "new.md").write_text("Volcanoes erupt.", encoding="utf-8")
+    (folder / "edit.md").write_text("Comets are icy and dusty, with long tails.", encoding="utf-8")
+    (folder / "gone.md").unlink()
+    server = build_server(kb, base_ids=None, allow_writes=True)
+    result = call(server, "kb_manage", {"baseId": "synced", "action": "sync"})
+    assert not result.is_error, text(result)
+    got = data(result)
+    assert (got["added"], got["changed"], got["vanished"], got["failed"]) == (1, 1, 1, 0)
+    kb.wait([got["jobId"]], timeout_s=60)
+    items = {Path(i.source).name: i for i in kb.list_items(base.id) if i.type == "file"}
+    assert {s: i.status for s, i in items.items()} == dict.fromkeys(
+        ("keep.md", "edit.md", "gone.md", "new.md"), "completed"
+    ), "a sync from an agent deleted a file, or left one unfinished"
+    assert kb.search("synced", "long tails").results
+    assert kb.search("synced", "volcanoes").results
