@@ -38,8 +38,11 @@ class Settings:
     max_file_bytes: int = 200 * 1024 * 1024
     # Job threads per worker process (per-queue concurrency): index jobs of one base share the
     # embedding batcher, so enough of them must run at once for its batches to fill while the
-    # next documents are read.
-    workers: int = 16
+    # next documents are read. A job waiting for its vectors holds a thread: with 16, a remote
+    # model (4 requests in flight) got 2.8 texts per request and 0.06 of its ceiling; 48 keeps
+    # the per-document pipeline, not the thread count, the limit (bench/ingest.py). OCR and
+    # file reads have seats of their own (tasks/process_file.py, tasks/index_documents.py).
+    workers: int = 48
     job_retention_days: float = 14  # terminal jobs older than this are pruned; <= 0 keeps all
     # Host names a server (kb serve, kb mcp --http) answers to besides its bound address and,
     # on loopback, localhost/127.0.0.1/[::1]; "*" turns the Host check off (http_guard.py).
@@ -131,7 +134,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         providers=profiles,
         allow_local_urls=pick("allow_local_urls", "KNOWBASE_ALLOW_LOCAL_URLS", False, truthy),
         max_file_bytes=pick("max_file_bytes", "KNOWBASE_MAX_FILE_BYTES", 200 * 1024 * 1024, int),
-        workers=pick("workers", "KNOWBASE_WORKERS", 16, int),
+        workers=pick("workers", "KNOWBASE_WORKERS", 48, int),
         job_retention_days=pick("job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float),
         allowed_hosts=pick("allowed_hosts", "KNOWBASE_ALLOWED_HOSTS", (), names),
         test_providers=pick("test_providers", "KNOWBASE_TEST_PROVIDERS", False, truthy),

@@ -7,7 +7,11 @@ reserved slot under the base lock.
 
 from __future__ import annotations
 
+import os
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy.engine import Connection
@@ -20,6 +24,21 @@ from knowbase.storage import artifact_path
 from knowbase.tasks.common import live_item
 from knowbase.tasks.kinds import INDEX_DOCUMENTS, PROCESS_FILE
 from knowbase.tasks.snapshots import mark_origin_missing, reacquire_file
+
+# OCR children at once in this process. The job threads are many (settings.workers) so index
+# jobs can wait on the embedding batcher together; tesseract uses a core and ~100 MB per page.
+OCR_SEATS = threading.BoundedSemaphore(max(2, os.cpu_count() or 2))
+
+
+@contextmanager
+def _ocr_seat(ctx: JobContext) -> Iterator[None]:
+    """Hold one of :data:`OCR_SEATS`; a cancel or timeout ends the wait for one."""
+    while not OCR_SEATS.acquire(timeout=0.2):
+        ctx.check_cancelled()
+    try:
+        yield
+    finally:
+        OCR_SEATS.release()
 
 
 def process_file(rt: Runtime, ctx: JobContext) -> None:
@@ -44,9 +63,13 @@ def process_file(rt: Runtime, ctx: JobContext) -> None:
         storage.kb_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=storage.kb_dir) as tmp:
             out = Path(tmp) / "processed.md"
-            processor.process(
-                storage.path_of(rel), out, cancel=ctx.cancel_event, timeout_s=PROCESS_FILE.timeout_s
-            )
+            with _ocr_seat(ctx):
+                processor.process(
+                    storage.path_of(rel),
+                    out,
+                    cancel=ctx.cancel_event,
+                    timeout_s=PROCESS_FILE.timeout_s,
+                )
             ctx.check_cancelled()
             with rt.lock(base.id), rt.catalog.write_tx() as conn:
                 if not ctx.is_current_attempt():
