@@ -2,8 +2,16 @@
 
 A :class:`VectorMatrix` holds one normalised float32 row per search unit of a base, rows in
 unit-id order, zero-norm (and non-finite) vectors left out — exactly the rows for which SQL's
-``vec_distance_cosine`` is not NULL. ``top_k`` is one matrix product plus ``argpartition``;
-ties break by unit id, so the lane returns what an exact ``ORDER BY dist, unit_id`` scan does.
+``vec_distance_cosine`` is not NULL. ``top_k`` is one matrix product plus ``argpartition``
+to find the candidates, then an exact re-score of those few (:func:`ranked`); ties break by
+unit id, so the lane returns what an exact ``ORDER BY dist, unit_id`` scan does.
+
+Why the re-score: a BLAS matrix product does not compute every row the same way — rows are
+taken in blocks, and the rows of a remainder block go through another kernel with another
+summation order — so two equal rows at different positions can score a float32 ulp apart,
+and a patched matrix (rows appended) can rank a near-tie differently from a full build.
+:func:`exact_scores` sums exact float64 products per row with numpy's pairwise sum, the same
+way for every row: a row's score depends on its values only.
 
 The store labels each matrix with ``meta.vectors_version``; when the version moves it patches
 the matrix (unit ids are content-addressed, so a unit id always names the same vector) or
@@ -23,6 +31,49 @@ from knowbase.errors import EmbeddingMismatch
 
 Row = tuple[str, bytes]  # (unit_id, little-endian float32 blob)
 COMPACT_MIN_DEAD = 1024  # dead rows tolerated before a compaction, whatever the size
+
+
+def score_slack(dims: int) -> float:
+    """How far a float32 BLAS cosine of unit rows may fall from the exact one, twice: a dot
+    product of ``dims`` terms errs by at most ``dims`` units of float32 rounding (2**-24)
+    times the sum of the products' magnitudes, which is at most 1 for unit vectors."""
+    return 2.0 * dims * 2.0**-24
+
+
+def exact_scores(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The cosines of ``matrix[rows]`` (unit rows) with the unit ``query``, in float64.
+
+    Each product of two float32 values is exact in float64, and numpy's pairwise sum along a
+    row runs the same way for every row, so equal rows score equally wherever they sit."""
+    sub = matrix[rows].astype(np.float64)
+    sub *= np.asarray(query, dtype=np.float32).astype(np.float64)
+    return sub.sum(axis=1)
+
+
+def candidates(scores: np.ndarray, k: int, n: int, dims: int) -> np.ndarray:
+    """Rows whose approximate ``scores`` (a float32 BLAS product; excluded rows at -inf) may
+    hold one of the ``k`` best exact scores among the ``n`` rows not excluded."""
+    if k < n:
+        part = np.argpartition(-scores, k - 1)[:k]
+        # Widen by the product's error bound: every row of the exact top k, and every row
+        # tied with its k-th, is within it of the k-th approximate score.
+        return np.flatnonzero(scores >= scores[part].min() - score_slack(dims))
+    return np.flatnonzero(scores > -np.inf)
+
+
+def ranked(
+    ids: tuple[str, ...], matrix: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int
+) -> list[tuple[str, float]]:
+    """``rows`` of ``matrix`` re-scored exactly, best first, ties by unit id, the first ``k``."""
+    exact = exact_scores(matrix, rows, query)
+    order = np.argsort(-exact, kind="stable")
+    rows, exact = rows[order], exact[order]
+    if len(exact) > 1 and bool((exact[1:] == exact[:-1]).any()):  # ties: break them by id
+        pairs = sorted(
+            zip(rows.tolist(), exact.tolist(), strict=True), key=lambda p: (-p[1], ids[p[0]])
+        )
+        return [(ids[i], float(s)) for i, s in pairs[:k]]
+    return [(ids[i], float(s)) for i, s in zip(rows[:k].tolist(), exact[:k].tolist(), strict=True)]
 
 
 def _normalised(rows: list[Row], dims: int) -> tuple[list[str], np.ndarray]:
@@ -198,7 +249,8 @@ class VectorMatrix:
         n = len(self.rows)
         if k <= 0 or n == 0 or not np.isfinite(norm) or norm == 0.0:
             return []
-        scores = self.matrix @ (q / norm)
+        q = q / norm
+        scores = self.matrix @ q
         if self.alive is not None:
             scores[~self.alive] = -np.inf
         if mask is not None:
@@ -208,19 +260,7 @@ class VectorMatrix:
             n = int(np.count_nonzero(mask if self.alive is None else mask & self.alive))
             if n == 0:
                 return []
-        if k < n:
-            part = np.argpartition(-scores, k - 1)[:k]
-            # Widen to every row tied with the k-th score, so the id tie-break sees them all.
-            cand = np.flatnonzero(scores >= scores[part].min())
-        else:
-            cand = np.flatnonzero(scores > -np.inf)
-        order = cand[np.argsort(-scores[cand], kind="stable")]
-        top = scores[order]
-        if len(top) > 1 and bool((top[1:] == top[:-1]).any()):  # ties: break them by unit id
-            ids = self.ids
-            ranked = sorted(order.tolist(), key=lambda i: (-float(scores[i]), ids[i]))
-            order = np.asarray(ranked, dtype=np.int64)
-        return [(self.ids[i], float(scores[i])) for i in order[:k].tolist()]
+        return ranked(self.ids, self.matrix, candidates(scores, k, n, self.dims), q, k)
 
 
 # buffer id → rows written into it by the newest matrix on it. A second patch of an older

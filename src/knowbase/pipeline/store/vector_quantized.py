@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch
-from knowbase.pipeline.store.vector_matrix import VectorMatrix
+from knowbase.pipeline.store.vector_matrix import VectorMatrix, candidates, ranked
 
 log = logging.getLogger(__name__)
 
@@ -151,41 +151,20 @@ def _add(codes: _Codes, matrix: VectorMatrix) -> None:
             codes.ids = matrix.ids
 
 
-def _ranked(
-    ids: tuple[str, ...], cand: np.ndarray, scores: np.ndarray, k: int
-) -> list[tuple[str, float]]:
-    """``cand`` rows with their ``scores``, best first, ties by unit id, the first ``k``."""
-    order = np.argsort(-scores, kind="stable")
-    cand, scores = cand[order], scores[order]
-    if len(scores) > 1 and bool((scores[1:] == scores[:-1]).any()):
-        pairs = sorted(
-            zip(cand.tolist(), scores.tolist(), strict=True), key=lambda p: (-p[1], ids[p[0]])
-        )
-        return [(ids[i], float(s)) for i, s in pairs[:k]]
-    return [(ids[i], float(s)) for i, s in zip(cand[:k].tolist(), scores[:k].tolist(), strict=True)]
-
-
 def exact_top_k(
     matrix: VectorMatrix, q: np.ndarray, k: int, allowed: np.ndarray | None
 ) -> list[tuple[str, float]]:
     """The exact lane over the ``allowed`` rows (None: every live row); ``q`` is unit-norm."""
     if allowed is not None and allowed.sum() <= EXACT_SHARE * len(allowed):
         rows = np.flatnonzero(allowed)
-        scores = matrix.matrix[rows] @ q
+        cand = rows[candidates(matrix.matrix[rows] @ q, k, len(rows), matrix.dims)]
     else:
         scores = matrix.matrix @ q
         if allowed is not None:
             scores[~allowed] = -np.inf
-        rows = None
-    n = len(scores)
-    if k < n:
-        part = np.argpartition(-scores, k - 1)[:k]
-        cand = np.flatnonzero(scores >= scores[part].min())  # every row tied with the k-th
-    else:
-        cand = np.arange(n)
-    cand = cand[scores[cand] > -np.inf]
-    picked = scores[cand]
-    return _ranked(matrix.ids, cand if rows is None else rows[cand], picked, k)
+        n = int(np.count_nonzero(scores > -np.inf))
+        cand = candidates(scores, k, n, matrix.dims)
+    return ranked(matrix.ids, matrix.matrix, cand, q, k)
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,7 +217,7 @@ class QuantizedLane:
         found = self._candidates(q, want, allowed)
         if len(found) < min(k, n_allowed):  # the probed lists held too few allowed rows
             return exact_top_k(m, q, k, allowed)
-        return _ranked(m.ids, found, m.matrix[found] @ q, k)
+        return ranked(m.ids, m.matrix, found, q, k)
 
     def _candidates(self, q: np.ndarray, want: int, allowed: np.ndarray | None) -> np.ndarray:
         faiss = faiss_module()
