@@ -97,16 +97,25 @@ def _open_qdrant(target: StoreTarget, create: bool) -> IndexStore:
     on_pg = target.engine is not None and target.engine.dialect.name == "postgresql"
     inner_target = replace(target, dims=None)
     inner = (_open_postgres if on_pg else _open_sqlite)(inner_target, create)
-    if target.dims is None:
-        return inner
     location = target.qdrant_location or str(target.index_path.parent / "qdrant")
-    with _QDRANT_LOCK:
-        client = _QDRANT_CLIENTS.get(location)
-        if client is None:
-            client = _QDRANT_CLIENTS[location] = connect(location)
+
+    def client() -> Any:
+        with _QDRANT_LOCK:
+            found = _QDRANT_CLIENTS.get(location)
+            if found is None:
+                found = _QDRANT_CLIENTS[location] = connect(location)
+            return found
+
     try:
+        # A BM25-only base is a Qdrant store too, without a collection: it connects only once
+        # a model switch (enable-embedding) writes its vectors, which must land in Qdrant.
         return QdrantIndexStore.open(
-            client, inner, base_id=target.base_id, dims=target.dims, model_id=target.model_id
+            client() if target.dims is not None else None,
+            inner,
+            base_id=target.base_id,
+            dims=target.dims,
+            model_id=target.model_id,
+            connect=client,
         )
     except BaseException:
         inner.close()

@@ -2,49 +2,78 @@
 
 One point per search unit and model (id = uuid5 of base, model and unit id; payload ``base_id``,
 ``model_id``, ``material_id``, ``unit_id``, ``embedding_text_hash``), in one collection per
-embedding width (``kb_<dims>``): vectors are keyed by model id, and every read and delete
-filters on the store's model. Points written before the model key (no ``model_id`` payload) are
-labelled with the base's current model when the store opens (in place, nothing re-embedded);
-they keep their old ids until the next rebuild of their material replaces them.
+embedding width (``kb_<dims>``): vectors are keyed by model id, and every read filters on the
+store's model. Points written before the model key (no ``model_id`` payload) are labelled with
+the base's current model when the store opens (in place, nothing re-embedded); they keep their
+old ids until the next rebuild of their material replaces them.
 Everything but vectors is the inner store's (SQLite file or PostgreSQL rows), whose version is
 this store's ``changes_version``.
 
 Two stores cannot share a transaction, so a rebuild writes in the order that keeps readers
 right at every step: the new units' points, then the inner rebuild (atomic), then the points
-of units that no longer exist. A crash in between leaves only orphan points, which no search
-shows (a vector hit is looked up in the inner store) and the next rebuild or delete removes.
+of units that no longer exist (of every model: a switch's shadow set too). A crash in between
+leaves only orphan points, which no search shows (a vector hit is looked up in the inner store)
+and the next rebuild or delete removes.
 Every call has a timeout (``timeout_s``): an unreachable Qdrant is ``vector_store_unavailable``,
 never a hang.
+
+Vector sets by model id (:class:`~.base.ModelVectorSets`, the contract :mod:`.sqlite_models`
+keeps): a model switch writes the new model's points beside the serving ones — one per stored
+unit whose body it embedded (:meth:`QdrantIndexStore.put_vectors`), and a *body point* (a
+vector with no unit and no material) for a body no stored unit has yet: the chunks of a
+re-chunk, which become units at the swap (:meth:`QdrantIndexStore.replace_units`). Points
+belong to units here, not to bodies as SQLite's vector rows do, so a set covers the base when
+every stored *unit* has a point of it (``bodies_without_vectors``): a unit an index job wrote
+meanwhile (old model only) counts as missing, and the switch embeds its body again to give it
+its point — only units written during the switch pay that. The vector lane never sees body
+points (they have no ``material_id``); dropping the old set after the swap drops them too.
+A BM25-only base (``dims`` None) has no collection and talks to Qdrant only once a switch gives
+it a model (enable-embedding).
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from knowbase.errors import EmbeddingMismatch, MissingExtra, VectorStoreUnavailable
+from knowbase.errors import EmbeddingMismatch, InvalidInput, MissingExtra, VectorStoreUnavailable
 from knowbase.pipeline.store.base import (
     IndexStore,
     LaneHit,
     MaterialInput,
     SearchHit,
+    StoredMaterial,
     UnitRecord,
 )
-from knowbase.pipeline.store.plan import check_vectors, plan_units
+from knowbase.pipeline.store.hashing import text_hash
+from knowbase.pipeline.store.plan import PlannedUnit, check_vectors, plan_units
+
+log = logging.getLogger(__name__)
 
 _NS = uuid.UUID("7b4e2f0a-1c1d-4c55-9a43-0a9f3f1a2b6c")
-BATCH = 256
+BATCH = 256  # hashes per filter, points per upsert
+PAGE = 1024  # points per scroll page of a whole-set walk (payload only)
+_COLLECTION = re.compile(r"kb_(\d+)")
 
 
 def point_id(base_id: str, unit_id: str, model_id: str = "") -> str:
     return str(
         uuid.uuid5(_NS, f"{base_id}/{model_id}/{unit_id}" if model_id else f"{base_id}/{unit_id}")
     )
+
+
+def body_point_id(base_id: str, model_id: str, embedding_text_hash: str) -> str:
+    """The id of a body point: a set's vector for a body no stored unit has (yet)."""
+    return point_id(base_id, f"body:{embedding_text_hash}", model_id)
 
 
 def connect(location: str, *, timeout_s: float = 5.0) -> Any:
@@ -62,42 +91,115 @@ def connect(location: str, *, timeout_s: float = 5.0) -> Any:
     return QdrantClient(path=location)
 
 
+def ensure_collection(client: Any, dims: int) -> str:
+    """The collection of vectors ``dims`` wide (``kb_<dims>``), made with its payload indexes
+    if missing."""
+    from qdrant_client import models
+
+    name = f"kb_{dims}"
+    if client.collection_exists(name):
+        return name
+    try:
+        client.create_collection(
+            name, vectors_config=models.VectorParams(size=dims, distance=models.Distance.COSINE)
+        )
+    except Exception:
+        if client.collection_exists(name):  # another process made it meanwhile
+            return name
+        raise
+    with warnings.catch_warnings():  # local mode says its payload indexes do nothing
+        warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
+        for key in ("base_id", "model_id", "material_id", "embedding_text_hash"):
+            client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD)
+    return name
+
+
+@dataclass
+class _Units:
+    """The inner store's units at one ``changes_version``: what a set must cover."""
+
+    version: int
+    by_hash: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # (unit, material)
+    hash_of: dict[str, str] = field(default_factory=dict)  # unit id → body hash
+    bodies: dict[str, str] = field(default_factory=dict)  # body hash → body
+
+
 class QdrantIndexStore:
-    """The IndexStore protocol: ``inner`` (BM25-only) plus vectors in a Qdrant collection."""
+    """The IndexStore protocol: ``inner`` (BM25-only) plus vectors in a Qdrant collection.
+
+    ``client`` may be None with a ``connect`` callable: the client is made on first use (a
+    BM25-only base). ``owns_inner``: whether :meth:`close` closes ``inner`` (a store made by
+    :meth:`for_model` shares it and does not).
+    """
 
     def __init__(
-        self, client: Any, inner: IndexStore, *, base_id: str, dims: int, model_id: str = ""
+        self,
+        client: Any,
+        inner: IndexStore,
+        *,
+        base_id: str,
+        dims: int | None,
+        model_id: str = "",
+        connect: Callable[[], Any] | None = None,
+        owns_inner: bool = True,
     ) -> None:
-        self.client = client
+        self._client = client
+        self._connect = connect
         self.inner = inner
         self.base_id = base_id
         self.dims = dims
         self.model_id = model_id
-        self.collection = f"kb_{dims}"
+        self.collection = f"kb_{dims}" if dims is not None else None
+        self.owns_inner = owns_inner
+        self._units_seen: _Units | None = None
 
     @classmethod
     def open(
-        cls, client: Any, inner: IndexStore, *, base_id: str, dims: int, model_id: str | None = None
+        cls,
+        client: Any,
+        inner: IndexStore,
+        *,
+        base_id: str,
+        dims: int | None,
+        model_id: str | None = None,
+        connect: Callable[[], Any] | None = None,
+        owns_inner: bool = True,
     ) -> QdrantIndexStore:
         """Mount: make the collection and its payload indexes if missing; label points of the
-        layout before the model key with ``model_id`` (the base's current model)."""
-        from qdrant_client import models
-
-        store = cls(client, inner, base_id=base_id, dims=dims, model_id=model_id or "")
+        layout before the model key with ``model_id`` (the base's current model). A BM25-only
+        store (``dims`` None) touches nothing."""
+        store = cls(
+            client,
+            inner,
+            base_id=base_id,
+            dims=dims,
+            model_id=model_id or "",
+            connect=connect,
+            owns_inner=owns_inner,
+        )
+        if dims is None:
+            return store
         try:
-            if not client.collection_exists(store.collection):
-                client.create_collection(
-                    store.collection,
-                    vectors_config=models.VectorParams(size=dims, distance=models.Distance.COSINE),
-                )
-                for key in ("base_id", "model_id", "material_id", "embedding_text_hash"):
-                    client.create_payload_index(
-                        store.collection, key, models.PayloadSchemaType.KEYWORD
-                    )
+            ensure_collection(store.client, dims)
             store._label_unkeyed_points()
+        except VectorStoreUnavailable:
+            raise
         except Exception as exc:  # connection refused, timeout, bad answer: all unavailable
             raise store._unavailable("open", exc) from exc
         return store
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            if self._connect is None:
+                raise VectorStoreUnavailable(
+                    "this store has no Qdrant client", base_id=self.base_id, reason="qdrant"
+                )
+            try:
+                self._client = self._connect()
+            except Exception as exc:
+                raise self._unavailable("connect", exc) from exc
+        return self._client
 
     def _unavailable(self, op: str, exc: BaseException) -> VectorStoreUnavailable:
         return VectorStoreUnavailable(
@@ -119,12 +221,15 @@ class QdrantIndexStore:
             points=models.FilterSelector(filter=unkeyed),
         )
 
-    def _filter(self, **must: Any) -> Any:
+    # --- filters and walks -----------------------------------------------------------------
+    def _set_filter(self, model_id: str, *, units_only: bool = False, **must: Any) -> Any:
+        """Points of the base and ``model_id`` matching ``must`` (a list matches any);
+        ``units_only`` leaves body points out."""
         from qdrant_client import models
 
         conds = [
             models.FieldCondition(key="base_id", match=models.MatchValue(value=self.base_id)),
-            models.FieldCondition(key="model_id", match=models.MatchValue(value=self.model_id)),
+            models.FieldCondition(key="model_id", match=models.MatchValue(value=model_id)),
         ]
         for key, value in must.items():
             match = (
@@ -133,27 +238,85 @@ class QdrantIndexStore:
                 else models.MatchValue(value=value)
             )
             conds.append(models.FieldCondition(key=key, match=match))
-        return models.Filter(must=conds)
+        not_units = [models.IsEmptyCondition(is_empty=models.PayloadField(key="material_id"))]
+        return models.Filter(must=conds, must_not=not_units if units_only else None)
+
+    def _filter(self, *, units_only: bool = False, **must: Any) -> Any:
+        return self._set_filter(self.model_id, units_only=units_only, **must)
+
+    def _collections(self) -> list[str]:
+        """Every width's collection (a set of another width lives in another one)."""
+        names = (c.name for c in self.client.get_collections().collections)
+        return sorted(n for n in names if _COLLECTION.fullmatch(n))
+
+    def _scroll(
+        self, collection: str, flt: Any, *, vectors: bool = False, payload: Any = True
+    ) -> Iterator[Any]:
+        offset = None
+        while True:
+            points, offset = self.client.scroll(
+                collection,
+                scroll_filter=flt,
+                with_vectors=vectors,
+                with_payload=payload,
+                limit=BATCH if vectors else PAGE,
+                offset=offset,
+            )
+            yield from points
+            if offset is None:
+                return
+
+    def _vectors_in(
+        self, collections: Iterable[str], hashes: Iterable[str], model_id: str
+    ) -> dict[str, tuple[str, np.ndarray]]:
+        """``{hash: (collection, vector)}`` of ``model_id``'s points (units or bodies)."""
+        wanted = sorted(set(hashes))
+        out: dict[str, tuple[str, np.ndarray]] = {}
+        for collection in collections:
+            for i in range(0, len(wanted), BATCH):
+                flt = self._set_filter(model_id, embedding_text_hash=wanted[i : i + BATCH])
+                for p in self._scroll(
+                    collection, flt, vectors=True, payload=["embedding_text_hash"]
+                ):
+                    h = p.payload["embedding_text_hash"]
+                    if h not in out:
+                        out[h] = (collection, np.asarray(p.vector, "<f4"))
+        return out
 
     def _vectors_of(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for i in range(0, len(hashes), BATCH):
-            part = list(hashes[i : i + BATCH])
-            offset = None
-            while True:
-                points, offset = self.client.scroll(
-                    self.collection,
-                    scroll_filter=self._filter(embedding_text_hash=part),
-                    with_vectors=True,
-                    with_payload=True,
-                    limit=BATCH,
-                    offset=offset,
-                )
-                for p in points:
-                    out.setdefault(p.payload["embedding_text_hash"], np.asarray(p.vector, "<f4"))
-                if offset is None:
-                    break
-        return out
+        if self.collection is None:
+            return {}
+        found = self._vectors_in([self.collection], hashes, self.model_id)
+        return {h: v for h, (_, v) in found.items()}
+
+    def _units(self) -> _Units:
+        """The inner store's units by body hash, read again only when its version moved."""
+        version = self.inner.changes_version()
+        seen = self._units_seen
+        if seen is not None and seen.version == version:
+            return seen
+        units = _Units(version)
+        for mid in sorted(self.inner.material_ids()):
+            for u in self.inner.list_units(mid):
+                h = text_hash(u.text)
+                units.by_hash.setdefault(h, []).append((u.unit_id, mid))
+                units.hash_of[u.unit_id] = h
+                units.bodies.setdefault(h, u.text)
+        self._units_seen = units
+        return units
+
+    @staticmethod
+    def _payload(
+        base_id: str, model_id: str, h: str, unit_id: str | None = None, mid: str | None = None
+    ) -> dict[str, str]:
+        payload = {"base_id": base_id, "model_id": model_id, "embedding_text_hash": h}
+        if unit_id is not None and mid is not None:
+            payload.update(material_id=mid, unit_id=unit_id)
+        return payload
+
+    def _upsert(self, collection: str, points: Sequence[Any]) -> None:
+        for i in range(0, len(points), BATCH):
+            self.client.upsert(collection, points=list(points[i : i + BATCH]))
 
     # --- writes ----------------------------------------------------------------------------
     def rebuild_material(
@@ -161,6 +324,12 @@ class QdrantIndexStore:
     ) -> None:
         from qdrant_client import models
 
+        if self.dims is None:
+            self.inner.rebuild_material(material, embeddings)
+            if self._client is not None:
+                self._drop_shadow_points(material.material_id, self._unit_ids_of(material))
+            return
+        assert self.collection is not None
         _, units = plan_units(material, self.dims, bool(embeddings))
         needed = sorted({u.body_hash for u in units})
         vectors = check_vectors(embeddings, needed, self.dims)
@@ -180,42 +349,86 @@ class QdrantIndexStore:
                 models.PointStruct(
                     id=pid,
                     vector=vectors[u.body_hash].tolist(),
-                    payload={
-                        "base_id": self.base_id,
-                        "model_id": self.model_id,
-                        "material_id": material.material_id,
-                        "unit_id": u.unit_id,
-                        "embedding_text_hash": u.body_hash,
-                    },
+                    payload=self._payload(
+                        self.base_id, self.model_id, u.body_hash, u.unit_id, material.material_id
+                    ),
                 )
                 for pid, u in zip(keep, units, strict=True)
             ]
-            for i in range(0, len(points), BATCH):
-                self.client.upsert(self.collection, points=points[i : i + BATCH])
+            self._upsert(self.collection, points)
         except EmbeddingMismatch:
             raise
         except Exception as exc:
             raise self._unavailable("rebuild_material", exc) from exc
         self.inner.rebuild_material(material, {})
-        self._drop_points(material.material_id, keep)
+        self._drop_points(material.material_id, self.model_id, keep, [u.unit_id for u in units])
 
-    def _drop_points(self, material_id: str | list[str], keep: list[str] | None = None) -> None:
+    @staticmethod
+    def _unit_ids_of(material: MaterialInput) -> list[str]:
+        return [u.unit_id for u in plan_units(material, None, False)[1]]
+
+    def _drop_points(
+        self,
+        material_ids: str | list[str],
+        model_id: str,
+        keep_ids: Sequence[str] = (),
+        keep_units: Sequence[str] = (),
+    ) -> None:
+        """Drop the points of these materials that no stored unit needs, in every model's set:
+        ``model_id``'s points but ``keep_ids`` (a point of the old id layout goes too), the
+        other models' points of units not in ``keep_units``."""
         from qdrant_client import models
 
-        flt = self._filter(material_id=material_id)
-        if keep:
-            flt.must_not = [models.HasIdCondition(has_id=keep)]
+        ids = [material_ids] if isinstance(material_ids, str) else list(material_ids)
+        must_not: list[Any] = []
+        if keep_ids:
+            must_not.append(models.HasIdCondition(has_id=list(keep_ids)))
+        if keep_units:
+            must_not.append(
+                models.Filter(
+                    must=[
+                        models.FieldCondition(
+                            key="unit_id", match=models.MatchAny(any=list(keep_units))
+                        )
+                    ],
+                    must_not=[
+                        models.FieldCondition(
+                            key="model_id", match=models.MatchValue(value=model_id)
+                        )
+                    ],
+                )
+            )
+        flt = models.Filter(
+            must=[
+                models.FieldCondition(key="base_id", match=models.MatchValue(value=self.base_id)),
+                models.FieldCondition(key="material_id", match=models.MatchAny(any=ids)),
+            ],
+            must_not=must_not or None,
+        )
         try:
-            self.client.delete(self.collection, points_selector=models.FilterSelector(filter=flt))
+            for collection in self._collections():
+                self.client.delete(collection, points_selector=models.FilterSelector(filter=flt))
         except Exception as exc:
             raise self._unavailable("delete", exc) from exc
+
+    def _drop_shadow_points(self, material_ids: str | list[str], keep_units: Sequence[str]) -> None:
+        """A BM25-only store keeps a switch's shadow set in step, best effort, when it has
+        talked to Qdrant (a switch builds here); points it misses are orphans no search shows."""
+        try:
+            self._drop_points(material_ids, "", (), keep_units)
+        except VectorStoreUnavailable as exc:
+            log.warning("base %s: shadow points of a change left behind: %s", self.base_id, exc)
 
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         ids = sorted(set(material_ids))
         if not ids:
             return
         self.inner.delete_materials(ids)
-        self._drop_points(ids)
+        if self.dims is None:
+            if self._client is not None:
+                self._drop_shadow_points(ids, ())
+        else:
+            self._drop_points(ids, self.model_id)
 
     def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]:
         try:
@@ -234,6 +447,223 @@ class QdrantIndexStore:
     def reclaim(self) -> None:
         self.inner.reclaim()
 
+    # --- vector sets by model id (ModelVectorSets) -----------------------------------------
+    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
+        """``{embedding_text_hash: vector}`` of ``model_id`` (any width) for those with one."""
+        try:
+            found = self._vectors_in(self._collections(), hashes, model_id)
+        except Exception as exc:
+            raise self._unavailable("vectors_for", exc) from exc
+        return {h: v for h, (_, v) in found.items()}
+
+    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
+        """The hashes whose every stored unit has a point of ``model_id`` and that have a
+        vector of it at all. A body with a vector but a unit without a point (an index job
+        wrote the unit meanwhile) counts as missing: embedding it again gives that unit its
+        point (:meth:`put_vectors`)."""
+        wanted = sorted(set(hashes))
+        found: set[str] = set()
+        pointed: set[str] = set()
+        try:
+            for collection in self._collections():
+                for i in range(0, len(wanted), BATCH):
+                    flt = self._set_filter(model_id, embedding_text_hash=wanted[i : i + BATCH])
+                    for p in self._scroll(
+                        collection, flt, payload=["embedding_text_hash", "unit_id"]
+                    ):
+                        found.add(p.payload["embedding_text_hash"])
+                        if p.payload.get("unit_id"):
+                            pointed.add(p.payload["unit_id"])
+            by_hash = self._units().by_hash
+        except VectorStoreUnavailable:
+            raise
+        except Exception as exc:
+            raise self._unavailable("existing_vectors", exc) from exc
+        return {h for h in found if all(u in pointed for u, _ in by_hash.get(h, ()))}
+
+    def put_vectors(
+        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
+    ) -> None:
+        """Store ``model_id``'s vectors (a shadow set) in its width's collection: a point for
+        every stored unit with one of these bodies, a body point for a body no unit has. The
+        caller holds the base lock; writing a point again writes the same vector."""
+        from qdrant_client import models
+
+        if not model_id:
+            raise InvalidInput("a vector set needs a model id")
+        checked = check_vectors(vectors, list(vectors), dims)
+        if not checked:
+            return
+        try:
+            collection = ensure_collection(self.client, dims)
+            by_hash = self._units().by_hash
+            points = []
+            for h, v in checked.items():
+                vec = v.tolist()
+                owners = by_hash.get(h, ())
+                for uid, mid in owners:
+                    points.append(
+                        models.PointStruct(
+                            id=point_id(self.base_id, uid, model_id),
+                            vector=vec,
+                            payload=self._payload(self.base_id, model_id, h, uid, mid),
+                        )
+                    )
+                if not owners:
+                    points.append(
+                        models.PointStruct(
+                            id=body_point_id(self.base_id, model_id, h),
+                            vector=vec,
+                            payload=self._payload(self.base_id, model_id, h),
+                        )
+                    )
+            self._upsert(collection, points)
+        except VectorStoreUnavailable:
+            raise
+        except Exception as exc:
+            raise self._unavailable("put_vectors", exc) from exc
+
+    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
+        """``{embedding_text_hash: body}`` of stored units without a point of ``model_id``."""
+        pointed: set[str] = set()
+        try:
+            units = self._units()
+            collections = self._collections() if units.hash_of else []
+            for collection in collections:
+                flt = self._set_filter(model_id, units_only=True)
+                for p in self._scroll(collection, flt, payload=["unit_id"]):
+                    pointed.add(p.payload["unit_id"])
+        except VectorStoreUnavailable:
+            raise
+        except Exception as exc:
+            raise self._unavailable("bodies_without_vectors", exc) from exc
+        missing = sorted({h for uid, h in units.hash_of.items() if uid not in pointed})
+        if limit is not None:
+            missing = missing[:limit]
+        return {h: units.bodies[h] for h in missing}
+
+    def body_count(self) -> int:
+        return self.inner.body_count()  # type: ignore[attr-defined]
+
+    def stored_materials(self) -> list[StoredMaterial]:
+        return self.inner.stored_materials()  # type: ignore[attr-defined]
+
+    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
+        """Re-chunked units for ``materials``, every body covered by ``model_id``'s vectors
+        (EmbeddingMismatch and nothing changed otherwise); the caller holds the base lock.
+
+        Order, as a rebuild's: the new units' points of ``model_id`` (from its body and unit
+        points), then the inner store's units in **one** transaction, then the points of units
+        that no longer exist (of every set; the serving model's lane loses nothing the inner
+        store still has)."""
+        from qdrant_client import models
+
+        planned = [(m, *plan_units(m, None, False)) for m in materials]
+        if not planned:
+            return
+        needed = sorted({u.body_hash for _, _, units in planned for u in units})
+        try:
+            found = self._vectors_in(self._collections(), needed, model_id)
+            lost = [h for h in needed if h not in found]
+            if lost:
+                raise EmbeddingMismatch(
+                    f"{len(lost)} chunk(s) have no embedding of {model_id}; nothing was changed",
+                    model_id=model_id,
+                    missing=lost[:10],
+                )
+            by_collection: dict[str, list[Any]] = {}
+            for material, _, units in planned:
+                for u in units:
+                    collection, vec = found[u.body_hash]
+                    by_collection.setdefault(collection, []).append(
+                        models.PointStruct(
+                            id=point_id(self.base_id, u.unit_id, model_id),
+                            vector=vec.tolist(),
+                            payload=self._payload(
+                                self.base_id, model_id, u.body_hash, u.unit_id, material.material_id
+                            ),
+                        )
+                    )
+            for collection, points in by_collection.items():
+                self._upsert(collection, points)
+        except (EmbeddingMismatch, VectorStoreUnavailable):
+            raise
+        except Exception as exc:
+            raise self._unavailable("replace_units", exc) from exc
+        self._replace_inner(planned)
+        for material, _, units in planned:
+            keep = [point_id(self.base_id, u.unit_id, model_id) for u in units]
+            self._drop_points(material.material_id, model_id, keep, [u.unit_id for u in units])
+
+    def _replace_inner(
+        self, planned: Sequence[tuple[MaterialInput, str, list[PlannedUnit]]]
+    ) -> None:
+        """The inner store's units of re-chunked materials in one transaction. Its own
+        ``replace_units`` checks coverage against vectors it holds, and this store's vectors
+        are in Qdrant: so its write step runs here without that check."""
+        from knowbase.pipeline.store.postgres import PostgresIndexStore
+        from knowbase.pipeline.store.sqlite import SqliteIndexStore
+        from knowbase.pipeline.store.sqlite_schema import write_tx
+
+        inner = self.inner
+        if isinstance(inner, SqliteIndexStore):
+            conn = inner._writer
+            with inner._edge("replace_units"), write_tx(conn):
+                for material, content_hash, units in planned:
+                    rows = [(u.unit_id, u.chunk, u.body, u.body_hash) for u in units]
+                    inner._write_material(
+                        conn, material, content_hash, rows, {}, model_id="", vectors=False
+                    )
+                inner._bump(conn)
+        elif isinstance(inner, PostgresIndexStore):
+            pg_rows = [
+                (material, content_hash, inner._unit_rows(material, content_hash, units))
+                for material, content_hash, units in planned
+            ]
+            with inner._tx("replace_units") as pg:
+                inner._lock_base(pg)
+                for material, content_hash, rows in pg_rows:
+                    inner._write_material(pg, material, content_hash, rows, {}, "", None, gc=False)
+        else:  # pragma: no cover - the registry opens only these two
+            raise TypeError(f"no re-chunk for an inner store of type {type(inner).__name__}")
+
+    def drop_vectors(self, model_id: str) -> int:
+        """Delete ``model_id``'s whole set (after a swap, or a cancelled switch's shadow) in
+        every width, and the serving set's body points (a switch's scaffolding: after the
+        swap every unit has its own point); the number of ``model_id``'s points removed.
+        Refuses the store's own serving model."""
+        from qdrant_client import models
+
+        if model_id == self.model_id:
+            raise InvalidInput("refusing to drop the serving model's vectors", model_id=model_id)
+        removed = 0
+        try:
+            for collection in self._collections():
+                flt = self._set_filter(model_id)
+                removed += self.client.count(collection, count_filter=flt, exact=True).count
+                self.client.delete(collection, points_selector=models.FilterSelector(filter=flt))
+                bodies = self._set_filter(self.model_id)
+                bodies.must.append(
+                    models.IsEmptyCondition(is_empty=models.PayloadField(key="material_id"))
+                )
+                self.client.delete(collection, points_selector=models.FilterSelector(filter=bodies))
+        except Exception as exc:
+            raise self._unavailable("drop_vectors", exc) from exc
+        return removed
+
+    def for_model(self, model_id: str, dims: int) -> QdrantIndexStore:
+        """A store on the same index whose vector lane serves ``model_id`` (``kb eval --model
+        shadow``); it shares the inner store, so closing it leaves that open."""
+        return QdrantIndexStore.open(
+            self._client,
+            self.inner,
+            base_id=self.base_id,
+            dims=dims,
+            model_id=model_id,
+            connect=self._connect,
+            owns_inner=False,
+        )
+
     # --- reads -----------------------------------------------------------------------------
     def keyword_lane(
         self, query: str, limit: int, *, within: frozenset[str] | None = None
@@ -248,10 +678,12 @@ class QdrantIndexStore:
     def vector_lane(
         self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
     ) -> list[LaneHit]:
-        """Qdrant's nearest points (score = cosine similarity), ties by unit id; ``within``
-        is a payload filter on ``material_id``, so the cut happens among the scope's points.
-        A hit's text comes from the inner store (:meth:`hits_for`), which also drops orphan
-        points of a crashed rebuild."""
+        """Qdrant's nearest unit points (score = cosine similarity), ties by unit id;
+        ``within`` is a payload filter on ``material_id``, so the cut happens among the
+        scope's points. A hit's text comes from the inner store (:meth:`hits_for`), which also
+        drops orphan points of a crashed rebuild. A BM25-only store has no lane."""
+        if self.dims is None:
+            return []
         q = np.asarray(vector, dtype="<f4").ravel()
         if q.shape[0] != self.dims:
             raise EmbeddingMismatch(
@@ -262,7 +694,11 @@ class QdrantIndexStore:
             return []
         if within is not None and not within:
             return []
-        flt = self._filter() if within is None else self._filter(material_id=sorted(within))
+        flt = (
+            self._filter(units_only=True)
+            if within is None
+            else self._filter(material_id=sorted(within))
+        )
         try:
             found = self.client.query_points(
                 self.collection, query=q.tolist(), query_filter=flt, limit=limit, with_payload=True
@@ -308,4 +744,5 @@ class QdrantIndexStore:
         return self.inner.hold()
 
     def close(self) -> None:
-        self.inner.close()
+        if self.owns_inner:
+            self.inner.close()
