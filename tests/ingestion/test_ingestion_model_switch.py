@@ -250,6 +250,18 @@ def test_a_bm25_base_uses_the_same_path(kb: Knowledge, bm25_base) -> None:  # ty
 
 def _downgrade_to_the_old_layout(kb: Knowledge, base: Base) -> None:
     """Rewrite the base's vectors as the layout before model ids stored them (hash only)."""
+    if base.index_backend == "qdrant":  # points without the model_id payload
+        from qdrant_client import models
+
+        client = kb.rt.store(base).client  # type: ignore[attr-defined]
+        kb.rt.close()
+        mine = models.Filter(
+            must=[models.FieldCondition(key="base_id", match=models.MatchValue(value=base.id))]
+        )
+        client.delete_payload(
+            f"kb_{base.dimensions}", keys=["model_id"], points=models.FilterSelector(filter=mine)
+        )
+        return
     if kb.rt.catalog.engine.dialect.name == "postgresql":
         with kb.rt.catalog.engine.begin() as conn:
             conn.exec_driver_sql("ALTER TABLE kb_vec_32 DROP CONSTRAINT kb_vec_32_pkey")
@@ -288,16 +300,59 @@ def test_an_index_of_the_old_layout_is_upgraded_in_place(kb_settings) -> None:  
         assert dense_hits(again, base_id) == 6
 
 
-def test_a_qdrant_base_is_refused_with_a_reason(kb: Knowledge) -> None:
-    base = kb.create_base("q", embedding_model_id=OLD, index_backend="qdrant")
-    kb.add_note(base.id, "some text")
-    with pytest.raises(InvalidInput, match="qdrant backend is not supported"):
-        kb.set_embedding_model(base.id, NEW)
-    assert kb.get_base(base.id).embedding_model_id == OLD
-    kb.close()
+def test_a_qdrant_base_switches_by_its_own_points(kb: Knowledge) -> None:
+    """A base on the qdrant backend (local mode: no Qdrant server runs here) switches like any
+    other: the old model's points answer during the build, the new model's after, and after
+    the swap the base has the new model's points only — one per unit, no body point left."""
+    pytest.importorskip("qdrant_client")
+    from qdrant_client import models
+
     from knowbase.pipeline.store.backends import close_qdrant_clients
 
-    close_qdrant_clients()  # local mode: release it before the interpreter exits
+    try:
+        base = kb.create_base(
+            "q", embedding_model_id=OLD, index_backend="qdrant", file_processor_id=None
+        )
+        notes = [AddInput.note(f"note {i} about topic{i} and shared words") for i in range(NOTES)]
+        kb.add(base.id, notes, wait=True)
+        before = all_bodies(kb, base.id)
+        kb.set_embedding_model(base.id, NEW)
+        kb.start_workers()
+        try:
+            poll(lambda: running_with_progress(kb, base.id), 30, "the switch mid-build")
+            seen: list[int | None] = []
+            while (kb.model_switch(base.id) or {})["status"] in ("pending", "running"):
+                serving = kb.get_base(base.id)
+                seen.append(serving.dimensions)
+                assert dense_hits(kb, base.id) > 0
+                if serving.dimensions == 32:
+                    assert lane_size(kb, serving) == len(before)
+                time.sleep(0.05)
+            assert kb.model_switch(base.id)["status"] == "completed"  # type: ignore[index]
+        finally:
+            kb.stop_workers()
+        assert 32 in seen
+        after = kb.get_base(base.id)
+        assert (after.embedding_model_id, after.dimensions) == (NEW, 48)
+        assert lane_size(kb, after) == len(before)
+        store = kb.rt.store(after)
+        assert set(store.vectors_for(before, NEW)) == before
+        assert store.vectors_for(before, OLD) == {}
+        mine = models.Filter(
+            must=[models.FieldCondition(key="base_id", match=models.MatchValue(value=base.id))]
+        )
+        points = [
+            p
+            for name in ("kb_32", "kb_48")
+            for p in store.client.scroll(name, scroll_filter=mine, limit=1000)[0]  # type: ignore[attr-defined]
+        ]
+        assert {p.payload["model_id"] for p in points} == {NEW}
+        assert all(p.payload.get("unit_id") for p in points)  # no body point left
+        units = {u.unit_id for m in store.material_ids() for u in store.list_units(m)}
+        assert sorted(p.payload["unit_id"] for p in points) == sorted(units)
+    finally:
+        kb.close()
+        close_qdrant_clients()  # local mode: release it before the interpreter exits
 
 
 def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
@@ -308,7 +363,11 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     import knowbase.pipeline.indexing.embed as embed
 
     base_id = filled(kb, n=3)
-    kb.set_embedding_model(base_id, "hash:d48")
+    # The switch's one provider call takes 0.5 s, so the late item's index job (started at the
+    # same time) embeds before the swap even on a loaded machine; without the delay the switch
+    # could swap first and the race under test never happened.
+    slow = "hash:d48?delay=0.5"
+    kb.set_embedding_model(base_id, slow)
     late = kb.add(base_id, [AddInput.note("late arrival with a slow embedding")]).items[0]
     real = embed.embed_missing
     held: list[int] = []
@@ -331,8 +390,8 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
         kb.stop_workers()
     assert held == [1]
     base = kb.get_base(base_id)
-    assert base.embedding_model_id == "hash:d48"
+    assert base.embedding_model_id == slow
     bodies = all_bodies(kb, base_id)
-    assert set(kb.rt.store(base).vectors_for(bodies, "hash:d48")) == bodies
+    assert set(kb.rt.store(base).vectors_for(bodies, slow)) == bodies
     job = next(j for j in kb.list_jobs(base=base_id) if j.payload.get("item_id") == late.id)
     assert job.attempts == 2  # refused once (embedding_model_changed), then redone

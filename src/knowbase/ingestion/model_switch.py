@@ -186,14 +186,6 @@ def start_switch(rt: Runtime, base: Base, model_id: str) -> Job | None:
     if model_id == base.embedding_model_id:
         raise InvalidInput(f"base {base.name!r} already uses {model_id}", base_id=base.id)
     check_base_models(rt.settings, embedding_model_id=model_id)
-    if base.index_backend == "qdrant":
-        # Qdrant keys its points by model too, but the shadow build writes the inner store's
-        # vector sets; until it writes Qdrant points, a swap would leave an empty lane.
-        raise InvalidInput(
-            "switching the model of a base on the qdrant backend is not supported yet",
-            base_id=base.id,
-            hint="restore the base into a new one with the model (kb base restore --embedding)",
-        )
     active = current_switch(rt, base.id)
     if active is not None and not active.is_terminal:
         raise Conflict(
