@@ -1,8 +1,13 @@
 """A hypothesis state machine over add / delete / reindex / replace, invariants after each step:
-catalog and index agree, Concept IDs are unique, nothing deleted is ever found, no row stuck."""
+catalog and index agree, Concept IDs are unique, nothing deleted is ever found, no row stuck.
+
+It runs on the conformance backend (``KB_TEST_BACKENDS``): each example gets a fresh home with
+the ``kb_settings`` fixture's catalog and index backend, and a base of its own name (on
+PostgreSQL the examples share one database)."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 from collections import Counter
@@ -11,7 +16,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.schema import ACTIVE_STATUSES
@@ -25,12 +36,17 @@ NAMES = st.sampled_from(["a.md", "b.md", "notes.txt", "a_1.md"])
 WORDS = st.sampled_from(["otter", "heron", "lynx", "bison"])
 
 
+_examples = itertools.count()
+
+
 class Ingestion(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, settings_: Settings) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="kb-sm-"))
-        self.kb = Knowledge(Settings(home=self.tmp / "home", test_providers=True))
-        self.base = self.kb.create_base("sm", embedding_model_id="hash:d64", file_processor_id=None)
+        self.kb = Knowledge(settings_.with_(home=self.tmp / "home"))
+        self.base = self.kb.create_base(
+            f"sm{next(_examples)}", embedding_model_id="hash:d64", file_processor_id=None
+        )
         self.kb.start_workers()
         self.n = 0
         self.words: dict[str, str] = {}  # live item id → the word its text holds
@@ -112,5 +128,8 @@ class Ingestion(RuleBasedStateMachine):
             assert expected <= found
 
 
-Ingestion.TestCase.settings = settings(max_examples=8, stateful_step_count=8, deadline=None)
-test_ingestion_state_machine = Ingestion.TestCase
+def test_ingestion_state_machine(kb_settings: Settings) -> None:
+    run_state_machine_as_test(
+        lambda: Ingestion(kb_settings),
+        settings=settings(max_examples=8, stateful_step_count=8, deadline=None),
+    )

@@ -108,21 +108,26 @@ def bm25_rows(
     params.update(
         b=base_id,
         terms=terms,
-        n=float(n_units),
         avgdl=tokens / n_units if tokens else 1.0,
         k=limit,
         k1=BM25_K1,
         bb=BM25_B,
     )
     # q: one row per (query term, lexeme); a term repeated in the query counts once per
-    # term, as FTS5 scores each phrase of an OR query. idf from the GIN index per lexeme.
+    # term, as FTS5 scores each phrase of an OR query. idf from the GIN index per lexeme,
+    # against N read in the same statement: under READ COMMITTED the totals read above can
+    # predate units committed since, and a lexeme in more units than N broke ln() (a search
+    # beside concurrent adds failed). An idf at or under 0 is FTS5's floor, 1e-6.
     sql = f"""
     WITH q AS (
       SELECT t.ord, lx.lexeme FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, ord)
       CROSS JOIN LATERAL unnest(to_tsvector('kb_keyword', t.term)) AS lx
+    ), big_n AS (
+      SELECT unit_count::float8 AS n FROM kb_index WHERE base_id = %(b)s
     ), w AS (
-      SELECT q.lexeme, GREATEST(ln((%(n)s - d.n + 0.5) / (d.n + 0.5)), 1e-6) AS idf
-      FROM q CROSS JOIN LATERAL (SELECT count(*) AS n FROM kb_unit x
+      SELECT q.lexeme,
+        GREATEST(ln(GREATEST(big_n.n - d.n + 0.5, 1e-9) / (d.n + 0.5)), 1e-6) AS idf
+      FROM q CROSS JOIN big_n CROSS JOIN LATERAL (SELECT count(*) AS n FROM kb_unit x
         WHERE x.base_id = %(b)s AND x.keyword @@ quote_literal(q.lexeme)::tsquery) d
     ), tsq AS (
       SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
