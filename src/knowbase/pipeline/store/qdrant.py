@@ -35,9 +35,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
-import uuid
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -45,73 +42,30 @@ from typing import Any
 
 import numpy as np
 
-from knowbase.errors import EmbeddingMismatch, InvalidInput, MissingExtra, VectorStoreUnavailable
+from knowbase.errors import EmbeddingMismatch, VectorStoreUnavailable
 from knowbase.pipeline.store.base import (
     IndexStore,
     LaneHit,
     MaterialInput,
     SearchHit,
-    StoredMaterial,
     UnitRecord,
 )
 from knowbase.pipeline.store.hashing import text_hash
-from knowbase.pipeline.store.plan import PlannedUnit, check_vectors, plan_units
+from knowbase.pipeline.store.plan import check_vectors, plan_units
+from knowbase.pipeline.store.qdrant_models import QdrantModelSets
+from knowbase.pipeline.store.qdrant_points import (
+    _COLLECTION,
+    BATCH,
+    PAGE,
+    body_point_id,
+    connect,
+    ensure_collection,
+    point_id,
+)
+
+__all__ = ["QdrantIndexStore", "body_point_id", "connect", "ensure_collection", "point_id"]
 
 log = logging.getLogger(__name__)
-
-_NS = uuid.UUID("7b4e2f0a-1c1d-4c55-9a43-0a9f3f1a2b6c")
-BATCH = 256  # hashes per filter, points per upsert
-PAGE = 1024  # points per scroll page of a whole-set walk (payload only)
-_COLLECTION = re.compile(r"kb_(\d+)")
-
-
-def point_id(base_id: str, unit_id: str, model_id: str = "") -> str:
-    return str(
-        uuid.uuid5(_NS, f"{base_id}/{model_id}/{unit_id}" if model_id else f"{base_id}/{unit_id}")
-    )
-
-
-def body_point_id(base_id: str, model_id: str, embedding_text_hash: str) -> str:
-    """The id of a body point: a set's vector for a body no stored unit has (yet)."""
-    return point_id(base_id, f"body:{embedding_text_hash}", model_id)
-
-
-def connect(location: str, *, timeout_s: float = 5.0) -> Any:
-    """A client: ``http(s)://…`` for a server, ``:memory:`` or a folder for local mode."""
-    try:
-        from qdrant_client import QdrantClient
-    except ImportError as exc:
-        raise MissingExtra(
-            "the qdrant backend needs qdrant-client: pip install 'knowbase[qdrant]'"
-        ) from exc
-    if location.startswith(("http://", "https://")):
-        return QdrantClient(url=location, timeout=int(math.ceil(timeout_s)))
-    if location == ":memory:":
-        return QdrantClient(location=":memory:")
-    return QdrantClient(path=location)
-
-
-def ensure_collection(client: Any, dims: int) -> str:
-    """The collection of vectors ``dims`` wide (``kb_<dims>``), made with its payload indexes
-    if missing."""
-    from qdrant_client import models
-
-    name = f"kb_{dims}"
-    if client.collection_exists(name):
-        return name
-    try:
-        client.create_collection(
-            name, vectors_config=models.VectorParams(size=dims, distance=models.Distance.COSINE)
-        )
-    except Exception:
-        if client.collection_exists(name):  # another process made it meanwhile
-            return name
-        raise
-    with warnings.catch_warnings():  # local mode says its payload indexes do nothing
-        warnings.filterwarnings("ignore", "Payload indexes have no effect", UserWarning)
-        for key in ("base_id", "model_id", "material_id", "embedding_text_hash"):
-            client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD)
-    return name
 
 
 @dataclass
@@ -124,7 +78,7 @@ class _Units:
     bodies: dict[str, str] = field(default_factory=dict)  # body hash → body
 
 
-class QdrantIndexStore:
+class QdrantIndexStore(QdrantModelSets):
     """The IndexStore protocol: ``inner`` (BM25-only) plus vectors in a Qdrant collection.
 
     ``client`` may be None with a ``connect`` callable: the client is made on first use (a
@@ -446,223 +400,6 @@ class QdrantIndexStore:
 
     def reclaim(self) -> None:
         self.inner.reclaim()
-
-    # --- vector sets by model id (ModelVectorSets) -----------------------------------------
-    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
-        """``{embedding_text_hash: vector}`` of ``model_id`` (any width) for those with one."""
-        try:
-            found = self._vectors_in(self._collections(), hashes, model_id)
-        except Exception as exc:
-            raise self._unavailable("vectors_for", exc) from exc
-        return {h: v for h, (_, v) in found.items()}
-
-    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
-        """The hashes whose every stored unit has a point of ``model_id`` and that have a
-        vector of it at all. A body with a vector but a unit without a point (an index job
-        wrote the unit meanwhile) counts as missing: embedding it again gives that unit its
-        point (:meth:`put_vectors`)."""
-        wanted = sorted(set(hashes))
-        found: set[str] = set()
-        pointed: set[str] = set()
-        try:
-            for collection in self._collections():
-                for i in range(0, len(wanted), BATCH):
-                    flt = self._set_filter(model_id, embedding_text_hash=wanted[i : i + BATCH])
-                    for p in self._scroll(
-                        collection, flt, payload=["embedding_text_hash", "unit_id"]
-                    ):
-                        found.add(p.payload["embedding_text_hash"])
-                        if p.payload.get("unit_id"):
-                            pointed.add(p.payload["unit_id"])
-            by_hash = self._units().by_hash
-        except VectorStoreUnavailable:
-            raise
-        except Exception as exc:
-            raise self._unavailable("existing_vectors", exc) from exc
-        return {h for h in found if all(u in pointed for u, _ in by_hash.get(h, ()))}
-
-    def put_vectors(
-        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
-    ) -> None:
-        """Store ``model_id``'s vectors (a shadow set) in its width's collection: a point for
-        every stored unit with one of these bodies, a body point for a body no unit has. The
-        caller holds the base lock; writing a point again writes the same vector."""
-        from qdrant_client import models
-
-        if not model_id:
-            raise InvalidInput("a vector set needs a model id")
-        checked = check_vectors(vectors, list(vectors), dims)
-        if not checked:
-            return
-        try:
-            collection = ensure_collection(self.client, dims)
-            by_hash = self._units().by_hash
-            points = []
-            for h, v in checked.items():
-                vec = v.tolist()
-                owners = by_hash.get(h, ())
-                for uid, mid in owners:
-                    points.append(
-                        models.PointStruct(
-                            id=point_id(self.base_id, uid, model_id),
-                            vector=vec,
-                            payload=self._payload(self.base_id, model_id, h, uid, mid),
-                        )
-                    )
-                if not owners:
-                    points.append(
-                        models.PointStruct(
-                            id=body_point_id(self.base_id, model_id, h),
-                            vector=vec,
-                            payload=self._payload(self.base_id, model_id, h),
-                        )
-                    )
-            self._upsert(collection, points)
-        except VectorStoreUnavailable:
-            raise
-        except Exception as exc:
-            raise self._unavailable("put_vectors", exc) from exc
-
-    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
-        """``{embedding_text_hash: body}`` of stored units without a point of ``model_id``."""
-        pointed: set[str] = set()
-        try:
-            units = self._units()
-            collections = self._collections() if units.hash_of else []
-            for collection in collections:
-                flt = self._set_filter(model_id, units_only=True)
-                for p in self._scroll(collection, flt, payload=["unit_id"]):
-                    pointed.add(p.payload["unit_id"])
-        except VectorStoreUnavailable:
-            raise
-        except Exception as exc:
-            raise self._unavailable("bodies_without_vectors", exc) from exc
-        missing = sorted({h for uid, h in units.hash_of.items() if uid not in pointed})
-        if limit is not None:
-            missing = missing[:limit]
-        return {h: units.bodies[h] for h in missing}
-
-    def body_count(self) -> int:
-        return self.inner.body_count()  # type: ignore[attr-defined]
-
-    def stored_materials(self) -> list[StoredMaterial]:
-        return self.inner.stored_materials()  # type: ignore[attr-defined]
-
-    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
-        """Re-chunked units for ``materials``, every body covered by ``model_id``'s vectors
-        (EmbeddingMismatch and nothing changed otherwise); the caller holds the base lock.
-
-        Order, as a rebuild's: the new units' points of ``model_id`` (from its body and unit
-        points), then the inner store's units in **one** transaction, then the points of units
-        that no longer exist (of every set; the serving model's lane loses nothing the inner
-        store still has)."""
-        from qdrant_client import models
-
-        planned = [(m, *plan_units(m, None, False)) for m in materials]
-        if not planned:
-            return
-        needed = sorted({u.body_hash for _, _, units in planned for u in units})
-        try:
-            found = self._vectors_in(self._collections(), needed, model_id)
-            lost = [h for h in needed if h not in found]
-            if lost:
-                raise EmbeddingMismatch(
-                    f"{len(lost)} chunk(s) have no embedding of {model_id}; nothing was changed",
-                    model_id=model_id,
-                    missing=lost[:10],
-                )
-            by_collection: dict[str, list[Any]] = {}
-            for material, _, units in planned:
-                for u in units:
-                    collection, vec = found[u.body_hash]
-                    by_collection.setdefault(collection, []).append(
-                        models.PointStruct(
-                            id=point_id(self.base_id, u.unit_id, model_id),
-                            vector=vec.tolist(),
-                            payload=self._payload(
-                                self.base_id, model_id, u.body_hash, u.unit_id, material.material_id
-                            ),
-                        )
-                    )
-            for collection, points in by_collection.items():
-                self._upsert(collection, points)
-        except (EmbeddingMismatch, VectorStoreUnavailable):
-            raise
-        except Exception as exc:
-            raise self._unavailable("replace_units", exc) from exc
-        self._replace_inner(planned)
-        for material, _, units in planned:
-            keep = [point_id(self.base_id, u.unit_id, model_id) for u in units]
-            self._drop_points(material.material_id, model_id, keep, [u.unit_id for u in units])
-
-    def _replace_inner(
-        self, planned: Sequence[tuple[MaterialInput, str, list[PlannedUnit]]]
-    ) -> None:
-        """The inner store's units of re-chunked materials in one transaction. Its own
-        ``replace_units`` checks coverage against vectors it holds, and this store's vectors
-        are in Qdrant: so its write step runs here without that check."""
-        from knowbase.pipeline.store.postgres import PostgresIndexStore
-        from knowbase.pipeline.store.sqlite import SqliteIndexStore
-        from knowbase.pipeline.store.sqlite_schema import write_tx
-
-        inner = self.inner
-        if isinstance(inner, SqliteIndexStore):
-            conn = inner._writer
-            with inner._edge("replace_units"), write_tx(conn):
-                for material, content_hash, units in planned:
-                    rows = [(u.unit_id, u.chunk, u.body, u.body_hash) for u in units]
-                    inner._write_material(
-                        conn, material, content_hash, rows, {}, model_id="", vectors=False
-                    )
-                inner._bump(conn)
-        elif isinstance(inner, PostgresIndexStore):
-            pg_rows = [
-                (material, content_hash, inner._unit_rows(material, content_hash, units))
-                for material, content_hash, units in planned
-            ]
-            with inner._tx("replace_units") as pg:
-                inner._lock_base(pg)
-                for material, content_hash, rows in pg_rows:
-                    inner._write_material(pg, material, content_hash, rows, {}, "", None, gc=False)
-        else:  # pragma: no cover - the registry opens only these two
-            raise TypeError(f"no re-chunk for an inner store of type {type(inner).__name__}")
-
-    def drop_vectors(self, model_id: str) -> int:
-        """Delete ``model_id``'s whole set (after a swap, or a cancelled switch's shadow) in
-        every width, and the serving set's body points (a switch's scaffolding: after the
-        swap every unit has its own point); the number of ``model_id``'s points removed.
-        Refuses the store's own serving model."""
-        from qdrant_client import models
-
-        if model_id == self.model_id:
-            raise InvalidInput("refusing to drop the serving model's vectors", model_id=model_id)
-        removed = 0
-        try:
-            for collection in self._collections():
-                flt = self._set_filter(model_id)
-                removed += self.client.count(collection, count_filter=flt, exact=True).count
-                self.client.delete(collection, points_selector=models.FilterSelector(filter=flt))
-                bodies = self._set_filter(self.model_id)
-                bodies.must.append(
-                    models.IsEmptyCondition(is_empty=models.PayloadField(key="material_id"))
-                )
-                self.client.delete(collection, points_selector=models.FilterSelector(filter=bodies))
-        except Exception as exc:
-            raise self._unavailable("drop_vectors", exc) from exc
-        return removed
-
-    def for_model(self, model_id: str, dims: int) -> QdrantIndexStore:
-        """A store on the same index whose vector lane serves ``model_id`` (``kb eval --model
-        shadow``); it shares the inner store, so closing it leaves that open."""
-        return QdrantIndexStore.open(
-            self._client,
-            self.inner,
-            base_id=self.base_id,
-            dims=dims,
-            model_id=model_id,
-            connect=self._connect,
-            owns_inner=False,
-        )
 
     # --- reads -----------------------------------------------------------------------------
     def keyword_lane(
