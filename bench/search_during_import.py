@@ -10,6 +10,13 @@ Each file the other process completes moves the base's ``vectors_version``; this
 in-memory matrix follows by patching (cost follows the rows added), never by a full reload of
 the base. Prints p50/p99 idle and during the import, their ratios, how many matrix versions the
 searches saw, and the share of searches that met a new version.
+
+Measured 2026-12-04 with the defaults (86,257 chunks; the machine loaded by a CI run, so the
+absolute figures are high): idle p50 197 ms / p99 572 ms, during a 400-file import p50 345 ms /
+p99 1,673 ms (1.75x / 2.92x); 103 of 160 searches met a new matrix version, followed by 197
+patches (p50 26 ms, max 510 ms when the buffer grew) and no full load. What a patch still pays
+per version in proportion to the base: ``SELECT unit_id FROM search_unit`` and the copies of
+the matrix's id set and row map.
 """
 
 from __future__ import annotations
