@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -295,3 +296,63 @@ def test_a_bm25_only_base_is_a_qdrant_store_that_connects_on_its_first_set(
         again.close()
     finally:
         backends.close_qdrant_clients()
+
+
+def _hammer(client: Any) -> list[BaseException]:
+    """Four threads upsert while two search one local-mode collection; the errors raised."""
+    import threading
+    import uuid
+
+    from qdrant_client import models
+
+    from knowbase.pipeline.store.qdrant import ensure_collection
+
+    name = ensure_collection(client, 4)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def upsert(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(40):
+                points = [
+                    models.PointStruct(
+                        id=str(uuid.uuid4()), vector=rng.random(4).tolist(), payload={"s": seed}
+                    )
+                    for _ in range(10)
+                ]
+                client.upsert(name, points)
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    def search() -> None:
+        try:
+            while not done.is_set():
+                client.query_points(name, query=[0.1, 0.2, 0.3, 0.4], limit=5)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    writers = [threading.Thread(target=upsert, args=(i,)) for i in range(4)]
+    readers = [threading.Thread(target=search) for _ in range(2)]
+    for t in writers + readers:
+        t.start()
+    for t in writers:
+        t.join(60)
+    done.set()
+    for t in readers:
+        t.join(60)
+    if not errors and client.count(name).count != 4 * 40 * 10:
+        errors.append(AssertionError(f"{client.count(name).count} points, not 1600"))
+    return errors
+
+
+def test_local_mode_takes_one_call_at_a_time(tmp_path: Path) -> None:
+    """qdrant-client's local mode has no lock (qdrant/qdrant-client#1193): concurrent upserts
+    and searches corrupt its arrays. ``connect`` serialises a local client's calls."""
+    from knowbase.pipeline.store.qdrant import connect
+
+    client = connect(str(tmp_path / "q"))
+    try:
+        assert _hammer(client) == []
+    finally:
+        client.close()

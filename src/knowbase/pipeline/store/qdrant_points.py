@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import uuid
 import warnings
 from typing import Any
@@ -41,8 +42,33 @@ def connect(location: str, *, timeout_s: float = 5.0) -> Any:
     if location.startswith(("http://", "https://")):
         return QdrantClient(url=location, timeout=int(math.ceil(timeout_s)))
     if location == ":memory:":
-        return QdrantClient(location=":memory:")
-    return QdrantClient(path=location)
+        return OneCallAtATime(QdrantClient(location=":memory:"))
+    return OneCallAtATime(QdrantClient(path=location))
+
+
+class OneCallAtATime:
+    """A local-mode client, one call at a time across threads.
+
+    qdrant-client's local mode keeps a collection in parallel numpy arrays with no lock: an
+    upsert beside a search or another upsert leaves them at mismatched lengths, and the search
+    indexes past one (qdrant/qdrant-client#1193, open; seen here as "index 29 is out of bounds"
+    when the concurrency test ran on the qdrant backend). A server has no such problem.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def serialized(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return serialized
 
 
 def ensure_collection(client: Any, dims: int) -> str:
