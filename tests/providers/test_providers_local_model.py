@@ -70,3 +70,13 @@ def test_declares_its_capabilities(minilm: LocalMiniLM) -> None:
     assert minilm.model_id == "local:all-minilm-l6-v2"
     assert (minilm.dims, minilm.window, minilm.batch_size) == (384, 256, 64)
     assert minilm.scripts == frozenset({"Latin"})
+
+
+def test_numpy_blas_keeps_one_thread_once_torch_runs(minilm: LocalMiniLM) -> None:
+    # OpenBLAS threads spin after a vector-lane product and slowed torch's next query
+    # encode 2-3x on two cores (bench/query_latency.py); torch owns the cores.
+    from threadpoolctl import threadpool_info
+
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas" and "numpy" in p["filepath"]]
+    assert blas, "numpy's BLAS was not found"
+    assert all(p["num_threads"] == 1 for p in blas)

@@ -159,6 +159,7 @@ class LocalMiniLM:
             threads = self._threads or _env_threads()
             if threads:
                 torch.set_num_threads(threads)
+            _quiet_numpy_blas()
             model = SentenceTransformer(str(self._path), device="cpu")
             model.max_seq_length = self.window
             self._model = model
@@ -206,6 +207,22 @@ class LocalMiniLM:
                 model_id=self.model_id,
             )
         return array
+
+
+def _quiet_numpy_blas() -> None:
+    """One thread for numpy's BLAS once torch runs in this process.
+
+    After each product (the vector lane's ``matrix @ q``) OpenBLAS's threads spin on the cores
+    for a while before they sleep, and torch's next forward pass then runs beside them: a query
+    encode after a vector-lane search took 35-44 ms against 13-16 ms without (bench/
+    query_latency.py on 2 cores). torch keeps its own threads; numpy's single-vector products
+    are memory-bound and lose little (8.7k rows: 1.7 -> 3.1 ms).
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # comes with the local extra; without it only the speed differs
+        return
+    threadpool_limits(1, user_api="blas")
 
 
 def _env_threads() -> int | None:
