@@ -90,6 +90,58 @@ def test_prepare_root_children_and_jobs_are_one_transaction(
     assert kb.get_job(result.job_ids[0]).status == "failed"
 
 
+def test_a_folder_bigger_than_one_transaction_indexes_every_file(
+    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowbase.tasks import prepare_root
+
+    monkeypatch.setattr(prepare_root, "ROWS_PER_TX", 2)
+    for i in range(4):
+        write(src / "docs" / "a" / f"f{i}.md", f"alpha {i}")
+    write(src / "docs" / "b" / "g.md", "beta")
+    write(src / "docs" / "b" / "empty.md", "")  # fails no_text_extracted, maybe mid-expansion
+    write(src / "docs" / "top.md", "gamma")
+    root = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=30)
+    rows = {Path(r.title or "").name: r for r in all_rows(kb, bm25_base)}
+    files = [r for r in rows.values() if r.type == "file"]
+    assert len(files) == 7
+    assert {r.status for r in files if r.title != "empty.md"} == {"completed"}
+    assert rows["empty.md"].status == "failed"
+    assert rows["a"].status == "completed"
+    assert (rows["b"].status, rows["b"].error_code) == ("failed", "child_failed")
+    assert rows["docs"].status == "failed"  # b failed
+    assert kb.get_job(root.job_ids[0]).status == "completed"
+    assert [r.concept_id for r in kb.search(bm25_base.id, "beta").results] == [
+        rows["g.md"].concept_id
+    ]
+
+
+def test_a_failed_later_transaction_takes_back_the_earlier_ones(
+    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowbase.tasks import prepare_root
+
+    monkeypatch.setattr(prepare_root, "ROWS_PER_TX", 2)
+    for i in range(5):
+        write(src / "docs" / "sub" / f"f{i}.md", f"file {i}")
+    real = kb.rt.jobs.enqueue
+    calls = []
+
+    def enqueue(conn, job_kind, payload, **kw):  # type: ignore[no-untyped-def]
+        if job_kind == kinds.INDEX_DOCUMENTS.name:
+            calls.append(payload)
+            if len(calls) == 4:  # the second transaction
+                raise Injected("could not schedule (injected)")
+        return real(conn, job_kind, payload, **kw)
+
+    kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
+    result = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=30)
+    rows = all_rows(kb, bm25_base)
+    assert [r.id for r in rows] == [result.items[0].id]  # the first transaction's rows are gone
+    assert (rows[0].status, rows[0].error_code) == ("failed", "injected")
+    assert kb.search(bm25_base.id, "file").results == []
+
+
 def test_prepare_root_fails_a_vanished_folder(kb: Knowledge, bm25_base: Base, src: Path) -> None:
     write(src / "docs" / "a.md", "alpha")
     folder = kb.add(bm25_base.id, [AddInput.directory(src / "docs")]).items[0]

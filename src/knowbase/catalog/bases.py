@@ -122,8 +122,11 @@ def get(conn: Connection, base_id: str) -> Base:
     return Base.from_row(row)
 
 
+_FIND = sa.select(kb_t).where(kb_t.c.id == sa.bindparam("base_id"))  # built once: hot path
+
+
 def find(conn: Connection, base_id: str) -> Base | None:
-    row = conn.execute(sa.select(kb_t).where(kb_t.c.id == base_id)).first()
+    row = conn.execute(_FIND, {"base_id": base_id}).first()
     return Base.from_row(row) if row else None
 
 

@@ -73,8 +73,13 @@ def get(conn: Connection, item_id: str) -> Item:
     return item
 
 
+# Built once: every index job reads and writes its item a few times, and building a
+# statement cost more than running it (the per-document floor of an import).
+_FIND = sa.select(it).where(it.c.id == sa.bindparam("item_id"))
+
+
 def find(conn: Connection, item_id: str) -> Item | None:
-    row = conn.execute(sa.select(it).where(it.c.id == item_id)).first()
+    row = conn.execute(_FIND, {"item_id": item_id}).first()
     return Item.from_row(row) if row else None
 
 
@@ -165,6 +170,16 @@ def subtree(conn: Connection, root_ids: Iterable[str]) -> list[Item]:
     return [found[i] for i in ids if i in found]
 
 
+_STATUS_VALUES = {
+    "status": sa.bindparam("new_status"),
+    "error_code": sa.bindparam("new_code"),
+    "error_message": sa.bindparam("new_message"),
+    "updated_at": sa.bindparam("now"),
+}
+_SET_STATUS_ANY = it.update().where(it.c.id == sa.bindparam("item_id")).values(_STATUS_VALUES)
+_SET_STATUS = _SET_STATUS_ANY.where(it.c.status != "deleting")
+
+
 def set_status(
     conn: Connection,
     item_id: str,
@@ -190,13 +205,15 @@ def set_status(
         error_code = error_message = None
     # The guard is in the UPDATE itself: under PostgreSQL's READ COMMITTED a delete may mark
     # the row ``deleting`` after the read above, and this write must not undo that.
-    guard = it.c.status != "deleting" if status != "deleting" else sa.true()
     written = conn.execute(
-        it.update()
-        .where(it.c.id == item_id, guard)
-        .values(
-            status=status, error_code=error_code, error_message=error_message, updated_at=now_ms()
-        )
+        _SET_STATUS if status != "deleting" else _SET_STATUS_ANY,
+        {
+            "item_id": item_id,
+            "new_status": status,
+            "new_code": error_code,
+            "new_message": error_message,
+            "now": now_ms(),
+        },
     ).rowcount
     if not written:
         log.warning("item %s became deleting meanwhile; not moving it to %s", item_id, status)

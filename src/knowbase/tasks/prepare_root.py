@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 COPY_THREADS = 8  # staged copies at once (they wait on fsync, not on the CPU)
+ROWS_PER_TX = 500  # file rows (and their jobs) per catalog transaction of an expansion
 
 
 def _purge_old_expansion(rt: Runtime, base: Base, item: Item) -> bool:
@@ -153,32 +154,81 @@ def _insert_children(  # type: ignore[no-untyped-def]
     prefix: str,
     within: dict[str, str],
 ) -> None:
-    """One transaction: every directory and file row of the expansion, and their jobs."""
-    with rt.catalog.write_tx() as conn:
-        dir_ids = {"": item.id}
-        for d in expansion.dirs:
-            parent = dir_ids[posixpath.dirname(d.rel)]
-            row = item_repo.insert_active(
-                conn,
-                base_id=base.id,
-                type="directory",
-                group_id=parent,
-                reconcile=False,
-                data={"source": str(Path(origin) / d.rel)},
-            )
-            dir_ids[d.rel] = row.id
-        for f in expansion.files:
-            leaf = item_repo.insert_active(
-                conn,
-                base_id=base.id,
-                type="file",
-                reconcile=False,
-                group_id=dir_ids[posixpath.dirname(f.rel)],
-                origin=str(f.abs_path),
-                data={"source": str(f.abs_path), "relative_path": f"{prefix}/{within[f.rel]}"},
-            )
-            schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
-        item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
+    """Every directory and file row of the expansion, and their jobs, in transactions of
+    :data:`ROWS_PER_TX` files.
+
+    One transaction for a 100k-file folder held SQLite's only writer for minutes: no heartbeat
+    could renew a lease meanwhile, so this very job's lease lapsed and the sweep failed the
+    whole folder it had just written. Between transactions other writers go on, and the first
+    files index while the rest are inserted. The folders stay ``preparing`` (the roll-up leaves
+    that state alone) until the last transaction moves them to ``processing`` and derives their
+    real status from the children, some of which may have finished by then. An error takes
+    back what earlier transactions wrote; a crash in between abandons the job like any crash
+    mid-expansion (its settling fails the rows written; a retry of the folder purges them).
+    """
+    dir_ids = {"": item.id}
+    files = expansion.files
+    committed = False
+    try:
+        for start in range(0, len(files), ROWS_PER_TX):
+            with rt.catalog.write_tx() as conn:
+                if not ctx.is_current_attempt(conn):
+                    return  # cancelled or timed out: settling it fails what was written
+                if start == 0:
+                    _insert_dirs(conn, base, origin, expansion, dir_ids)
+                for f in files[start : start + ROWS_PER_TX]:
+                    leaf = item_repo.insert_active(
+                        conn,
+                        base_id=base.id,
+                        type="file",
+                        reconcile=False,
+                        group_id=dir_ids[posixpath.dirname(f.rel)],
+                        origin=str(f.abs_path),
+                        data={
+                            "source": str(f.abs_path),
+                            "relative_path": f"{prefix}/{within[f.rel]}",
+                        },
+                    )
+                    schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
+            committed = True
+            done = min(len(files), start + ROWS_PER_TX)
+            ctx.progress("enqueuing", 50 + 49 * done / len(files), files=len(files), enqueued=done)
+        with rt.catalog.write_tx() as conn:
+            item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
+            # Deepest first: each walk up re-derives the ancestors after their subfolders.
+            for rel in sorted(dir_ids, key=lambda r: -1 if r == "" else r.count("/"), reverse=True):
+                item_repo.reconcile_containers(conn, dir_ids[rel])
+    except BaseException:
+        if committed:  # an earlier transaction went through: take its rows back
+            _purge_children(rt, base, item)
+        raise
+
+
+def _insert_dirs(  # type: ignore[no-untyped-def]
+    conn: Connection, base: Base, origin: str, expansion, dir_ids: dict[str, str]
+) -> None:
+    """The expansion's folder rows (``preparing`` until the last file is in), parents first."""
+    for d in expansion.dirs:
+        row = item_repo.insert_active(
+            conn,
+            base_id=base.id,
+            type="directory",
+            group_id=dir_ids[posixpath.dirname(d.rel)],
+            reconcile=False,
+            data={"source": str(Path(origin) / d.rel)},
+        )
+        dir_ids[d.rel] = row.id
+
+
+def _purge_children(rt: Runtime, base: Base, item: Item) -> None:
+    """Remove what earlier transactions of a failed expansion wrote (the caller holds the base
+    lock), so a failed folder has no half-created children."""
+    try:
+        with rt.catalog.write_tx() as conn:
+            rows = [r for r in item_repo.subtree(conn, [item.id]) if r.id != item.id]
+            purge_rows(rt, conn, base, rows)
+    except Exception:  # the original error is what the job reports; a retry purges again
+        log.exception("could not remove the partial expansion of item %s", item.id)
 
 
 def _paths_within(files: list[ExpandedFile], *, processes: bool) -> dict[str, str]:
