@@ -152,18 +152,22 @@ def test_sweep_removes_only_old_base_folders_without_a_row(kb: Knowledge, bm25_b
     assert kb.search(bm25_base.id, "anything").results == []  # the live base still works
 
 
-def test_a_sweep_with_nothing_active_reads_no_jobs(kb: Knowledge, bm25_base: Base) -> None:
+def test_a_sweep_with_nothing_active_reads_no_jobs(
+    kb: Knowledge, bm25_base: Base, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowbase.ingestion import recovery
+
     kb.add(bm25_base.id, [AddInput.note("done already")], wait=True)
-    calls: list[dict] = []
-    real = kb.rt.jobs.iter_jobs
+    calls: list[set[str]] = []
+    real = recovery._covered_ids
 
-    def counting(**kw):  # type: ignore[no-untyped-def]
-        calls.append(kw)
-        return real(**kw)
+    def counting(rt):  # type: ignore[no-untyped-def]
+        calls.append(real(rt))
+        return calls[-1]
 
-    kb.rt.jobs.iter_jobs = counting  # type: ignore[method-assign]
+    monkeypatch.setattr(recovery, "_covered_ids", counting)
     assert kb.recover().interrupted == []
     assert calls == []  # nothing active, nothing deleting: the job table is not walked
     item = kb.add(bm25_base.id, [AddInput.note("queued")]).items[0]
-    assert kb.recover().interrupted == []  # covered by its pending job, found by paging
-    assert len(calls) == 1 and kb.get_item(bm25_base.id, item.id).status == "processing"
+    assert kb.recover().interrupted == []  # covered by its pending job
+    assert calls == [{item.id}] and kb.get_item(bm25_base.id, item.id).status == "processing"

@@ -91,17 +91,19 @@ def test_a_status_write_racing_a_delete_keeps_deleting(
 
 
 def test_sweep_leaves_an_item_added_while_it_reads(kb: Knowledge, base: Base, monkeypatch) -> None:
+    from knowbase.ingestion import recovery
+
     kb.add_note(base.id, "Already queued.", wait=False)  # something active: the sweep reads jobs
-    real = kb.rt.jobs.iter_jobs
+    real = recovery._covered_ids
     late: list[str] = []
 
-    def iter_jobs(*args, **kwargs):  # type: ignore[no-untyped-def]
-        rows = list(real(*args, **kwargs))
+    def covered_ids(rt):  # type: ignore[no-untyped-def]
+        covered = real(rt)
         if not late:  # an add commits its item and its job right after the jobs were read
             late.append(kb.add_note(base.id, "Added during the sweep.", wait=False).id)
-        return iter(rows)
+        return covered
 
-    monkeypatch.setattr(kb.rt.jobs, "iter_jobs", iter_jobs)
+    monkeypatch.setattr(recovery, "_covered_ids", covered_ids)
     report = kb.recover()
     assert late and late[0] not in report.interrupted
     assert _status(kb, late[0]) in ("preparing", "processing")
@@ -110,18 +112,19 @@ def test_sweep_leaves_an_item_added_while_it_reads(kb: Knowledge, base: Base, mo
 def test_sweep_leaves_an_item_whose_job_finished_between_its_reads(
     kb: Knowledge, base: Base, monkeypatch
 ) -> None:
+    from knowbase.ingestion import recovery
+
     item = kb.add_note(base.id, "Finished during the sweep.", wait=False)
-    real = kb.rt.jobs.iter_jobs
+    real = recovery._covered_ids
     ran: list[bool] = []
 
-    def iter_jobs(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def covered_ids(rt):  # type: ignore[no-untyped-def]
         if not ran:  # the sweep's read of active jobs
             ran.append(True)
-            monkeypatch.setattr(kb.rt.jobs, "iter_jobs", real)
             kb.run_until_idle(timeout_s=60)  # the job ends: the item is completed now
-        return real(*args, **kwargs)
+        return real(rt)
 
-    monkeypatch.setattr(kb.rt.jobs, "iter_jobs", iter_jobs)
+    monkeypatch.setattr(recovery, "_covered_ids", covered_ids)
     report = kb.recover()
     assert ran
     assert item.id not in report.interrupted

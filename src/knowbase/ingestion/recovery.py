@@ -50,13 +50,19 @@ class SweepReport:
 
 
 def _covered_ids(rt: Runtime) -> set[str]:
-    """Item ids named by a pending or running job, read page by page (payloads only)."""
+    """Item ids named by a pending or running job: one read of the payloads, streamed.
+
+    Not paged in ``(created_at, id)`` order: no index serves that order for two statuses, so
+    each page sorted every active job again -- 6-7 s per sweep with 80k files queued, while
+    the sweep held the catalog's writer (a 100k-file import ran at half speed)."""
     covered: set[str] = set()
-    for row in rt.jobs.iter_jobs(statuses=ACTIVE, columns=[job_t.c.payload]):
-        payload = json.loads(row.payload or "{}")
-        if payload.get("item_id"):
-            covered.add(payload["item_id"])
-        covered.update(payload.get("root_item_ids", []))
+    query = sa.select(job_t.c.payload).where(job_t.c.status.in_(ACTIVE))
+    with rt.catalog.read() as conn:
+        for (raw,) in conn.execution_options(yield_per=2000).execute(query):
+            payload = json.loads(raw or "{}")
+            if payload.get("item_id"):
+                covered.add(payload["item_id"])
+            covered.update(payload.get("root_item_ids", []))
     return covered
 
 
