@@ -344,7 +344,10 @@ class SqliteIndexStore(SqliteModelSets):
             " WHERE material_id = ?",
             (content_hash, now, material.material_id),
         )
-        return bool(deleted or prior != content_hash)
+        # A new material replaced nothing: skipping the GC there keeps an import linear (the
+        # content GC scans every content row; once per new document made a 100k-file import
+        # quadratic).
+        return bool(deleted or (prior is not None and prior != content_hash))
 
     def _encode(
         self, embeddings: Mapping[str, np.ndarray | Sequence[float]], needed: Sequence[str]
