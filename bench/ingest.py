@@ -295,12 +295,16 @@ def main() -> None:
                 counter.restore()
             counts = kb.counts(base.id)
             store = kb.rt.store(kb.get_base(base.id))
-            texts = [
-                u.text
-                for i in kb.list_items(base.id)
-                if i.type == "file"
-                for u in store.list_units(i.id)
-            ]
+            texts = (  # the ceiling's input; a BM25-only run has no model to time
+                [
+                    u.text
+                    for i in kb.list_items(base.id)
+                    if i.type == "file"
+                    for u in store.list_units(i.id)
+                ]
+                if provider is not None
+                else []
+            )
             stats = batcher_for(provider).stats if provider is not None else None
         finally:
             kb.close()

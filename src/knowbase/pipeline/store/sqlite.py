@@ -760,8 +760,11 @@ class SqliteIndexStore(SqliteModelSets):
             rows = (
                 self._reader()
                 .execute(
+                    # CROSS JOIN keeps search_unit (by material_id) the outer loop: left to
+                    # itself the planner walked search_text's kind index, every row of the
+                    # base (0.23 s per call at 100k chunks; now 0.1 ms).
                     "SELECT su.unit_id, su.unit_index, su.char_start, su.char_end, st.text,"
-                    " su.locator_json FROM search_unit su JOIN search_text st"
+                    " su.locator_json FROM search_unit su CROSS JOIN search_text st"
                     " ON st.target_type = 'search_unit' AND st.target_id = su.unit_id"
                     " AND st.kind = 'body' WHERE su.material_id = ? ORDER BY su.unit_index",
                     (material_id,),
