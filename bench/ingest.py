@@ -40,6 +40,21 @@ lock), after = 48:
       before  ceiling 21.0 s  kb add 21.4 s  15 calls  4.3 texts/call  ratio 0.98
       after   ceiling 24.1 s  kb add 19.9 s   6 calls 10.7 texts/call  ratio 1.21
 
+Stop 19, quiet machine, one run per line:
+
+    MiniLM 1,000 docs   ceiling  48.4 s  kb add  55.4 s  44 calls 26.7 texts/call  ratio 0.87
+    MiniLM 2,000 docs   ceiling 108.2 s  kb add 114.6 s  86 calls 27.4 texts/call  ratio 0.94
+    MiniLM 2,000 docs   ceiling  94.2 s  kb add 101.9 s  90 calls 26.2 texts/call  ratio 0.92
+      (the last after this stop's fixes; the first two on the code of the 0.74-0.75 lines
+      above: on these shared cores the MiniLM ratio moves between runs by more than the
+      target's margin)
+    BM25 only, 2,000 docs: 23.7 s before this stop's fixes, 16.2 s after (123.8 docs/s)
+    remote 200 ms, 2,000 docs: ratio 0.14 (289 calls, 6.9 texts/call)
+    --files 100000 --tiny --bm25-only: all 100,000 completed in ~18 min, 109 docs/s after the
+      ~3 min expansion, peak RSS 292 MiB (VmHWM, during the expansion; 74 MiB before the add).
+      Before: the root job was abandoned (lease lapsed in the one-transaction expansion) and
+      the import slowed to 12 docs/s by 50k files -- docs/eval.md tells the five causes.
+
 Ratios above 1 are load changing between the two phases (the ceiling runs after the add):
 under load MiniLM reads 0.93-1.24, on a calm machine 0.74-0.75 (misses 0.85).
 The remote target (0.85) is out of reach on this machine: the BM25-only floor alone, 18.6 s,
