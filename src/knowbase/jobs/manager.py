@@ -58,23 +58,24 @@ class Registration:
     on_settled: OnSettled | None
 
 
-def _owned(job: Job, worker_id: str) -> Any:
-    """WHERE clause: this attempt still owns the row."""
-    return sa.and_(
-        job_t.c.id == job.id,
-        job_t.c.status == "running",
-        job_t.c.locked_by == worker_id,
-        job_t.c.attempts == job.attempts,
-    )
-
-
-# :func:`_owned` built once with parameters: every index job asks it before its final write.
-_OWNS = sa.select(job_t.c.id).where(
+# The attempt still owns the row: one clause, its values bound per call (:func:`_owned`), and
+# built once into the ownership check every index job asks before its final write.
+_OWNED = sa.and_(
     job_t.c.id == sa.bindparam("job_id"),
     job_t.c.status == "running",
     job_t.c.locked_by == sa.bindparam("worker_id"),
     job_t.c.attempts == sa.bindparam("attempts"),
 )
+_OWNS = sa.select(job_t.c.id).where(_OWNED)
+
+
+def _owner_args(job: Job, worker_id: str) -> dict[str, Any]:
+    return {"job_id": job.id, "worker_id": worker_id, "attempts": job.attempts}
+
+
+def _owned(job: Job, worker_id: str) -> Any:
+    """WHERE clause: this attempt still owns the row."""
+    return _OWNED.params(_owner_args(job, worker_id))
 
 
 class JobManager(LeaseOps, JobQueries):
@@ -448,8 +449,8 @@ class JobManager(LeaseOps, JobQueries):
             page_q = due if after is None else due.where(sa.tuple_(*order) > after)
             page = conn.execute(page_q.order_by(*order).limit(CLAIM_PAGE)).all()
             for _run_at, _created_at, job_id, queue in page:
-                if free.get(queue, self.queue_concurrency) > 0:
-                    free[queue] = free.get(queue, self.queue_concurrency) - 1
+                if free.setdefault(queue, self.queue_concurrency) > 0:
+                    free[queue] -= 1
                     picked.append(job_id)
                     if len(picked) >= room:
                         return picked
@@ -458,7 +459,7 @@ class JobManager(LeaseOps, JobQueries):
             after = (page[-1][0], page[-1][1], page[-1][2])
 
     def _owns(self, job: Job, worker_id: str, *, conn: Connection | None = None) -> bool:
-        args = {"job_id": job.id, "worker_id": worker_id, "attempts": job.attempts}
+        args = _owner_args(job, worker_id)
         if conn is not None:
             return conn.execute(_OWNS, args).first() is not None
         with self.catalog.read() as c:

@@ -38,12 +38,17 @@ def _purge_old_expansion(rt: Runtime, base: Base, item: Item) -> bool:
         current = item_repo.find(conn, item.id)
         if current is None or current.status == "deleting":
             return False
-        rows = [r for r in item_repo.subtree(conn, [item.id]) if r.id != item.id]
-        purge_rows(rt, conn, base, [r for r in rows if r.status != "deleting"])
+        _purge_expansion_rows(rt, conn, base, item)
         prefix = current.data.get("relative_path")
         if prefix and current.type == "directory":
             rt.storage(base.id).delete_paths([], [prefix])
     return True
+
+
+def _purge_expansion_rows(rt: Runtime, conn: Connection, base: Base, item: Item) -> None:
+    """The rows under ``item`` (not itself), their vectors and files, in the caller's tx."""
+    rows = [r for r in item_repo.subtree(conn, [item.id]) if r.id != item.id]
+    purge_rows(rt, conn, base, [r for r in rows if r.status != "deleting"])
 
 
 def prepare_root(rt: Runtime, ctx: JobContext) -> None:
@@ -225,8 +230,7 @@ def _purge_children(rt: Runtime, base: Base, item: Item) -> None:
     lock), so a failed folder has no half-created children."""
     try:
         with rt.catalog.write_tx() as conn:
-            rows = [r for r in item_repo.subtree(conn, [item.id]) if r.id != item.id]
-            purge_rows(rt, conn, base, rows)
+            _purge_expansion_rows(rt, conn, base, item)
     except Exception:  # the original error is what the job reports; a retry purges again
         log.exception("could not remove the partial expansion of item %s", item.id)
 
