@@ -218,3 +218,36 @@ def test_schema_is_portable_to_postgresql():
     for table in metadata.sorted_tables:
         ddl = str(CreateTable(table).compile(dialect=postgresql.dialect()))
         assert "AUTOINCREMENT" not in ddl
+
+
+def test_advance_active_moves_only_active_items(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        assert item_repo.advance_active(conn, a.id, "reading") is True
+        assert item_repo.advance_active(conn, a.id, "embedding") is True
+        item_repo.set_status(conn, b.id, "completed")
+        assert item_repo.advance_active(conn, b.id, "reading") is False  # not active
+        assert item_repo.advance_active(conn, "no-such-id", "reading") is False
+        with pytest.raises(ValueError):
+            item_repo.advance_active(conn, a.id, "completed")
+    assert _status(catalog, a.id).status == "embedding"
+    assert _status(catalog, b.id).status == "completed"
+    assert _status(catalog, root.id).status == "processing"  # a is still active
+    with catalog.write_tx() as conn:
+        item_repo.mark_deleting(conn, [a.id])
+        assert item_repo.advance_active(conn, a.id, "reading") is False  # never out of deleting
+    assert _status(catalog, a.id).status == "deleting"
+
+
+def test_insert_active_many_returns_the_rows_it_wrote(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        made = item_repo.insert_active_many(
+            conn,
+            base_id=base.id,
+            type="file",
+            rows=[(sub.id, f"/o/{i}", {"source": f"/o/{i}", "relative_path": f"r/s/{i}.md"})
+                  for i in range(3)],
+        )  # fmt: skip
+    assert [m.status for m in made] == ["processing"] * 3
+    assert made == [_status(catalog, m.id) for m in made]

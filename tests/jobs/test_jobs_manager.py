@@ -92,6 +92,30 @@ def test_dedupe_inside_one_transaction_keeps_it_usable(manager: JobManager, cata
     assert {j.id for j in manager.list_jobs()} == {a.id, c.id}
 
 
+def test_enqueue_many_is_one_insert_that_skips_keys_held_by_live_jobs(
+    manager: JobManager, catalog: Catalog
+) -> None:
+    held = manager.enqueue_now(KIND.name, {"n": 0}, queue="q", idempotency_key="k0")
+    with pytest.raises(RuntimeError), catalog.write_tx() as conn:  # it joins the caller's tx
+        manager.enqueue_many(conn, KIND.name, [({"n": 9}, "k9")], queue="q")
+        raise RuntimeError("roll back")
+    with catalog.write_tx() as conn:
+        manager.enqueue_many(
+            conn,
+            KIND.name,
+            [({"n": 0}, "k0"), ({"n": 1}, "k1"), ({"n": 2}, None), ({"n": 3}, "k3")],
+            queue="q",
+            parent_id=held.id,
+        )
+    jobs = {j.payload["n"]: j for j in manager.list_jobs()}
+    assert sorted(jobs) == [0, 1, 2, 3]
+    assert jobs[0].id == held.id  # the live key kept its job; no duplicate row
+    assert {jobs[n].parent_id for n in (1, 2, 3)} == {held.id}
+    assert {(j.status, j.attempts, j.max_attempts) for j in jobs.values()} == {("pending", 0, 3)}
+    claimed = manager.claim("w1", limit=10)
+    assert [j.payload["n"] for j in claimed] == [0, 1, 2, 3]  # FIFO, as enqueued
+
+
 def test_claim_only_due_jobs_and_backoff_clock(manager: JobManager, clock: FakeClock) -> None:
     later = manager.enqueue_now(KIND.name, {}, queue="q", delay_s=5)
     now = manager.enqueue_now(KIND.name, {}, queue="q")

@@ -381,3 +381,70 @@ def test_an_attempt_that_lost_its_lease_stops_and_writes_nothing(
         assert (j.status, j.attempts, j.error_code) == ("pending", 1, "job_interrupted")
     finally:
         w.stop(grace_s=0)
+
+
+def test_a_job_completed_in_the_handlers_transaction_is_not_written_again(
+    manager: JobManager, catalog: Catalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    # JobContext.complete_in: the handler's own final transaction completes the job.
+    beats: list[int] = []
+    done = threading.Event()
+
+    def work(ctx: JobContext) -> None:
+        with catalog.write_tx() as conn:
+            assert ctx.complete_in(conn, "saved", rows=3)
+        beats.append(len(manager.heartbeat(ctx.worker_id, [ctx.job_id])[0]))
+        done.wait(0.3)  # heartbeats meanwhile must not take the completed job for lost
+
+    manager.register(JobKind("t.own", 3, 1, 30, 60, "retry"), work)
+    job = manager.enqueue_now("t.own", {}, queue="q")
+    writes: list[str] = []
+    real = manager.finish
+    manager.finish = lambda *a, **k: writes.append("finish") or real(*a, **k)  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="knowbase.jobs"):
+        worker(manager).run_until_idle(timeout_s=10)
+    got = manager.get(job.id)
+    assert (got.status, got.attempts, got.error_code) == ("completed", 1, None)
+    assert (got.progress_stage, got.progress_percent) == ("saved", 100.0)
+    assert beats == [0]  # no longer running: nothing to renew
+    assert writes == []  # the worker wrote nothing more
+    assert not [r for r in caplog.records if "superseded" in r.getMessage()]
+
+
+def test_a_completion_rolled_back_with_its_transaction_settles_from_the_error(
+    manager: JobManager, catalog: Catalog
+) -> None:
+    def work(ctx: JobContext) -> None:
+        with catalog.write_tx() as conn:
+            assert ctx.complete_in(conn)
+            raise NoTextExtracted("the write after the completion failed")
+
+    manager.register(JobKind("t.undo", 3, 1, 30, 60, "retry"), work)
+    job = manager.enqueue_now("t.undo", {}, queue="q")
+    worker(manager).run_until_idle(timeout_s=10)
+    got = manager.get(job.id)
+    assert (got.status, got.error_code) == ("failed", "no_text_extracted")
+
+
+def test_complete_in_is_the_attempt_fence(manager: JobManager, catalog: Catalog) -> None:
+    ran: list[bool] = []
+
+    def work(ctx: JobContext) -> None:
+        with catalog.write_tx() as conn:  # a newer attempt took the job meanwhile
+            conn.exec_driver_sql(
+                "UPDATE job SET attempts = attempts + 1 WHERE id = ?", (ctx.job_id,)
+            )
+            ran.append(ctx.complete_in(conn))
+
+    manager.register(JobKind("t.fence", 3, 1, 30, 60, "retry"), work)
+    job = manager.enqueue_now("t.fence", {}, queue="q")
+    w = worker(manager)
+    w.start()
+    try:
+        wait_until(lambda: ran)
+        wait_until(lambda: not w.active_job_ids())
+    finally:
+        w.stop(grace_s=0)
+    got = manager.get(job.id)
+    assert ran == [False]
+    assert (got.status, got.attempts) == ("running", 2)  # untouched by the stale attempt

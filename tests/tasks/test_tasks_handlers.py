@@ -40,14 +40,20 @@ class Injected(KnowbaseError):
 
 
 def fail_enqueue_of(kb: Knowledge, kind: str) -> None:
-    real = kb.rt.jobs.enqueue
+    real, real_many = kb.rt.jobs.enqueue, kb.rt.jobs.enqueue_many
 
     def enqueue(conn, job_kind, payload, **kw):  # type: ignore[no-untyped-def]
         if job_kind == kind:
             raise Injected("could not schedule (injected)")
         return real(conn, job_kind, payload, **kw)
 
+    def enqueue_many(conn, job_kind, jobs, **kw):  # type: ignore[no-untyped-def]
+        if job_kind == kind:  # a folder's files are enqueued a transaction's worth at once
+            raise Injected("could not schedule (injected)")
+        return real_many(conn, job_kind, jobs, **kw)
+
     kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
+    kb.rt.jobs.enqueue_many = enqueue_many  # type: ignore[method-assign]
 
 
 def test_cancelled_index_job_fails_the_item_interrupted(
@@ -124,17 +130,17 @@ def test_a_failed_later_transaction_takes_back_the_earlier_ones(
     monkeypatch.setattr(prepare_root, "ROWS_PER_TX", 2)
     for i in range(5):
         write(src / "docs" / "sub" / f"f{i}.md", f"file {i}")
-    real = kb.rt.jobs.enqueue
+    real = kb.rt.jobs.enqueue_many
     calls = []
 
-    def enqueue(conn, job_kind, payload, **kw):  # type: ignore[no-untyped-def]
+    def enqueue_many(conn, job_kind, jobs, **kw):  # type: ignore[no-untyped-def]
         if job_kind == kinds.INDEX_DOCUMENTS.name:
-            calls.append(payload)
-            if len(calls) == 4:  # the second transaction
+            calls.append(jobs)
+            if len(calls) == 2:  # the second transaction
                 raise Injected("could not schedule (injected)")
-        return real(conn, job_kind, payload, **kw)
+        return real(conn, job_kind, jobs, **kw)
 
-    kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
+    kb.rt.jobs.enqueue_many = enqueue_many  # type: ignore[method-assign]
     result = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=30)
     rows = all_rows(kb, bm25_base)
     assert [r.id for r in rows] == [result.items[0].id]  # the first transaction's rows are gone

@@ -37,6 +37,23 @@ def _chunks(values: Sequence[str], size: int = _CHUNK) -> Iterable[Sequence[str]
         yield values[i : i + size]
 
 
+def _new_row(
+    *, base_id: str, type: str, data: dict[str, Any], origin: str | None, group_id: str | None
+) -> dict[str, Any]:
+    ts = now_ms()
+    return {
+        "id": new_time_id(),
+        "base_id": base_id,
+        "group_id": group_id,
+        "type": type,
+        "data": json.dumps(data, ensure_ascii=False),
+        "origin": origin,
+        "status": "preparing" if is_container(type) else "processing",
+        "created_at": ts,
+        "updated_at": ts,
+    }
+
+
 def insert_active(
     conn: Connection,
     *,
@@ -48,22 +65,44 @@ def insert_active(
     reconcile: bool = True,
 ) -> Item:
     """Create a row in its first active state and reconcile its containers in the same tx."""
-    ts = now_ms()
-    row = {
-        "id": new_time_id(),
-        "base_id": base_id,
-        "group_id": group_id,
-        "type": type,
-        "data": json.dumps(data, ensure_ascii=False),
-        "origin": origin,
-        "status": "preparing" if is_container(type) else "processing",
-        "created_at": ts,
-        "updated_at": ts,
-    }
+    row = _new_row(base_id=base_id, type=type, data=data, origin=origin, group_id=group_id)
     conn.execute(it.insert().values(**row))
     if reconcile and group_id:
         reconcile_containers(conn, group_id)
     return get(conn, row["id"])
+
+
+def insert_active_many(
+    conn: Connection,
+    *,
+    base_id: str,
+    type: str,
+    rows: Sequence[tuple[str | None, str | None, dict[str, Any]]],
+) -> list[Item]:
+    """Many rows of one type in their first active state, ``(group_id, origin, data)`` each,
+    in one multi-row INSERT (a folder's files); no roll-up: the caller reconciles once."""
+    built = [
+        _new_row(base_id=base_id, type=type, data=data, origin=origin, group_id=group_id)
+        for group_id, origin, data in rows
+    ]
+    if built:
+        conn.execute(it.insert(), built)
+    return [
+        Item(
+            id=r["id"],
+            base_id=base_id,
+            group_id=r["group_id"],
+            type=type,
+            data=data,
+            origin=r["origin"],
+            status=r["status"],
+            error_code=None,
+            error_message=None,
+            created_at=r["created_at"],
+            updated_at=r["updated_at"],
+        )
+        for r, (_, _, data) in zip(built, rows, strict=True)
+    ]
 
 
 def get(conn: Connection, item_id: str) -> Item:
@@ -178,6 +217,29 @@ _STATUS_VALUES = {
 }
 _SET_STATUS_ANY = it.update().where(it.c.id == sa.bindparam("item_id")).values(_STATUS_VALUES)
 _SET_STATUS = _SET_STATUS_ANY.where(it.c.status != "deleting")
+
+
+_ADVANCE_ACTIVE = (
+    it.update()
+    .where(it.c.id == sa.bindparam("item_id"), it.c.status.in_(ACTIVE_STATUSES))
+    .values(
+        status=sa.bindparam("new_status"),
+        error_code=None,
+        error_message=None,
+        updated_at=sa.bindparam("now"),
+    )
+)
+
+
+def advance_active(conn: Connection, item_id: str, status: str) -> bool:
+    """Move an active item to another active status in one statement (an index job's
+    ``reading`` and ``embedding``): no roll-up, since a container only tells active from
+    failed or done. False, writing nothing, when the item is missing or not active (e.g.
+    ``deleting``): the caller then falls back to :func:`set_status`."""
+    if status not in ACTIVE_STATUSES:
+        raise ValueError(f"{status!r} is not an active status")
+    args = {"item_id": item_id, "new_status": status, "now": now_ms()}
+    return bool(conn.execute(_ADVANCE_ACTIVE, args).rowcount)
 
 
 def set_status(

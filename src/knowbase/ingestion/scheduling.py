@@ -7,6 +7,7 @@ an active item without a live job can only mean its job was interrupted.
 from __future__ import annotations
 
 import posixpath
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -39,37 +40,41 @@ def schedule_item(
     reacquire: bool = False,
 ) -> Job | None:
     """Enqueue the next job for ``item``; ``deleting`` rows are skipped."""
+    plan = _plan(base, item, parent_job_id, reacquire=reacquire)
+    if plan is None:
+        return None
+    kind, payload, key = plan
+    return rt.jobs.enqueue(
+        conn, kind, payload, queue=queue_of(base.id), idempotency_key=key, parent_id=parent_job_id
+    )
+
+
+def schedule_items(
+    rt: Runtime, conn: Connection, base: Base, items: list[Item], *, parent_job_id: str
+) -> None:
+    """:func:`schedule_item` for many items of one expansion: one INSERT per job kind."""
+    by_kind: dict[str, list[tuple[dict[str, Any], str | None]]] = {}
+    for item in items:
+        plan = _plan(base, item, parent_job_id, reacquire=False)
+        if plan is not None:
+            kind, payload, key = plan
+            by_kind.setdefault(kind, []).append((payload, key))
+    for kind, jobs in by_kind.items():
+        rt.jobs.enqueue_many(conn, kind, jobs, queue=queue_of(base.id), parent_id=parent_job_id)
+
+
+def _plan(
+    base: Base, item: Item, parent_job_id: str | None, *, reacquire: bool
+) -> tuple[str, dict[str, Any], str] | None:
+    """(job kind, payload, idempotency key) of the job that moves ``item`` forward."""
     if item.status == "deleting":
         return None
-    payload = {"base_id": base.id, "item_id": item.id}
-    queue = queue_of(base.id)
+    payload: dict[str, Any] = {"base_id": base.id, "item_id": item.id}
     if item.is_container:
-        return rt.jobs.enqueue(
-            conn,
-            kinds.PREPARE_ROOT.name,
-            payload,
-            queue=queue,
-            idempotency_key=kinds.prepare_key(base.id, item.id),
-            parent_id=parent_job_id,
-        )
-    if needs_processing(base, item, reacquire=reacquire):
-        if reacquire:
-            payload["reacquire"] = True
-        return rt.jobs.enqueue(
-            conn,
-            kinds.PROCESS_FILE.name,
-            payload,
-            queue=queue,
-            idempotency_key=kinds.process_key(base.id, item.id),
-            parent_id=parent_job_id,
-        )
+        return kinds.PREPARE_ROOT.name, payload, kinds.prepare_key(base.id, item.id)
     if reacquire:
         payload["reacquire"] = True
-    return rt.jobs.enqueue(
-        conn,
-        kinds.INDEX_DOCUMENTS.name,
-        payload,
-        queue=queue,
-        idempotency_key=kinds.index_key(base.id, item.id, parent_job_id),
-        parent_id=parent_job_id,
-    )
+    if needs_processing(base, item, reacquire=reacquire):
+        return kinds.PROCESS_FILE.name, payload, kinds.process_key(base.id, item.id)
+    key = kinds.index_key(base.id, item.id, parent_job_id)
+    return kinds.INDEX_DOCUMENTS.name, payload, key

@@ -35,6 +35,8 @@ class JobContext:
         self._lock = threading.Lock()
         self._pending: tuple[str, float | None, dict[str, Any]] | None = None
         self._last_flush: float | None = None  # manager clock, seconds
+        # Set by complete_in: the job's completion rides in the handler's own final transaction.
+        self.completing = False
 
     @property
     def job_id(self) -> str:
@@ -91,6 +93,20 @@ class JobContext:
         attempts unchanged. Pass the connection of the write transaction that holds the final
         writes, so the check and the writes commit together."""
         return self.manager._owns(self.job, self.worker_id, conn=conn)
+
+    def complete_in(self, conn: Connection, stage: str = "done", **details: Any) -> bool:
+        """Mark the job completed inside the handler's final write transaction, so the
+        worker writes nothing more once the handler returns (one transaction per job fewer).
+
+        It is also the attempt fence (like :meth:`is_current_attempt`): it returns False,
+        writing nothing, when this attempt no longer owns the job, and the caller must then
+        write nothing either. The completion counts only if the handler returns normally:
+        when the transaction (or the savepoint around the caller's writes) rolls back, the
+        handler must raise, and the worker settles the attempt from that error as usual."""
+        with self._lock:
+            self._pending = None
+        self.completing = self.manager.complete_in(conn, self.job, self.worker_id, stage, details)
+        return self.completing
 
 
 __all__ = ["PROGRESS_INTERVAL_S", "JobContext"]

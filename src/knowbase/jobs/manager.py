@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +64,33 @@ _OWNED = sa.and_(
     job_t.c.id == sa.bindparam("job_id"),
     job_t.c.status == "running",
     job_t.c.locked_by == sa.bindparam("worker_id"),
-    job_t.c.attempts == sa.bindparam("attempts"),
+    job_t.c.attempts == sa.bindparam("attempt_no"),  # not "attempts": a column
 )
 _OWNS = sa.select(job_t.c.id).where(_OWNED)
 
 
+# A running attempt completes (JobContext.complete_in: once per indexed document, in the
+# document's own final transaction), built once like the ownership check.
+_COMPLETE = (
+    sa.update(job_t)
+    .where(_OWNED)
+    .values(
+        status="completed",
+        error_code=None,
+        error_message=None,
+        lease_until=None,
+        active_key=None,
+        progress_stage=sa.bindparam("stage"),
+        progress_percent=sa.bindparam("percent"),
+        progress_details=sa.bindparam("details"),
+        updated_at=sa.bindparam("now"),
+        finished_at=sa.bindparam("now"),
+    )
+)
+
+
 def _owner_args(job: Job, worker_id: str) -> dict[str, Any]:
-    return {"job_id": job.id, "worker_id": worker_id, "attempts": job.attempts}
+    return {"job_id": job.id, "worker_id": worker_id, "attempt_no": job.attempts}
 
 
 def _owned(job: Job, worker_id: str) -> Any:
@@ -154,30 +174,7 @@ class JobManager(LeaseOps, JobQueries):
         it exists only if that transaction commits. When a non-terminal job holds the same
         ``idempotency_key``, that job is returned and nothing is inserted; terminal jobs never
         block a new one."""
-        reg = self.registration(kind)
-        if not isinstance(payload, dict):
-            raise InvalidInput("job payload must be a JSON object", kind=kind)
-        try:
-            payload_text = json.dumps(payload, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"job payload is not JSON: {exc}", kind=kind) from exc
-        now = self._ms()
-        values = {
-            "id": new_job_id(),
-            "kind": kind,
-            "queue": queue,
-            "payload": payload_text,
-            "status": "pending",
-            "idempotency_key": idempotency_key,
-            "active_key": idempotency_key,
-            "parent_id": parent_id,
-            "attempts": 0,
-            "max_attempts": reg.kind.max_attempts,
-            "run_at": now + max(0, int(delay_s * 1000)),
-            "cancel_requested": False,
-            "created_at": now,
-            "updated_at": now,
-        }
+        values = self._new_row(kind, payload, queue, idempotency_key, parent_id, delay_s)
         if idempotency_key is None:
             row = conn.execute(sa.insert(job_t).values(values).returning(*job_t.c)).one()
             return self._enqueued(conn, Job.from_row(row), delay_s)
@@ -193,15 +190,68 @@ class JobManager(LeaseOps, JobQueries):
             # PostgreSQL READ COMMITTED: the holder went terminal between the two statements.
         raise Unavailable("could not enqueue: idempotency key kept changing", key=idempotency_key)
 
+    def enqueue_many(
+        self,
+        conn: Connection,
+        kind: str,
+        jobs: Sequence[tuple[dict[str, Any], str | None]],
+        *,
+        queue: str,
+        parent_id: str | None = None,
+    ) -> None:
+        """:meth:`enqueue` for many jobs of one kind, ``(payload, idempotency_key)`` each, in
+        one multi-row INSERT (a folder's files). A key a non-terminal job holds skips its row,
+        as :meth:`enqueue` would return that job instead."""
+        rows = [self._new_row(kind, payload, queue, key, parent_id, 0) for payload, key in jobs]
+        if not rows:
+            return
+        conn.execute(self._insert_unless_active(conn, None), rows)
+        self.wakeups.notify(conn, queue)
+
+    def _new_row(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        queue: str,
+        idempotency_key: str | None,
+        parent_id: str | None,
+        delay_s: float,
+    ) -> dict[str, Any]:
+        reg = self.registration(kind)
+        if not isinstance(payload, dict):
+            raise InvalidInput("job payload must be a JSON object", kind=kind)
+        try:
+            payload_text = json.dumps(payload, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"job payload is not JSON: {exc}", kind=kind) from exc
+        now = self._ms()
+        return {
+            "id": new_job_id(),
+            "kind": kind,
+            "queue": queue,
+            "payload": payload_text,
+            "status": "pending",
+            "idempotency_key": idempotency_key,
+            "active_key": idempotency_key,
+            "parent_id": parent_id,
+            "attempts": 0,
+            "max_attempts": reg.kind.max_attempts,
+            "run_at": now + max(0, int(delay_s * 1000)),
+            "cancel_requested": False,
+            "created_at": now,
+            "updated_at": now,
+        }
+
     def _enqueued(self, conn: Connection, job: Job, delay_s: float) -> Job:
         if delay_s <= 0:  # a deferred job is found by the poll once due
             self.wakeups.notify(conn, job.queue)
         return job
 
     @staticmethod
-    def _insert_unless_active(conn: Connection, values: dict[str, Any]) -> Any:
+    def _insert_unless_active(conn: Connection, values: dict[str, Any] | None) -> Any:
         """INSERT … ON CONFLICT (active_key) DO NOTHING RETURNING *: a collision returns no
-        row instead of aborting the caller's transaction (the origin aborted it)."""
+        row instead of aborting the caller's transaction (the origin aborted it). ``values``
+        None: the bare statement, without RETURNING, for a list of rows (executemany)."""
         name = conn.dialect.name
         if name == "sqlite":
             from sqlalchemy.dialects.sqlite import insert
@@ -209,6 +259,8 @@ class JobManager(LeaseOps, JobQueries):
             from sqlalchemy.dialects.postgresql import insert
         else:  # pragma: no cover - only SQLite and PostgreSQL are supported
             raise KnowbaseError(f"unsupported catalog dialect {name!r}")
+        if values is None:
+            return insert(job_t).on_conflict_do_nothing(index_elements=["active_key"])
         return (
             insert(job_t)
             .values(values)
@@ -496,6 +548,24 @@ class JobManager(LeaseOps, JobQueries):
         """Persist the end of one attempt; None when the attempt no longer owns the job (it
         was recovered, or a newer attempt runs), in which case nothing is written. Calls
         ``on_settled`` after the commit for ``failed``/``cancelled``."""
+        with self.catalog.write_tx() as conn:
+            after = self.finish_in(conn, job, worker_id, decision, progress=progress)
+        if after is not None and after.status in ("failed", "cancelled"):
+            self.call_on_settled(after, after.status, error)
+        return after
+
+    def finish_in(
+        self,
+        conn: Connection,
+        job: Job,
+        worker_id: str,
+        decision: Decision,
+        *,
+        progress: tuple[str, float | None, dict[str, Any]] | None = None,
+    ) -> Job | None:
+        """:meth:`finish`'s UPDATE inside the caller's write transaction (on SQLite one that
+        holds the write lock, so its stamp orders like every other); None when the attempt no
+        longer owns the job. ``on_settled`` is the caller's to run, after its commit."""
         values: dict[str, Any] = {
             "status": decision.status,
             "error_code": decision.error_code,
@@ -504,25 +574,39 @@ class JobManager(LeaseOps, JobQueries):
         }
         if progress is not None:
             values.update(_progress_values(*progress))
-        with self.catalog.write_tx() as conn:
-            now = self._ms()  # under the write lock, like every stamp the change feed reads
-            values["updated_at"] = now
-            if decision.status == "pending":
-                values.update(locked_by=None, run_at=now + int(decision.delay_s * 1000))
-            else:
-                values.update(active_key=None, finished_at=now)
-            row = conn.execute(
-                sa.update(job_t).where(_owned(job, worker_id)).values(values).returning(*job_t.c)
-            ).first()
-            if row is not None and (decision.status != "pending" or decision.delay_s <= 0):
-                # Retried at once, or a running slot of the queue freed (caps count them).
-                self.wakeups.notify(conn, job.queue)
+        now = self._ms()  # under the write lock, like every stamp the change feed reads
+        values["updated_at"] = now
+        if decision.status == "pending":
+            values.update(locked_by=None, run_at=now + int(decision.delay_s * 1000))
+        else:
+            values.update(active_key=None, finished_at=now)
+        row = conn.execute(
+            sa.update(job_t).where(_owned(job, worker_id)).values(values).returning(*job_t.c)
+        ).first()
         if row is None:
             return None
-        after = Job.from_row(row)
-        if after.status in ("failed", "cancelled"):
-            self.call_on_settled(after, after.status, error)
-        return after
+        if decision.status != "pending" or decision.delay_s <= 0:
+            # Retried at once, or a running slot of the queue freed (caps count them).
+            self.wakeups.notify(conn, job.queue)
+        return Job.from_row(row)
+
+    def complete_in(
+        self, conn: Connection, job: Job, worker_id: str, stage: str, details: dict[str, Any]
+    ) -> bool:
+        """:meth:`finish_in` for a completed attempt, without reading the row back: whether
+        the attempt still owned the job (and now completed it)."""
+        args = _owner_args(job, worker_id)
+        args.update(_progress_values(stage, 100.0, details))
+        args["stage"], args["percent"], args["details"] = (
+            args.pop("progress_stage"),
+            args.pop("progress_percent"),
+            args.pop("progress_details"),
+        )
+        args["now"] = self._ms()
+        if not conn.execute(_COMPLETE, args).rowcount:
+            return False
+        self.wakeups.notify(conn, job.queue)  # a running slot of the queue freed
+        return True
 
     def call_on_settled(self, job: Job, status: str, error: BaseException | None) -> None:
         """Run the kind's ``on_settled`` outside any transaction; its errors are logged."""

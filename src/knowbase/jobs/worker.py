@@ -304,6 +304,11 @@ class Worker:
         """Decide, persist, log once. Only the caller that won ``att.end()`` gets here."""
         job = att.job
         try:
+            if att.ctx.completing and error is None:
+                # The handler's final transaction completed the job (JobContext.complete_in).
+                took = self.manager.clock() - att.started
+                log.info("%s completed in %.2f s", job.call_string, took)
+                return
             decision = decide(att.reg.kind, job.attempts, error, cancel_requested=cancel_requested)
             progress = att.ctx.take_pending_progress()
             after = self.manager.finish(
@@ -358,7 +363,8 @@ class Worker:
                 log.exception("worker %s heartbeat error", self.worker_id)
 
     def _beat(self) -> None:
-        atts = [a for a in self._snapshot() if not a.ending]
+        # an attempt whose final transaction completes its job has no lease left to renew
+        atts = [a for a in self._snapshot() if not a.ending and not a.ctx.completing]
         owned, cancel = self.manager.heartbeat(self.worker_id, [a.job.id for a in atts])
         for att in atts:
             if att.job.id not in owned:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Connection
 
 from knowbase.catalog import items as item_repo
+from knowbase.catalog.schema import ACTIVE_STATUSES
 from knowbase.runtime import Runtime
 
 MAX_GROUP = 64  # writes per transaction: bounds how long the base lock is held at once
@@ -33,6 +34,7 @@ Write = Callable[[Connection], None]
 class _Pending:
     write: Write
     roll_up: str | None = None  # container to reconcile once the group's writes ran
+    single: bool = False  # one statement: atomic by itself, no SAVEPOINT needed
     done: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # set when this job must lead the next group
     error: BaseException | None = None
@@ -57,15 +59,23 @@ def _queue(rt: Runtime, key: str) -> _Queue:
 
 
 def commit(
-    rt: Runtime, base_id: str, write: Write, *, lock: bool = True, roll_up: str | None = None
+    rt: Runtime,
+    base_id: str,
+    write: Write,
+    *,
+    lock: bool = True,
+    roll_up: str | None = None,
+    single: bool = False,
 ) -> None:
     """Run ``write(conn)`` in a catalog write transaction shared with other jobs' writes (under
     the base lock unless ``lock`` is False); return once it committed, or raise what ``write``
     raised. ``roll_up``: a container whose status the write may change; it is reconciled once
     per group after every write ran (a folder's roll-up reads all its children, so once per
-    child made a flat folder's import quadratic)."""
+    child made a flat folder's import quadratic). ``single``: ``write`` runs one statement;
+    on SQLite a failed statement undoes only itself, so it needs no SAVEPOINT there (on
+    PostgreSQL a failed statement aborts the whole transaction: it keeps its SAVEPOINT)."""
     q = _queue(rt, base_id if lock else f"{base_id}\x00unlocked")
-    me = _Pending(write, roll_up)
+    me = _Pending(write, roll_up, single)
     with q.lock:
         q.pending.append(me)
         if q.leading:
@@ -101,9 +111,10 @@ def _lead(rt: Runtime, base_id: str | None, q: _Queue) -> None:
 def _run_group(rt: Runtime, base_id: str | None, group: list[_Pending]) -> None:
     try:
         with rt.lock(base_id) if base_id else nullcontext(), rt.catalog.write_tx() as conn:
+            bare = conn.dialect.name == "sqlite"
             for p in group:
                 try:
-                    with conn.begin_nested():
+                    with nullcontext() if p.single and bare else conn.begin_nested():
                         p.write(conn)
                 except BaseException as exc:  # noqa: BLE001 - this job's own outcome
                     p.error = exc
@@ -117,12 +128,23 @@ def _run_group(rt: Runtime, base_id: str | None, group: list[_Pending]) -> None:
 
 
 def set_status(rt: Runtime, base_id: str, item_id: str, status: str) -> bool:
-    """:func:`~knowbase.tasks.common.set_item_status`, grouped with other jobs' status writes."""
+    """:func:`~knowbase.tasks.common.set_item_status`, grouped with other jobs' status writes.
+
+    An active item moving to another active status (the common case) is one UPDATE; anything
+    else goes the full way (roll-up, the ``deleting`` guard) in a write of its own."""
     changed: list[bool] = []
+
+    def advance(conn: Connection) -> None:
+        changed.append(item_repo.advance_active(conn, item_id, status))
 
     def write(conn: Connection) -> None:
         changed.append(item_repo.set_status(conn, item_id, status))
 
+    if status in ACTIVE_STATUSES:
+        commit(rt, base_id, advance, lock=False, single=True)
+        if changed[0]:
+            return True
+        changed.clear()
     commit(rt, base_id, write, lock=False)
     return changed[0]
 

@@ -65,10 +65,10 @@ def read_item(rt: Runtime, base: Base, item: Item) -> list[Document]:
 def index_documents(rt: Runtime, ctx: JobContext) -> None:
     """Index one leaf. Item status: reading → embedding → completed (failures via on_settled).
 
-    Per document this costs no catalog transaction of its own beyond the job's: status writes
-    and the final write are grouped with other index jobs' (:mod:`.group_commit`), progress is
-    noted for the heartbeat and the job's final UPDATE, and the embedding goes through the
-    provider's batcher.
+    Per document this costs no catalog transaction of its own beyond the job's claim: status
+    writes and the final write are grouped with other index jobs' (:mod:`.group_commit`), the
+    job completes inside that final write (:meth:`JobContext.complete_in`), progress is noted
+    for the heartbeat, and the embedding goes through the provider's batcher.
     """
     found = live_item(rt, ctx.payload)
     if found is None:
@@ -128,10 +128,12 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
     ctx.note_progress("saving", 80)
 
     def write(conn: Connection) -> None:
-        if not ctx.is_current_attempt(conn):
-            return  # a newer attempt or a cancel owns the item now
         current = item_repo.find(conn, item.id)
         if current is None or current.status == "deleting":
+            return
+        # The job completes in this transaction (no finish transaction of its own); that
+        # UPDATE is also the fence: a newer attempt or a cancel owns the item now.
+        if not ctx.complete_in(conn, chunks=len(chunks)):
             return
         serving = base_repo.find(conn, base.id)
         if serving is not None and serving.embedding_model_id != base.embedding_model_id:
@@ -150,4 +152,3 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
 
     # One lock and one transaction for many documents; their folder is rolled up once.
     group_commit.commit(rt, base.id, write, roll_up=item.group_id)
-    ctx.note_progress("done", 100, chunks=len(chunks))

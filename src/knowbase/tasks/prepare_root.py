@@ -13,7 +13,7 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import NoIndexableFiles, OriginMissing
 from knowbase.ingestion.purge import purge_rows
-from knowbase.ingestion.scheduling import schedule_item
+from knowbase.ingestion.scheduling import schedule_item, schedule_items
 from knowbase.jobs.context import JobContext
 from knowbase.runtime import Runtime
 from knowbase.staging import Staging
@@ -181,20 +181,24 @@ def _insert_children(  # type: ignore[no-untyped-def]
                     return  # cancelled or timed out: settling it fails what was written
                 if start == 0:
                     _insert_dirs(conn, base, origin, expansion, dir_ids)
-                for f in files[start : start + ROWS_PER_TX]:
-                    leaf = item_repo.insert_active(
-                        conn,
-                        base_id=base.id,
-                        type="file",
-                        reconcile=False,
-                        group_id=dir_ids[posixpath.dirname(f.rel)],
-                        origin=str(f.abs_path),
-                        data={
-                            "source": str(f.abs_path),
-                            "relative_path": f"{prefix}/{within[f.rel]}",
-                        },
-                    )
-                    schedule_item(rt, conn, base, leaf, parent_job_id=ctx.job.id)
+                # one multi-row INSERT of items and one of jobs per transaction
+                leaves = item_repo.insert_active_many(
+                    conn,
+                    base_id=base.id,
+                    type="file",
+                    rows=[
+                        (
+                            dir_ids[posixpath.dirname(f.rel)],
+                            str(f.abs_path),
+                            {
+                                "source": str(f.abs_path),
+                                "relative_path": f"{prefix}/{within[f.rel]}",
+                            },
+                        )
+                        for f in files[start : start + ROWS_PER_TX]
+                    ],
+                )
+                schedule_items(rt, conn, base, leaves, parent_job_id=ctx.job.id)
             committed = True
             done = min(len(files), start + ROWS_PER_TX)
             ctx.progress("enqueuing", 50 + 49 * done / len(files), files=len(files), enqueued=done)
