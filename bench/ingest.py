@@ -57,6 +57,20 @@ Stop 19, quiet machine, one run per line:
 
 Ratios above 1 are load changing between the two phases (the ceiling runs after the add):
 under load MiniLM reads 0.93-1.24, on a calm machine 0.74-0.75 (misses 0.85).
+Stop 20, quiet machine: the per-document catalog writes cut (the job completes inside its
+final grouped write, reading/embedding are one UPDATE each, a folder's rows and jobs are one
+multi-row INSERT per transaction). Time the catalog's single writer was held, BM25-only 2,000
+docs: 13.0 s (finish 3.1 s, grouped writes 6.5 s, claims 1.7 s, expansion rows 1.7 s) before,
+9.4 s after (grouped writes 7.0 s, claims 1.9 s, expansion rows 0.4 s):
+
+    BM25 only, 2,000 docs   whole process wall, median of 3 pairs: 0.76 of stop 19's
+                            kb add ~16.5 -> 12.3 s; expansion 3.2 -> 1.5 s
+    remote 200 ms, 2,000    ratio 0.16 (280 calls, 7.1 texts/call); with 160 job threads and
+                            the global cap at 200 (experiment) 0.22, 14.0 s: the BM25-only
+                            floor (12.3 s, 3.8x the 3.2 s ceiling) is the limit, an instant
+                            model would score 0.26
+    MiniLM 2,000 docs       ceiling 93.4 s  kb add 88.2 s  85 calls 27.8 texts/call  ratio 1.06
+
 The remote target (0.85) is out of reach on this machine: the BM25-only floor alone, 18.6 s,
 is 5.8x the 3.2 s ceiling, so even an instant model would score 0.17. Where the floor goes
 (1,000 docs, 48 threads, time the SQLite catalog's single writer was held): 4.8 ms/doc in the

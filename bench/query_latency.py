@@ -32,6 +32,16 @@ torch runs: searches got 1.4-2.1x faster, and the bare reference is honest again
 target is missed**: beyond the encode a search costs ~10 ms on this corpus (keyword lane ~4 ms,
 run beside the encode but sharing its two cores; vector lane ~2.3 ms; visibility, fusion and
 the facade ~3.6 ms).
+
+Stop 20, the same command, quiet: bare encode p50 12.2 ms, hybrid p50 24.6 ms, **2.02x**.
+Why 1.3x cannot be reached on 2 cores with these lanes, measured piece by piece (p50 at 10.4k
+chunks): the provider's ``embed([q])`` is 15.3 ms against the bare model's 14.8 (the issue's
+lost ~30 ms are gone); 1.3x leaves ~4.5 ms for everything else, but FTS5's own bm25 ranking of
+a 10-word query (the raw statement, ~2,400 matching chunks) takes 2.7 ms, joining its winners
+to units 1.1 ms, the matrix product 0.4 ms, the vector hits' owner lookup ~0.7 ms and the
+catalog's visibility read ~1.2 ms: ~6 ms of SQL and BLAS before any Python. Running the
+keyword lane beside the encode does not hide it: torch uses both cores, and the encode then
+takes 22.9 ms instead of 15.3 (run serially the search costs about the same).
 """
 
 from __future__ import annotations
