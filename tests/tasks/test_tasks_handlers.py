@@ -96,12 +96,18 @@ def test_prepare_root_children_and_jobs_are_one_transaction(
     assert kb.get_job(result.job_ids[0]).status == "failed"
 
 
-def test_a_folder_bigger_than_one_transaction_indexes_every_file(
-    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def two_files_per_tx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder's expansion writes two files per catalog transaction."""
     from knowbase.tasks import prepare_root
 
     monkeypatch.setattr(prepare_root, "ROWS_PER_TX", 2)
+
+
+@pytest.mark.usefixtures("two_files_per_tx")
+def test_a_folder_bigger_than_one_transaction_indexes_every_file(
+    kb: Knowledge, bm25_base: Base, src: Path
+) -> None:
     for i in range(4):
         write(src / "docs" / "a" / f"f{i}.md", f"alpha {i}")
     write(src / "docs" / "b" / "g.md", "beta")
@@ -122,12 +128,10 @@ def test_a_folder_bigger_than_one_transaction_indexes_every_file(
     ]
 
 
+@pytest.mark.usefixtures("two_files_per_tx")
 def test_a_failed_later_transaction_takes_back_the_earlier_ones(
-    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+    kb: Knowledge, bm25_base: Base, src: Path
 ) -> None:
-    from knowbase.tasks import prepare_root
-
-    monkeypatch.setattr(prepare_root, "ROWS_PER_TX", 2)
     for i in range(5):
         write(src / "docs" / "sub" / f"f{i}.md", f"file {i}")
     real = kb.rt.jobs.enqueue_many

@@ -49,6 +49,8 @@ def _new_row(
         "data": json.dumps(data, ensure_ascii=False),
         "origin": origin,
         "status": "preparing" if is_container(type) else "processing",
+        "error_code": None,
+        "error_message": None,
         "created_at": ts,
         "updated_at": ts,
     }
@@ -69,7 +71,7 @@ def insert_active(
     conn.execute(it.insert().values(**row))
     if reconcile and group_id:
         reconcile_containers(conn, group_id)
-    return get(conn, row["id"])
+    return Item.from_mapping(row)  # every column is in ``row``: no need to read it back
 
 
 def insert_active_many(
@@ -87,22 +89,7 @@ def insert_active_many(
     ]
     if built:
         conn.execute(it.insert(), built)
-    return [
-        Item(
-            id=r["id"],
-            base_id=base_id,
-            group_id=r["group_id"],
-            type=type,
-            data=data,
-            origin=r["origin"],
-            status=r["status"],
-            error_code=None,
-            error_message=None,
-            created_at=r["created_at"],
-            updated_at=r["updated_at"],
-        )
-        for r, (_, _, data) in zip(built, rows, strict=True)
-    ]
+    return [Item.from_mapping(r) for r in built]
 
 
 def get(conn: Connection, item_id: str) -> Item:

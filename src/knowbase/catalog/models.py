@@ -70,7 +70,11 @@ class Item:
 
     @classmethod
     def from_row(cls, row: Any) -> Item:
-        m = row._mapping
+        return cls.from_mapping(row._mapping)
+
+    @classmethod
+    def from_mapping(cls, m: Any) -> Item:
+        """From the row's columns by name (``data`` as its stored JSON text)."""
         return cls(
             id=m["id"],
             base_id=m["base_id"],

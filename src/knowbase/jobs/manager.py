@@ -81,7 +81,7 @@ _COMPLETE = (
         lease_until=None,
         active_key=None,
         progress_stage=sa.bindparam("stage"),
-        progress_percent=sa.bindparam("percent"),
+        progress_percent=100.0,
         progress_details=sa.bindparam("details"),
         updated_at=sa.bindparam("now"),
         finished_at=sa.bindparam("now"),
@@ -548,24 +548,6 @@ class JobManager(LeaseOps, JobQueries):
         """Persist the end of one attempt; None when the attempt no longer owns the job (it
         was recovered, or a newer attempt runs), in which case nothing is written. Calls
         ``on_settled`` after the commit for ``failed``/``cancelled``."""
-        with self.catalog.write_tx() as conn:
-            after = self.finish_in(conn, job, worker_id, decision, progress=progress)
-        if after is not None and after.status in ("failed", "cancelled"):
-            self.call_on_settled(after, after.status, error)
-        return after
-
-    def finish_in(
-        self,
-        conn: Connection,
-        job: Job,
-        worker_id: str,
-        decision: Decision,
-        *,
-        progress: tuple[str, float | None, dict[str, Any]] | None = None,
-    ) -> Job | None:
-        """:meth:`finish`'s UPDATE inside the caller's write transaction (on SQLite one that
-        holds the write lock, so its stamp orders like every other); None when the attempt no
-        longer owns the job. ``on_settled`` is the caller's to run, after its commit."""
         values: dict[str, Any] = {
             "status": decision.status,
             "error_code": decision.error_code,
@@ -574,35 +556,39 @@ class JobManager(LeaseOps, JobQueries):
         }
         if progress is not None:
             values.update(_progress_values(*progress))
-        now = self._ms()  # under the write lock, like every stamp the change feed reads
-        values["updated_at"] = now
-        if decision.status == "pending":
-            values.update(locked_by=None, run_at=now + int(decision.delay_s * 1000))
-        else:
-            values.update(active_key=None, finished_at=now)
-        row = conn.execute(
-            sa.update(job_t).where(_owned(job, worker_id)).values(values).returning(*job_t.c)
-        ).first()
+        with self.catalog.write_tx() as conn:
+            now = self._ms()  # under the write lock, like every stamp the change feed reads
+            values["updated_at"] = now
+            if decision.status == "pending":
+                values.update(locked_by=None, run_at=now + int(decision.delay_s * 1000))
+            else:
+                values.update(active_key=None, finished_at=now)
+            row = conn.execute(
+                sa.update(job_t).where(_owned(job, worker_id)).values(values).returning(*job_t.c)
+            ).first()
+            if row is not None and (decision.status != "pending" or decision.delay_s <= 0):
+                # Retried at once, or a running slot of the queue freed (caps count them).
+                self.wakeups.notify(conn, job.queue)
         if row is None:
             return None
-        if decision.status != "pending" or decision.delay_s <= 0:
-            # Retried at once, or a running slot of the queue freed (caps count them).
-            self.wakeups.notify(conn, job.queue)
-        return Job.from_row(row)
+        after = Job.from_row(row)
+        if after.status in ("failed", "cancelled"):
+            self.call_on_settled(after, after.status, error)
+        return after
 
     def complete_in(
         self, conn: Connection, job: Job, worker_id: str, stage: str, details: dict[str, Any]
     ) -> bool:
-        """:meth:`finish_in` for a completed attempt, without reading the row back: whether
-        the attempt still owned the job (and now completed it)."""
-        args = _owner_args(job, worker_id)
-        args.update(_progress_values(stage, 100.0, details))
-        args["stage"], args["percent"], args["details"] = (
-            args.pop("progress_stage"),
-            args.pop("progress_percent"),
-            args.pop("progress_details"),
-        )
-        args["now"] = self._ms()
+        """:meth:`finish` of a completed attempt inside the caller's write transaction (one
+        prebuilt UPDATE, no row read back): whether the attempt still owned the job (and now
+        completed it)."""
+        progress = _progress_values(stage, 100.0, details)
+        args = {
+            **_owner_args(job, worker_id),
+            "stage": progress["progress_stage"],
+            "details": progress["progress_details"],
+            "now": self._ms(),  # under the write lock, like every stamp the change feed reads
+        }
         if not conn.execute(_COMPLETE, args).rowcount:
             return False
         self.wakeups.notify(conn, job.queue)  # a running slot of the queue freed

@@ -111,7 +111,7 @@ def _lead(rt: Runtime, base_id: str | None, q: _Queue) -> None:
 def _run_group(rt: Runtime, base_id: str | None, group: list[_Pending]) -> None:
     try:
         with rt.lock(base_id) if base_id else nullcontext(), rt.catalog.write_tx() as conn:
-            bare = conn.dialect.name == "sqlite"
+            bare = rt.catalog.is_sqlite  # a single statement needs no SAVEPOINT there
             for p in group:
                 try:
                     with nullcontext() if p.single and bare else conn.begin_nested():
