@@ -143,3 +143,22 @@ def live_server() -> Iterator[Callable[[Any], str]]:
         server.should_exit = True
     for _, thread in servers:
         thread.join(10)
+
+
+#: What the fast path (``-m "not model and not slow"``) leaves out without a mark in each file:
+#: whole folders of end-to-end and PostgreSQL suites, and any test on the embedded PostgreSQL
+#: server (it starts a real server: seconds per test on 2 cores). ``make test`` runs them all.
+_SLOW_FOLDERS = ("acceptance", "postgres")
+_SLOW_FIXTURES = {"pg_server", "pg_url", "pg_empty_url"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_root = Path(__file__).parent
+    for item in items:
+        try:
+            folder = item.path.relative_to(tests_root).parts[0]
+        except ValueError:
+            continue
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if folder in _SLOW_FOLDERS or fixtures & _SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)
