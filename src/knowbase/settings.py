@@ -62,6 +62,9 @@ class Settings:
     # The index backend new bases get (pipeline/store/backends.py); None: next to the catalog
     # (sqlite on an embedded home, postgres on a PostgreSQL catalog).
     default_index_backend: str | None = None
+    # Keys Dify (or RAGFlow) presents to ``POST /retrieval`` (interfaces/http_external.py); the
+    # endpoint exists only when at least one is set. Never stored in the catalog.
+    external_api_keys: tuple[str, ...] = ()
 
     @property
     def catalog_url(self) -> str:
@@ -146,4 +149,5 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
             "materials_root", "KNOWBASE_MATERIALS_ROOT", None, lambda v: Path(v).expanduser()
         ),
         default_index_backend=pick("default_index_backend", "KNOWBASE_INDEX_BACKEND", None),
+        external_api_keys=pick("external_api_keys", "KNOWBASE_EXTERNAL_API_KEYS", (), names),
     )

@@ -189,10 +189,16 @@ class BodyLimit:
 
 
 def _auth_dependency(token: str) -> Any:
+    from knowbase.interfaces.http_external import RETRIEVAL_PATHS
+
     bearer = HTTPBearer(auto_error=False, description="KNOWBASE_API_TOKEN")
     expected = token.encode("utf-8")
 
-    def check(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    def check(
+        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+    ) -> None:
+        if request.url.path in RETRIEVAL_PATHS:
+            return  # Dify's endpoint checks its own keys (external_api_keys)
         # Starlette decodes headers as latin-1: encoding back gives the bytes that were sent.
         given = (creds.credentials if creds else "").encode("latin-1")
         # compare_digest: the time taken does not tell how much of the token was right.
@@ -269,6 +275,11 @@ def create_app(
     for module in (http_bases, http_items, http_query, http_events, http_sync):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console.py)
+    external_keys = kb.settings.external_api_keys
+    if external_keys:  # Dify's external knowledge API, off until a key is configured
+        from knowbase.interfaces.http_external import build_router
+
+        app.include_router(build_router(external_keys))
     return app
 
 
