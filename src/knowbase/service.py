@@ -332,6 +332,14 @@ class Knowledge:
     def get_item(self, base: str, item_id: str) -> Item:
         return items_query.get_item(self.rt, self.get_base(base), item_id)
 
+    def set_labels(self, base: str, item: str, **changes: Any) -> Item:
+        """Change an item's tags and metadata (``ingestion/labels.py``): ``item`` is an item
+        id, a Concept ID or a folder path; ``tags``/``metadata`` replace, ``add_tags``,
+        ``remove_tags`` and ``merge_metadata`` edit. Seen by the next search, no reindex."""
+        from knowbase.ingestion.labels import set_labels
+
+        return set_labels(self.rt, self.get_base(base), item, **changes)
+
     def list_item_chunks(self, base: str, item_id: str) -> list[UnitRecord]:
         """Units of a completed item's leaves, in unit order (§7 "listItemChunks")."""
         return items_query.list_item_chunks(self.rt, self.get_base(base), item_id)
@@ -376,15 +384,18 @@ class Knowledge:
         under: str | None = None,
         types: Iterable[str] | str | None = None,
         since: str | date | datetime | None = None,
+        tags: Iterable[str] | str | None = None,
+        where: Any = None,
     ) -> SearchResponse:
         """Hybrid (or BM25-only) search over one base's completed items (§7).
 
         ``base`` is a name, an id, or a ``Base`` the caller has just resolved (saves a lookup).
         Filters (``query/scope.py``) restrict both lanes before their cut: ``under`` a Concept
         ID folder, ``types`` source types (``pdf``, ``md``, ``url``, ``note``…), ``since`` an
-        ISO date/datetime of the last update. A malformed filter raises ``InvalidFilter``.
+        ISO date/datetime of the last update; ``tags`` (all required) and ``where`` metadata
+        conditions (``query/label_filters.py``). A malformed filter raises ``InvalidFilter``.
         """
-        filters = parse_filters(under=under, types=types, since=since)
+        filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
         b = base if isinstance(base, Base) else self.get_base(base)
         return self._search(b, query, top_k=top_k, filters=filters)
 
@@ -431,6 +442,8 @@ class Knowledge:
         under: str | None = None,
         types: Iterable[str] | str | None = None,
         since: str | date | datetime | None = None,
+        tags: Iterable[str] | str | None = None,
+        where: Any = None,
     ) -> MultiSearch:
         """Search several bases and merge the results into one list (``query/multi_base.py``).
 
@@ -440,7 +453,7 @@ class Knowledge:
         the merged list (None: no bound). A base whose search fails is listed in ``errors``;
         the others still merge.
         """
-        filters = parse_filters(under=under, types=types, since=since)
+        filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
         resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
         return search_bases(
             lambda b: self._search(b, query, top_k=top_k, filters=filters),

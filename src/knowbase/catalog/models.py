@@ -120,8 +120,20 @@ class Item:
             return posixpath.basename(self.source.replace("\\", "/")) or self.source
         return self.source
 
+    @property
+    def tags(self) -> list[str]:
+        """The item's own tags (a folder's also apply to everything under it)."""
+        return list(self.data.get("tags") or [])
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The item's own metadata (a folder's also applies to everything under it)."""
+        return dict(self.data.get("metadata") or {})
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "extra"}
         out["concept_id"] = self.concept_id if self.status == "completed" else None
         out["title"] = self.title
+        out["tags"] = self.tags
+        out["metadata"] = self.metadata
         return out

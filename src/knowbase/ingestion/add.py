@@ -10,6 +10,7 @@ from typing import Literal
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
+from knowbase.catalog.labels import label_fields
 from knowbase.catalog.models import Item
 from knowbase.errors import InvalidInput
 from knowbase.ingestion.conflicts import ConflictInfo, find_conflicts
@@ -90,6 +91,7 @@ def add_items(
                     result = AddResult("added")
                     for inp, files in zip(inputs, staged, strict=True):
                         data = _materialise(storage, inp, files, reserved, processes, created_files)
+                        data.update(label_fields(inp.tags, inp.metadata))
                         item = item_repo.insert_active(
                             conn, base_id=base.id, type=inp.type, data=data, origin=inp.origin
                         )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from knowbase.errors import EmptyContent, InvalidInput, InvalidUrl, OriginMissing
 
@@ -27,6 +28,15 @@ class AddInput:
     origin: str | None = None  # absolute path or URL to re-acquire from
     indexed_path: str | None = None  # restore: processed .md to carry over
     snapshot_path: str | None = None  # restore: captured url snapshot
+    # labels (catalog/labels.py): a folder's apply to everything under it
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def with_labels(
+        self, tags: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> AddInput:
+        """This input with tags and metadata to store on its item."""
+        return replace(self, tags=tuple(tags or ()), metadata=dict(metadata or {}))
 
     @staticmethod
     def file(path: str | Path, *, source: str | None = None, keep_origin: bool = True) -> AddInput:
@@ -95,4 +105,12 @@ def validate(inp: AddInput) -> AddInput:
         raise InvalidInput(f"unsupported knowledge item type {inp.type!r}")
     if not (inp.source or "").strip():
         raise InvalidInput("an item needs a non-empty source")
+    if inp.tags or inp.metadata:
+        from knowbase.catalog.labels import normalize_metadata, normalize_tags
+
+        return replace(
+            inp,
+            tags=tuple(normalize_tags(inp.tags)),
+            metadata=normalize_metadata(inp.metadata),
+        )
     return inp

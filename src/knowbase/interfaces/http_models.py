@@ -180,6 +180,8 @@ class ItemOut(BaseModel):
     updated_at: int
     concept_id: str | None
     title: str
+    tags: list[str] = Field(default_factory=list, description="the item's own tags")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the item's own metadata")
 
 
 class ConflictOut(BaseModel):

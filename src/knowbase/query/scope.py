@@ -34,6 +34,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from knowbase.errors import InvalidFilter
+from knowbase.query.label_filters import Condition, matches_labels, parse_tags, parse_where
 
 ScopeRow = tuple[str, str, str | None, str | None, int]
 """``(item id, item type, relative_path, indexed_relative_path, updated_at ms)``."""
@@ -50,10 +51,22 @@ class SearchFilters:
     under: str | None = None
     types: frozenset[str] = frozenset()
     since_ms: int | None = None
+    tags: frozenset[str] = frozenset()  # case-folded; all required (label_filters.py)
+    where: tuple[Condition, ...] = ()
 
     @property
     def active(self) -> bool:
-        return self.under is not None or bool(self.types) or self.since_ms is not None
+        return (
+            self.under is not None
+            or bool(self.types)
+            or self.since_ms is not None
+            or self.on_labels
+        )
+
+    @property
+    def on_labels(self) -> bool:
+        """Whether tags or metadata conditions restrict the search."""
+        return bool(self.tags) or bool(self.where)
 
     def explain(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -63,6 +76,10 @@ class SearchFilters:
             out["types"] = sorted(self.types)
         if self.since_ms is not None:
             out["since"] = datetime.fromtimestamp(self.since_ms / 1000, UTC).isoformat()
+        if self.tags:
+            out["tags"] = sorted(self.tags)
+        if self.where:
+            out["where"] = [c.explain() for c in self.where]
         return out
 
 
@@ -83,9 +100,16 @@ def parse_filters(
     under: str | None = None,
     types: Iterable[str] | str | None = None,
     since: str | date | datetime | None = None,
+    tags: Iterable[str] | str | None = None,
+    where: Any = None,
 ) -> SearchFilters:
-    """Validate and normalise raw filter values (CLI options, JSON fields, Python arguments)."""
-    return SearchFilters(parse_under(under), parse_types(types), parse_since(since))
+    """Validate and normalise raw filter values (CLI options, JSON fields, Python arguments).
+
+    ``tags`` and ``where`` are read by :mod:`knowbase.query.label_filters`."""
+    return SearchFilters(
+        parse_under(under), parse_types(types), parse_since(since), parse_tags(tags),
+        parse_where(where),
+    )
 
 
 def parse_under(value: str | None) -> str | None:
@@ -203,7 +227,19 @@ def resolve(catalog: Any, base_id: str, filters: SearchFilters | None) -> Scope 
     if filters is None or not filters.active:
         return None
     from knowbase.catalog import items as item_repo
+    from knowbase.catalog.labels import label_rows
 
     with catalog.read() as conn:
         rows = item_repo.scope_rows(conn, base_id, since_ms=filters.since_ms)
-    return Scope(filters, allowed_materials(rows, filters))
+        labels = label_rows(conn, base_id) if filters.on_labels else None
+    allowed = allowed_materials(rows, filters)
+    if labels is not None:
+        allowed = frozenset(i for i in allowed if _labels_pass(i, labels, filters))
+    return Scope(filters, allowed)
+
+
+def _labels_pass(item_id: str, rows: Any, filters: SearchFilters) -> bool:
+    from knowbase.catalog.labels import effective_labels
+
+    tags, metadata = effective_labels(item_id, rows)
+    return matches_labels(tags, metadata, filters.tags, filters.where)
