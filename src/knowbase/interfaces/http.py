@@ -239,6 +239,7 @@ def create_app(
         http_bases,
         http_events,
         http_items,
+        http_labels,
         http_query,
         http_sync,
     )
@@ -272,7 +273,7 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_upload_bytes)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts))
-    for module in (http_bases, http_items, http_query, http_events, http_sync):
+    for module in (http_bases, http_items, http_labels, http_query, http_events, http_sync):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console.py)
     external_keys = kb.settings.external_api_keys

@@ -63,6 +63,11 @@ def _allowed_path(raw: str | None, roots: list[Path]) -> Path:
 
 
 def _to_input(spec: AddInputIn, roots: list[Path]) -> AddInput:
+    inp = _bare_input(spec, roots)
+    return inp.with_labels(spec.tags, spec.metadata) if spec.tags or spec.metadata else inp
+
+
+def _bare_input(spec: AddInputIn, roots: list[Path]) -> AddInput:
     if spec.type == "note":
         return AddInput.note(spec.content or "", title=spec.title)
     if spec.type in ("url", "sitemap"):

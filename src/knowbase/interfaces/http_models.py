@@ -159,6 +159,12 @@ class AddInputIn(_Strict):
     url: str | None = Field(default=None, min_length=1, max_length=8192)
     content: str | None = Field(default=None, max_length=NOTE_MAX_CHARS)
     title: str | None = Field(default=None, max_length=1000)
+    tags: list[Annotated[str, Field(max_length=100)]] | None = Field(
+        None, max_length=64, description="tags of the item (a folder's apply to its files)"
+    )
+    metadata: dict[str, Any] | None = Field(
+        None, description="small JSON object: text, numbers, booleans or lists of them"
+    )
 
 
 class AddRequest(_Strict):
@@ -225,6 +231,14 @@ class SearchRequest(_Strict):
     )
     since: str | None = Field(
         None, max_length=64, description="only items updated at or after this ISO date/datetime"
+    )
+    tags: list[Annotated[str, Field(max_length=100)]] | None = Field(
+        None, max_length=32, description="only documents carrying every one of these tags"
+    )
+    where: dict[str, Any] | list[Annotated[str, Field(max_length=300)]] | None = Field(
+        None,
+        description='metadata conditions, all required: {"year": {"gte": 2020}, "lang": '
+        '{"in": ["en", "de"]}, "team": "infra"} or ["year>=2020", "lang in en,de"]',
     )
 
 

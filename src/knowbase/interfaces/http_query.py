@@ -67,12 +67,19 @@ async def search_get(
         None, alias="type", max_length=32, description="source type (repeatable)"
     ),
     since: str | None = Query(None, max_length=64, description="ISO date/datetime"),
+    tags: list[str] | None = Query(
+        None, alias="tag", max_length=32, description="required tag (repeatable)"
+    ),
+    where: list[str] | None = Query(
+        None, max_length=32, description="metadata condition, e.g. year>=2020 (repeatable)"
+    ),
     kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Hybrid (or BM25-only) search over the base's completed items, with citations.
 
-    ``under``, ``type`` and ``since`` filter inside both lanes (see ``POST``)."""
-    filters = {"under": under, "types": types, "since": since}
+    ``under``, ``type``, ``since``, ``tag`` and ``where`` filter inside both lanes (see
+    ``POST``)."""
+    filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
     return await _run_search(request, _search_body, kb, base, q, top_k, filters)
 
 
@@ -94,7 +101,13 @@ async def search_post(
 
 
 def _filters(body: SearchRequest) -> dict[str, Any]:
-    return {"under": body.under, "types": body.types, "since": body.since}
+    return {
+        "under": body.under,
+        "types": body.types,
+        "since": body.since,
+        "tags": body.tags,
+        "where": body.where,
+    }
 
 
 @router.post("/search", response_model=MultiSearchOut, tags=["search"], responses=BODY_ERRORS)
