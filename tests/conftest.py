@@ -145,6 +145,23 @@ def live_server() -> Iterator[Callable[[Any], str]]:
         thread.join(10)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def backend_catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A catalog holding the schema, once per catalog backend: a SQLite file and a fresh
+    database on the embedded PostgreSQL server. Catalog and job-queue tests written once take
+    it (the way a document-store suite is run over every store); ``tests/postgres`` keeps only
+    what is PostgreSQL's own."""
+    from knowbase.catalog.db import Catalog
+
+    if request.param == "postgres":
+        catalog = Catalog(request.getfixturevalue("pg_url"))
+    else:
+        catalog = Catalog(f"sqlite:///{tmp_path}/catalog.sqlite")
+        catalog.create_schema()
+    yield catalog
+    catalog.dispose()
+
+
 #: What the fast path (``-m "not model and not slow"``) leaves out without a mark in each file:
 #: whole folders of end-to-end and PostgreSQL suites, and any test on the embedded PostgreSQL
 #: server (it starts a real server: seconds per test on 2 cores). ``make test`` runs them all.

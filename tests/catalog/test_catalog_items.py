@@ -1,4 +1,5 @@
-"""Item status rules, CHECKs and the container roll-up of §1.3 on a real SQLite catalog."""
+"""Item status rules, CHECKs and the container roll-up of §1.3, on every catalog backend
+(a SQLite file, the embedded PostgreSQL server: ``backend_catalog``)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,8 @@ from knowbase.errors import Conflict, InvalidInput
 
 
 @pytest.fixture
-def catalog(tmp_path):
-    c = Catalog(f"sqlite:///{tmp_path}/catalog.sqlite")
-    c.create_schema()
-    yield c
-    c.dispose()
+def catalog(backend_catalog: Catalog) -> Catalog:
+    return backend_catalog
 
 
 @pytest.fixture
@@ -251,3 +249,13 @@ def test_insert_active_many_returns_the_rows_it_wrote(catalog, base):
         )  # fmt: skip
     assert [m.status for m in made] == ["processing"] * 3
     assert made == [_status(catalog, m.id) for m in made]
+
+
+def test_group_fk_needs_a_parent_in_the_same_base(catalog, base):
+    with catalog.write_tx() as conn:
+        other = base_repo.insert(conn, name="other")
+        d = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/d"})
+    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
+        item_repo.insert_active(
+            conn, base_id=other.id, type="file", data={"source": "x"}, group_id=d.id
+        )

@@ -1,9 +1,9 @@
-"""JobManager on a real SQLite catalog: enqueue, idempotency, claim, caps, cancel, fencing."""
+"""JobManager on every catalog backend (``backend_catalog``: SQLite, PostgreSQL): enqueue,
+idempotency, claim, caps, cancel, fencing."""
 
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -23,11 +23,8 @@ RETRY_KIND = JobKind("test.retry", 3, 2, 60, 600, "retry")
 
 
 @pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    cat = Catalog(f"sqlite:///{tmp_path}/catalog.sqlite")
-    cat.create_schema()
-    yield cat
-    cat.dispose()
+def catalog(backend_catalog: Catalog) -> Catalog:
+    return backend_catalog
 
 
 @pytest.fixture

@@ -1,4 +1,6 @@
-"""The catalog on a real PostgreSQL 18: Alembic schema, CHECKs, FK cascades, the roll-up."""
+"""What the catalog does only on PostgreSQL 18: Alembic on an empty database, and a name race
+under READ COMMITTED. CHECKs, cascades and the roll-up run on every backend in
+``tests/catalog/test_catalog_items.py`` (``backend_catalog``)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,10 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
 from knowbase.catalog import bases as base_repo
-from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.migrate import alembic_config
-from knowbase.catalog.schema import knowledge_base, knowledge_item, metadata
-from knowbase.errors import Conflict, InvalidInput
+from knowbase.catalog.schema import metadata
+from knowbase.errors import Conflict
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,39 +24,6 @@ def catalog(pg_url: str):
     c = Catalog(pg_url)
     yield c
     c.dispose()
-
-
-@pytest.fixture
-def base(catalog):
-    with catalog.write_tx() as conn:
-        return base_repo.insert(conn, name="docs")
-
-
-def _tree(catalog, base):
-    """root dir → (sub dir → leaf a), leaf b."""
-    with catalog.write_tx() as conn:
-        root = item_repo.insert_active(
-            conn, base_id=base.id, type="directory", data={"source": "/r"}
-        )
-        sub = item_repo.insert_active(
-            conn, base_id=base.id, type="directory", data={"source": "/r/s"}, group_id=root.id
-        )
-        a = item_repo.insert_active(
-            conn,
-            base_id=base.id,
-            type="file",
-            data={"source": "a", "relative_path": "r/s/a.md"},
-            group_id=sub.id,
-        )
-        b = item_repo.insert_active(
-            conn,
-            base_id=base.id,
-            type="file",
-            data={"source": "b", "relative_path": "r/b.md"},
-            group_id=root.id,
-        )
-        item_repo.set_statuses_raw(conn, [root.id, sub.id], "processing")
-    return root, sub, a, b
 
 
 def test_upgrade_from_0001_adds_the_change_feed_objects(pg_empty_url: str) -> None:
@@ -74,11 +42,6 @@ def test_upgrade_from_0001_adds_the_change_feed_objects(pg_empty_url: str) -> No
         assert "job_queue_updated_idx" in {i["name"] for i in inspector.get_indexes("job")}
     finally:
         cat.dispose()
-
-
-def _status(catalog, item_id):
-    with catalog.read() as conn:
-        return item_repo.get(conn, item_id)
 
 
 def test_create_schema_on_an_empty_database_is_idempotent(pg_empty_url: str) -> None:
@@ -103,115 +66,6 @@ def test_create_schema_on_an_empty_database_is_idempotent(pg_empty_url: str) -> 
         assert server.startswith("18")
     finally:
         cat.dispose()
-
-
-def test_first_states(catalog, base):
-    with catalog.write_tx() as conn:
-        d = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/x"})
-        f = item_repo.insert_active(conn, base_id=base.id, type="file", data={"source": "x"})
-    assert d.status == "preparing"
-    assert f.status == "processing"
-
-
-def test_rollup_completed_and_failed(catalog, base):
-    root, sub, a, b = _tree(catalog, base)
-    with catalog.write_tx() as conn:
-        item_repo.set_status(conn, a.id, "completed")
-    assert _status(catalog, sub.id).status == "completed"
-    assert _status(catalog, root.id).status == "processing"  # b still active
-    with catalog.write_tx() as conn:
-        item_repo.set_status(conn, b.id, "failed", error_code="unreadable_file", error_message="x")
-    r = _status(catalog, root.id)
-    assert (r.status, r.error_code, r.error_message) == (
-        "failed",
-        "child_failed",
-        "One or more child items failed",
-    )
-
-
-def test_rollup_ignores_deleting_children(catalog, base):
-    root, sub, a, b = _tree(catalog, base)
-    with catalog.write_tx() as conn:
-        item_repo.set_status(conn, a.id, "completed")
-        item_repo.mark_deleting(conn, [b.id])
-        item_repo.reconcile_containers(conn, root.id)
-    assert _status(catalog, root.id).status == "completed"
-
-
-def test_nothing_leaves_deleting(catalog, base):
-    root, sub, a, b = _tree(catalog, base)
-    with catalog.write_tx() as conn:
-        ids = item_repo.mark_deleting(conn, [root.id])
-        assert set(ids) == {root.id, sub.id, a.id, b.id}
-        assert item_repo.set_status(conn, a.id, "completed") is False
-        assert item_repo.fail_items(conn, ids, "x", "y") == []
-        found = {i.id for i in item_repo.deleting_roots(conn)}
-    assert found == {root.id}
-    assert {_status(catalog, i).status for i in ids} == {"deleting"}
-
-
-def test_item_checks(catalog, base):
-    with catalog.write_tx() as conn:
-        f = item_repo.insert_active(conn, base_id=base.id, type="file", data={"source": "x"})
-        d = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/d"})
-    for item_id, values in (
-        (f.id, {"status": "failed"}),  # failed needs an error
-        (f.id, {"error_code": "x"}),  # only failed may carry one
-        (f.id, {"status": "preparing"}),  # leaves never prepare
-        (d.id, {"status": "reading"}),  # containers never read
-        (f.id, {"type": "webpage"}),
-    ):
-        with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
-            conn.execute(
-                knowledge_item.update().where(knowledge_item.c.id == item_id).values(**values)
-            )
-    assert _status(catalog, f.id).status == "processing"  # every failed tx rolled back
-
-
-def test_group_fk_needs_a_parent_in_the_same_base(catalog, base):
-    with catalog.write_tx() as conn:
-        other = base_repo.insert(conn, name="other")
-        d = item_repo.insert_active(conn, base_id=base.id, type="directory", data={"source": "/d"})
-    with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
-        item_repo.insert_active(
-            conn, base_id=other.id, type="file", data={"source": "x"}, group_id=d.id
-        )
-
-
-def test_delete_cascades_to_descendants_and_base_delete_cascades_items(catalog, base):
-    root, sub, a, b = _tree(catalog, base)
-    with catalog.write_tx() as conn:
-        item_repo.delete_rows(conn, [sub.id])
-    with catalog.read() as conn:
-        left = {i.id for i in item_repo.list_items(conn, base.id, include_deleting=True)}
-    assert left == {root.id, b.id}
-    with catalog.write_tx() as conn:
-        base_repo.delete(conn, base.id)
-    with catalog.read() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(knowledge_item)).scalar() == 0
-
-
-def test_base_rules_and_checks(catalog):
-    with catalog.write_tx() as conn:
-        b = base_repo.insert(conn, name="Docs")
-    with pytest.raises(Conflict), catalog.write_tx() as conn:
-        base_repo.insert(conn, name="  docs ")
-    for bad in ({"chunk_size": 10, "chunk_overlap": 10}, {"threshold": 2.0}):
-        with pytest.raises(InvalidInput), catalog.write_tx() as conn:
-            base_repo.insert(conn, name="other", **bad)
-    for values in (
-        {"embedding_model_id": "x"},  # a model needs dimensions
-        {"status": "failed"},  # failed needs an error
-        {"chunk_overlap": 5000},
-        {"allow_local_urls": None},
-    ):
-        with pytest.raises(sa.exc.IntegrityError), catalog.write_tx() as conn:
-            conn.execute(
-                knowledge_base.update().where(knowledge_base.c.id == b.id).values(**values)
-            )
-    with catalog.read() as conn:
-        got = base_repo.get(conn, b.id)
-    assert (got.status, got.allow_local_urls) == ("completed", False)
 
 
 def test_concurrent_create_of_one_name_is_a_conflict(catalog):

@@ -1,5 +1,6 @@
-"""JobManager on a real PostgreSQL 18: enqueue (ON CONFLICT), claim from threads, caps,
-backoff through a worker on an injected clock, cancel, lease recovery."""
+"""JobManager on PostgreSQL 18, what needs its concurrency: enqueue races (ON CONFLICT), caps
+under concurrent claims, backoff through a worker, cooperative cancel, lease recovery. The
+queue's contract runs on every backend in ``tests/jobs/test_jobs_manager.py``."""
 
 from __future__ import annotations
 
@@ -45,35 +46,6 @@ def manager(catalog: Catalog, clock: FakeClock) -> JobManager:
     return m
 
 
-def test_enqueue_joins_the_callers_transaction(manager: JobManager, catalog: Catalog) -> None:
-    with pytest.raises(RuntimeError), catalog.write_tx() as conn:
-        manager.enqueue(conn, KIND.name, {"a": 1}, queue="base.b1")
-        raise RuntimeError("roll back")
-    assert manager.list_jobs() == []
-    with catalog.write_tx() as conn:
-        job = manager.enqueue(conn, KIND.name, {"a": "ü"}, queue="base.b1", delay_s=2)
-    got = manager.get(job.id)
-    assert got == job
-    assert (got.status, got.attempts, got.payload) == ("pending", 0, {"a": "ü"})
-    assert got.run_at == job.created_at + 2000
-
-
-def test_idempotency_dedupes_only_against_non_terminal(manager: JobManager, catalog) -> None:
-    with catalog.write_tx() as conn:
-        a = manager.enqueue(conn, KIND.name, {"n": 1}, queue="q", idempotency_key="k")
-        # ON CONFLICT DO NOTHING: the collision does not abort this transaction.
-        b = manager.enqueue(conn, KIND.name, {"n": 2}, queue="q", idempotency_key="k")
-        c = manager.enqueue(conn, KIND.name, {}, queue="q", idempotency_key="other")
-    assert a.id == b.id != c.id and b.payload == {"n": 1}
-    (claimed,) = manager.claim("w1", queues=["q"])
-    assert claimed.id == a.id
-    assert manager.enqueue_now(KIND.name, {}, queue="q", idempotency_key="k").id == a.id
-    assert manager.finish(claimed, "w1", Decision("completed")) is not None
-    fresh = manager.enqueue_now(KIND.name, {"n": 3}, queue="q", idempotency_key="k")
-    assert fresh.id != a.id and fresh.status == "pending"
-    assert len(manager.list_jobs()) == 3
-
-
 @pytest.mark.parametrize("first_commits", [True, False], ids=["commit", "rollback"])
 def test_concurrent_enqueue_of_one_key(manager: JobManager, catalog, first_commits) -> None:
     """The second INSERT … ON CONFLICT waits on the first's uncommitted row: it then returns
@@ -105,38 +77,6 @@ def test_concurrent_enqueue_of_one_key(manager: JobManager, catalog, first_commi
     else:
         assert job.id != mine.id and job.payload == {"who": 2}
     assert [j.id for j in manager.list_jobs()] == [job.id]
-
-
-def test_claim_is_atomic_across_threads(catalog: Catalog, clock: FakeClock) -> None:
-    m = JobManager(catalog, clock=clock, queue_concurrency=1000, global_concurrency=1000)
-    m.register(KIND, lambda ctx: None)
-    with catalog.write_tx() as conn:
-        for i in range(150):
-            m.enqueue(conn, KIND.name, {"i": i}, queue=f"q{i % 3}")
-    got: dict[str, list[str]] = {}
-    errors: list[BaseException] = []
-    start = threading.Barrier(6)
-
-    def run(worker: str) -> None:
-        mine = got.setdefault(worker, [])
-        try:
-            start.wait()
-            while batch := m.claim(worker, limit=3):
-                mine.extend(j.id for j in batch)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(f"w{i}",)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    claimed = [i for ids in got.values() for i in ids]
-    assert len(claimed) == len(set(claimed)) == 150
-    rows = m.list_jobs(statuses=["running"])
-    assert {j.id: j.locked_by for j in rows} == {i: w for w, ids in got.items() for i in ids}
-    assert all(j.attempts == 1 for j in rows)
 
 
 def test_caps_hold_under_concurrent_claims(catalog: Catalog, clock: FakeClock) -> None:
@@ -194,31 +134,6 @@ def test_backoff_series_then_failed(manager: JobManager, clock: FakeClock) -> No
     j = manager.get(job.id)
     assert (j.status, j.attempts, j.error_code) == ("failed", 3, "provider_unavailable")
     assert [c - t0 for c in calls] == [0, 2, 6]
-
-
-def test_finish_is_fenced_by_locked_by_and_attempts(manager: JobManager, clock) -> None:
-    job = manager.enqueue_now(RETRY_KIND.name, {}, queue="q")
-    (first,) = manager.claim("elsewhere:1:1")
-    clock.advance(31)
-    assert manager.recover().requeued == (job.id,)
-    (second,) = manager.claim("w2")
-    assert second.attempts == 2
-    assert manager.finish(first, "elsewhere:1:1", Decision("completed")) is None
-    assert manager.get(job.id).status == "running"
-    assert manager.finish(second, "w2", Decision("completed")).status == "completed"
-
-
-def test_cancel_pending_at_once_and_running_by_flag(manager: JobManager) -> None:
-    running = manager.enqueue_now(KIND.name, {}, queue="q")
-    manager.claim("w")
-    pending = manager.enqueue_now(KIND.name, {}, queue="q", idempotency_key="p")
-    manager.request_cancel([running.id, pending.id])
-    p, r = manager.get(pending.id), manager.get(running.id)
-    assert (p.status, p.error_code, p.finished_at is not None) == ("cancelled", "cancelled", True)
-    assert (r.status, r.cancel_requested) == ("running", True)
-    assert manager.settled == [(pending.id, "cancelled")]  # type: ignore[attr-defined]
-    # The cancelled job released its key.
-    assert manager.enqueue_now(KIND.name, {}, queue="q", idempotency_key="p").id != pending.id
 
 
 def test_cooperative_cancel_of_a_running_job(manager: JobManager) -> None:
