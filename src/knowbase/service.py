@@ -329,6 +329,12 @@ class Knowledge:
                 conn, self.get_base(base).id, statuses=statuses, roots_only=roots_only
             )
 
+    def subtree(self, base: str, root_ids: Iterable[str]) -> list[Item]:
+        """The items and every descendant (a folder's files), roots first."""
+        base_id = self.get_base(base).id
+        with self.rt.catalog.read() as conn:
+            return [i for i in item_repo.subtree(conn, root_ids) if i.base_id == base_id]
+
     def get_item(self, base: str, item_id: str) -> Item:
         return items_query.get_item(self.rt, self.get_base(base), item_id)
 

@@ -27,15 +27,19 @@ from knowbase.storage import (
 )
 
 log = logging.getLogger(__name__)
-Strategy = Literal["rename", "detect", "replace"]
+Strategy = Literal["update", "rename", "detect", "replace"]
 
 
 @dataclass
 class AddResult:
-    """``status`` is ``added`` or ``conflicts`` (detect found collisions; nothing was added)."""
+    """``status`` is ``added`` or ``conflicts`` (detect found collisions; nothing was added).
+
+    ``updated`` holds the roots an ``update`` re-add refreshes (their jobs are in ``job_ids``).
+    """
 
     status: str
     items: list[Item] = field(default_factory=list)
+    updated: list[Item] = field(default_factory=list)
     conflicts: list[ConflictInfo] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
 
@@ -43,13 +47,27 @@ class AddResult:
 def add_items(
     rt: Runtime, base_id: str, inputs: list[AddInput], strategy: Strategy = "rename"
 ) -> AddResult:
-    """Add items to a base. Every input is validated before anything is written."""
-    if strategy not in ("rename", "detect", "replace"):
-        raise InvalidInput(f"unknown conflict strategy {strategy!r}")
+    """Add items to a base. Every input is validated before anything is written.
+
+    ``update`` (``ingestion/readd.py``) refreshes the roots whose origin an input re-adds and
+    adds the rest as ``rename`` does.
+    """
+    if strategy not in ("update", "rename", "detect", "replace"):
+        raise InvalidInput(
+            f"unknown conflict strategy {strategy!r}: update, rename, detect or replace"
+        )
     inputs = [validate(i) for i in inputs]
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base_id)
     assert_base_runnable(base, "adding items")
+    if strategy == "update":
+        from knowbase.ingestion.readd import known_roots, split_known, update_known
+
+        known, inputs = split_known(known_roots(rt, base.id), inputs)
+        result = add_items(rt, base_id, inputs, "rename") if inputs else AddResult("added")
+        result.updated = known
+        result.job_ids.extend(update_known(rt, base.id, known))
+        return result
     if not inputs:
         return AddResult("added")
 

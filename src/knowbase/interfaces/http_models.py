@@ -30,7 +30,7 @@ ItemStatus = Literal[
     "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting"
 ]
 JobStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
-ConflictStrategy = Literal["rename", "detect", "replace"]
+ConflictStrategy = Literal["update", "rename", "detect", "replace"]
 Readiness = Literal["ready", "degraded", "unavailable"]
 MAX_INT = 2**31 - 1
 
