@@ -10,7 +10,7 @@ from typing import Literal
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
-from knowbase.catalog.models import Item
+from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput
 from knowbase.ingestion.conflicts import ConflictInfo, find_conflicts
 from knowbase.ingestion.guards import assert_base_runnable
@@ -60,6 +60,7 @@ def add_items(
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base_id)
     assert_base_runnable(base, "adding items")
+    _refuse_forbidden_urls(rt, base, inputs)
     if strategy == "update":
         from knowbase.ingestion.readd import known_roots, split_known, update_known
 
@@ -120,6 +121,25 @@ def add_items(
                     log.warning("add rollback: %s", problem)
                 raise
     return result
+
+
+def _refuse_forbidden_urls(rt: Runtime, base: Base, inputs: list[AddInput]) -> None:
+    """Refuse a page whose host is a local/private address before anything is written, so a
+    caller hears it now instead of seeing the item accepted and then failed.
+
+    Only the refusal is decided here; a host that cannot be resolved right now is left to the
+    fetch job (retried, then reported on the item).
+    """
+    from knowbase.errors import Unavailable
+    from knowbase.pipeline.sources.ssrf import check_url
+
+    allow = base.allow_local_urls or rt.settings.allow_local_urls
+    for inp in inputs:
+        if inp.type in ("url", "sitemap"):
+            try:
+                check_url(inp.url or "", allow_local=allow)
+            except Unavailable:
+                continue
 
 
 def reserve_free_path(

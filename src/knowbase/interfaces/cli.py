@@ -26,6 +26,7 @@ from knowbase.interfaces.cli_progress import follow
 if TYPE_CHECKING:  # imported where a command runs: ``kb --help`` stays light
     from knowbase.service import Knowledge
 
+
 class _Group(typer.core.TyperGroup):
     """The root group: a flag shows no ``<bool>`` type in ``--help`` (typer 0.29 adds one)."""
 
@@ -356,6 +357,13 @@ def base_set(
         int | None,
         typer.Option(help="Seconds after which kb sync re-fetches a page; -1: never."),
     ] = None,
+    allow_local_urls: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-local-urls/--no-allow-local-urls",
+            help="Let this base fetch pages on loopback or private addresses.",
+        ),
+    ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -377,6 +385,8 @@ def base_set(
         patch["sync_deletes"] = sync_deletes
     if url_max_age is not None:
         patch["url_max_age"] = None if url_max_age < 0 else url_max_age
+    if allow_local_urls is not None:
+        patch["allow_local_urls"] = allow_local_urls
     with open_kb(home) as kb:
         b = kb.update_base(base, **patch)
     emit(b, as_json, lambda: console.print(f"updated {b.name}"))
@@ -391,7 +401,6 @@ def _render_workers(workers: list[dict[str, Any]]) -> None:
         age = f"{w['heartbeat_age_s']:.1f} s ago"
         table.add_row(w["id"], w["host"], str(w["pid"]), age, str(w["jobs_held"]))
     console.print(table)
-
 
 
 @app.command("worker")

@@ -241,9 +241,7 @@ def status(
                     escape(item.origin or item.title), item.id, f"{item.error_code}{hint}"
                 )
             console.print(table)
-            console.print(
-                f"[dim]remove one: kb rm {b.name} ID; re-run them: kb retry {b.name}[/]"
-            )
+            console.print(f"[dim]remove one: kb rm {b.name} ID; re-run them: kb retry {b.name}[/]")
         for folder, report in skipped.items():
             parts = ", ".join(f"{r}: {v['count']}" for r, v in report.items())
             console.print(f"  skipped in {escape(folder)}: {parts}")

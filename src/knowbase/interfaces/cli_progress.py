@@ -170,9 +170,7 @@ def summarize(items: list[Item]) -> AddSummary:
     for item in items:
         for reason, entry in (item.data.get("skipped") or {}).items():
             out.skipped[reason] = out.skipped.get(reason, 0) + int(entry.get("count", 0))
-        if item.status == "failed" and (
-            not item.is_container or item.error_code != "child_failed"
-        ):
+        if item.status == "failed" and (not item.is_container or item.error_code != "child_failed"):
             out.failed.append(
                 {
                     "item_id": item.id,

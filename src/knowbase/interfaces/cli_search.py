@@ -60,8 +60,11 @@ def passage(text: str, limit: int = PASSAGE_CHARS) -> str:
 
 
 def _starts_sentence(text: str) -> bool:
+    """Upper case, a digit, a caseless letter (CJK), an opening mark or Markdown block start."""
     ch = text[0]
-    return not (ch.islower() or ch in ",;:)]}-") or text.startswith(("#", "- ", "* "))
+    if ch.isalpha():
+        return not ch.islower()
+    return ch.isdigit() or ch in "\"'([#*-|>`"
 
 
 def _ends_sentence(text: str) -> bool:

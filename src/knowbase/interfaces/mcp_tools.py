@@ -33,6 +33,8 @@ SAMPLE_SOURCES = 8
 SEARCH_MAX_BASES = 20
 MANAGE_MAX_IDS = 100
 NOTE_MAX_CHARS = 1_000_000
+QUERY_MIN_CHARS = 2
+QUERY_MAX_CHARS = 200
 
 
 class OutOfScope(Exception):
@@ -55,10 +57,22 @@ def _camel(value: Any) -> Any:
     return value
 
 
+def _compact(value: Any) -> Any:
+    """Drop the keys that say nothing (None, an empty dict): an empty ``locator`` on every
+    unit of a read cost ~3 KB per 20 K characters. Lists are kept, even empty (a result)."""
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items() if v is not None and v != {}}
+    if isinstance(value, list):
+        return [_compact(v) for v in value]
+    return value
+
+
 def _ok(data: dict[str, Any], text: str | None = None) -> Any:
+    """A tool result: compact JSON text (no indentation, no empty fields) and the same data."""
     from mcp.types import CallToolResult, TextContent
 
-    body = text if text is not None else json.dumps(data, ensure_ascii=False, indent=1)
+    data = _compact(data)
+    body = text if text is not None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
 
 
@@ -227,14 +241,26 @@ def kb_search(
     passage text), clamp scores, cite. ``under``/``types``/``since`` filter inside each base's
     lanes (``query/scope.py``); a malformed one is a tool error naming the filter."""
     kb = scope.kb
+    query = query.strip()
+    if not QUERY_MIN_CHARS <= len(query) <= QUERY_MAX_CHARS:
+        return _fail(
+            f"The query must be {QUERY_MIN_CHARS} to {QUERY_MAX_CHARS} characters long "
+            f"(got {len(query)}); search with a word or a phrase.",
+            code="invalid_input",
+        )
     refs = list(dict.fromkeys(base_ids))
     errors: dict[str, str] = {}
+    unknown: set[str] = set()  # refused for good: out of scope or no such base
     targets: list[Base] = []
     for ref in refs:
         try:
             targets.append(scope.base(ref))
         except OutOfScope as exc:
             errors[ref] = str(exc)
+            unknown.add(ref)
+        except NotFound as exc:
+            errors[ref] = exc.message
+            unknown.add(ref)
         except KnowbaseError as exc:
             errors[ref] = exc.message
 
@@ -249,6 +275,13 @@ def kb_search(
         return _from_error(invalid[0])
     errors.update({base_id: exc.message for base_id, exc in found.errors.items()})
     merged = found.results
+    if errors and not merged and unknown == set(refs):
+        return _fail(
+            "None of the requested bases can be searched by this assistant (not available or "
+            "no such base). Call kb_list for the bases you can search; do not retry these.",
+            code="not_found",
+            bases=errors,
+        )
     if errors and not merged and len(errors) == len(refs):
         return _fail(
             "Knowledge search failed for every requested base; tell the user the knowledge "
