@@ -158,7 +158,8 @@ def test_search_shows_whole_sentences(run, tmp_path) -> None:
     run("base", "create", "kb8")
     run("add", "kb8", str(doc))
     out = run("search", "kb8", "otters").stdout.split("mode:")[0]
-    blocks = re.split(r"^\d+\. long\.txt.*\]  \w+ [\d.]+$", out, flags=re.M)[1:]  # the passage under each citation
+    # the passage under each citation line
+    blocks = re.split(r"^\d+\. long\.txt.*\]  \w+ [\d.]+$", out, flags=re.M)[1:]
     lines = [" ".join(b.split()) for b in blocks]
     assert lines
     for line in lines:

@@ -6,6 +6,7 @@ list the tools, call each, check results, errors and the approval path.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -38,7 +39,11 @@ def docs(kb: Knowledge, src: Path) -> Base:
 
 def server(home: Path, *extra: str) -> StdioServerParameters:
     args = ["-m", "knowbase.interfaces.mcp", "--home", str(home), *extra]
-    return StdioServerParameters(command=sys.executable, args=args, env={"HF_HUB_OFFLINE": "1"})
+    # The SDK passes only a few variables on: keep PYTHONPATH, so the server runs this tree.
+    env = {"HF_HUB_OFFLINE": "1"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return StdioServerParameters(command=sys.executable, args=args, env=env)
 
 
 def data(result: types.CallToolResult) -> dict[str, Any]:

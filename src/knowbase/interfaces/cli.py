@@ -285,22 +285,45 @@ def base_restore(
     )
 
 
-@base_app.command("enable-embedding")
+ENABLE_EMBEDDING_HELP = (
+    "Turn a BM25-only base into a hybrid one from the stored text (no source re-read). "
+    "When the model reads fewer tokens than the base's chunks hold (a BM25-only base chunks at "
+    "1,024 tokens; MiniLM reads 256), the stored text is first re-split to the model's chunk "
+    "size and the base's chunk_size / chunk_overlap change to it (1024/200 → 256/32): more, "
+    "shorter chunks. A model that reads as much keeps the chunking."
+)
+
+
+@base_app.command("enable-embedding", help=ENABLE_EMBEDDING_HELP)
 def base_enable_embedding(
     base: str,
     model: str,
-    no_wait: Annotated[bool, typer.Option("--no-wait")] = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Start it and return.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Turn a BM25-only base into a hybrid one, embedding the stored chunks (no re-read)."""
+    """:data:`ENABLE_EMBEDDING_HELP`; says when the chunk size changed."""
     with open_kb(home) as kb:
+        before = kb.get_base(base)
         b = kb.enable_embedding_model(base, model)
         switch = kb.model_switch(b.id)
         if not no_wait and switch and switch["status"] in ("pending", "running"):
             follow(kb, b.id, [switch["job_id"]], quiet=as_json)
         b = kb.get_base(b.id)
-    emit(b, as_json, lambda: console.print(f"{b.name} now uses {b.embedding_model_id}"))
+
+    def render() -> None:
+        if b.embedding_model_id != model:
+            console.print(f"enabling {model} on {b.name} in the background (kb status {b.name})")
+            return
+        console.print(f"{b.name} now uses {b.embedding_model_id}")
+        if (b.chunk_size, b.chunk_overlap) != (before.chunk_size, before.chunk_overlap):
+            console.print(
+                f"chunk size {before.chunk_size} → {b.chunk_size} tokens (overlap "
+                f"{before.chunk_overlap} → {b.chunk_overlap}) to fit the model's input; the "
+                "stored text was re-split (no source re-read)"
+            )
+
+    emit(b, as_json, render)
 
 
 @base_app.command("set-embedding")
