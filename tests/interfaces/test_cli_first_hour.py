@@ -145,9 +145,9 @@ def test_polish_version_help_and_under_hint(run, folder: Path) -> None:
     run("add", "kb7", str(folder), ok=(4,))
     miss = run("search", "kb7", "walruses", "--under", "office").stdout
     assert "no results" in miss and "--under docs/office" in miss
-    hit = json.loads(
-        run("search", "kb7", "walruses", "--under", "docs/office", "--json").stdout
-    )["results"]
+    hit = json.loads(run("search", "kb7", "walruses", "--under", "docs/office", "--json").stdout)[
+        "results"
+    ]
     assert hit[0]["concept_id"] == "docs/office/memo.txt"
 
 

@@ -262,9 +262,9 @@ def test_stdio_newcomer_errors_and_compact_output(home: Path, docs: Base, kb: Kn
             for body in (text(listed), text(page)):
                 assert "\n " not in body and '": ' not in body  # no indentation, no spaces
             assert '"locator":{}' not in text(page)
-            assert "locator" not in data(page)["locators"][0] or data(page)["locators"][0][
-                "locator"
-            ]
+            assert (
+                "locator" not in data(page)["locators"][0] or data(page)["locators"][0]["locator"]
+            )
 
             nothing = await c.call_tool(
                 "kb_manage", {"baseId": "docs", "action": "delete", "conceptIds": ["nope.md"]}
