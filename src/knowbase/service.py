@@ -321,6 +321,14 @@ class Knowledge:
             self.wait([job_id])
         return job_id
 
+    def retry_blockers(self, base: str, items: Iterable[Item]) -> dict[str, str]:
+        """For failed items a retry cannot fix (an empty file, a page never fetched): why."""
+        from knowbase.ingestion.reindex import retry_blocker
+
+        self.get_base(base)
+        found = {i.id: retry_blocker(self.rt, i) for i in items if i.status == "failed"}
+        return {k: v for k, v in found.items() if v}
+
     def list_items(
         self, base: str, *, statuses: Iterable[str] | None = None, roots_only: bool = False
     ) -> list[Item]:

@@ -118,7 +118,8 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
 
         # 3. progress reaches the end; the corrupt file shows its code and message
         expect_(page.locator("#progress-text")).to_have_text(
-            "All done: 3 of 3 done (2 completed, 1 failed), 0 active", timeout=90_000
+            "All done: 3 of 3 files done (2 completed, 1 failed), 0 active · 2 folder(s)",
+            timeout=90_000,
         )
         expect_(page.locator("#progress-bar")).to_have_attribute("value", "3")
         broken = item_row(page, "broken.pdf")

@@ -180,6 +180,9 @@ class ItemOut(BaseModel):
     updated_at: int
     concept_id: str | None
     title: str
+    retry_blocked: str | None = Field(
+        default=None, description="listings: why a retry cannot fix this failed item"
+    )
 
 
 class ConflictOut(BaseModel):
@@ -188,12 +191,23 @@ class ConflictOut(BaseModel):
     item_id: str | None = None
 
 
+class Rejected(BaseModel):
+    """An uploaded file that was not added, and why."""
+
+    name: str
+    code: str
+    message: str
+
+
 class AddOut(BaseModel):
     """``added``: the items and their jobs. Detect-strategy conflicts answer 409 instead."""
 
     status: Literal["added"]
     items: list[ItemOut]
     job_ids: list[str]
+    rejected: list[Rejected] = Field(
+        default_factory=list, description="uploads left out (the rest were added)"
+    )
 
 
 class JobRef(BaseModel):

@@ -160,7 +160,8 @@ def vet_url(url: str, *, allow_local: bool) -> VettedUrl:
                 if allow_local or reason in _ALWAYS
                 else (
                     "to fetch local or private addresses, allow them for this base: "
-                    "kb base set BASE --allow-local-urls (HTTP: PATCH the base's allow_local_urls)"
+                    "kb base set BASE --allow-local-urls, the console's base Settings, or "
+                    "PATCH /bases/BASE allow_local_urls"
                 )
             )
             raise InvalidUrl(
