@@ -128,12 +128,17 @@ def test_jobs_name_their_base_and_file_and_an_empty_list_says_so(run, tmp_path) 
 
 def test_retry_prints_a_summary_not_worker_logs(run, tmp_path) -> None:
     run("base", "create", "kb6")
-    doc = tmp_path / "a.md"
-    doc.write_text("", "utf-8")
-    run("add", "kb6", str(doc), ok=(4,))
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 8)
+    empty = tmp_path / "a.md"
+    empty.write_text("", "utf-8")
+    run("add", "kb6", str(broken), str(empty), ok=(4,))
     proc = run("retry", "kb6")
     assert "knowledge." not in proc.stderr and "#1 failed" not in proc.stderr
-    assert "still failed" in proc.stdout and "no_text_extracted" in proc.stdout
+    assert "still failed" in proc.stdout and "broken.pdf" in proc.stdout
+    # an empty file cannot succeed by a retry: named, not retried
+    assert "a.md: the file is empty" in proc.stdout
+    assert json.loads(run("retry", "kb6", "--json").stdout)["not_retried"]
 
 
 def test_polish_version_help_and_under_hint(run, folder: Path) -> None:

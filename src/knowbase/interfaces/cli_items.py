@@ -346,12 +346,17 @@ def retry(
         if job_id and not no_wait:
             cli.follow(kb, b.id, [job_id], quiet=as_json)
         counts = kb.counts(b.id)
-        failed = kb.list_items(b.id, statuses=["failed"]) if job_id else []
-    summary = summarize(failed)
+        failed = kb.list_items(b.id, statuses=["failed"])
+        blocked = kb.retry_blockers(b.id, failed)
+    summary = summarize([i for i in failed if i.id not in blocked] if job_id else [])
+    titles = {i.id: i.origin or i.title for i in failed}
 
     def render() -> None:
         if job_id is None:
-            cli.console.print("nothing to retry")
+            cli.console.print("nothing to retry" if not blocked else "nothing a retry can fix:")
+        for item_id, why in blocked.items():
+            cli.console.print(f"  {escape(titles[item_id])}: {why}", highlight=False)
+        if job_id is None:
             return
         cli.console.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
         for f in summary.failed[:FAILED_SHOWN]:
@@ -359,7 +364,8 @@ def retry(
                 f"  [red]still failed[/] {escape(str(f['source']))}: {f['code']}", highlight=False
             )
 
-    cli.emit({"job_id": job_id, "counts": counts, "failed": summary.failed}, as_json, render)
+    data = {"job_id": job_id, "counts": counts, "failed": summary.failed, "not_retried": blocked}
+    cli.emit(data, as_json, render)
 
 
 def register(app: typer.Typer) -> None:
