@@ -379,11 +379,13 @@ def kb_manage(
         b = scope.base(base_id)
         if action == "add":
             inp = _add_input(kb, b, type, path, url, content, title)
-            result = kb.add(b.id, [inp], strategy="rename")
+            # A URL already in the base is fetched again, not copied (DESIGN turn 3).
+            result = kb.add(b.id, [inp], strategy="update")
             return _ok(
                 {
                     "action": "add",
                     "added": [i.source for i in result.items],
+                    "updated": [i.source for i in result.updated] or None,
                     "items": [{"itemId": i.id, "status": i.status} for i in result.items],
                     "note": "Indexing runs in the background; the conceptId appears in "
                     "kb_list (baseId) once the item is completed.",
