@@ -250,7 +250,7 @@ def test_stdio_newcomer_errors_and_compact_output(home: Path, docs: Base, kb: Kn
 
             hidden = await c.call_tool("kb_search", {"query": "install", "baseIds": ["private"]})
             assert hidden.is_error and data(hidden)["code"] == "not_found"
-            assert "right now" not in text(hidden) and "kb_list" in text(hidden)
+            assert "right now" not in text(hidden) and "retrying will not change" in text(hidden)
 
             short = await c.call_tool("kb_search", {"query": "x", "baseIds": ["docs"]})
             assert short.is_error and data(short)["code"] == "invalid_input"

@@ -277,8 +277,9 @@ def kb_search(
     merged = found.results
     if errors and not merged and unknown == set(refs):
         return _fail(
-            "None of the requested bases can be searched by this assistant (not available or "
-            "no such base). Call kb_list for the bases you can search; do not retry these.",
+            "None of the requested bases is available to this assistant (out of scope or no "
+            "such base); retrying will not change that. Call kb_list for the bases you can "
+            "search, or tell the user.",
             code="not_found",
             bases=errors,
         )
