@@ -99,6 +99,7 @@ def _add_response(result: Any, rejected: list[dict[str, str]] | None = None) -> 
         {
             "status": "added",
             "items": [i.to_dict() for i in result.items],
+            "updated": [i.to_dict() for i in getattr(result, "updated", [])],
             "job_ids": list(result.job_ids),
             "rejected": rejected or [],
         },

@@ -204,6 +204,10 @@ class AddOut(BaseModel):
 
     status: Literal["added"]
     items: list[ItemOut]
+    updated: list[ItemOut] = Field(
+        default_factory=list,
+        description="conflict update: items already in the base that this add refreshes",
+    )
     job_ids: list[str]
     rejected: list[Rejected] = Field(
         default_factory=list, description="uploads left out (the rest were added)"
