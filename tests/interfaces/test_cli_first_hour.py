@@ -187,3 +187,32 @@ def test_passage_cuts_at_sentence_ends(text: str, shown: str) -> None:
 def test_passage_without_any_sentence_end_cuts_on_a_word() -> None:
     shown = passage("word " * 200, 40)
     assert shown.endswith(" …") and "wor …" not in shown and len(shown) < 50
+
+
+def test_enable_embedding_says_when_the_chunk_size_changes(run, tmp_path) -> None:
+    doc = tmp_path / "long.txt"
+    doc.write_text(" ".join(f"Sentence {i} is about otters." for i in range(800)), "utf-8")
+    run("base", "create", "kb9")
+    run("add", "kb9", str(doc))
+    out = run("base", "enable-embedding", "kb9", "hash:d16?window=258").stdout
+    assert "now uses hash:d16?window=258" in out
+    base = json.loads(run("base", "show", "kb9", "--json").stdout)
+    assert base["chunk_size"] < 1024 and base["chunk_overlap"] < 200
+    said = f"chunk size 1024 → {base['chunk_size']} tokens (overlap 200 → {base['chunk_overlap']})"
+    assert said in " ".join(out.split()), out
+
+
+def test_enable_embedding_help_and_docs_tell_the_same_story(run) -> None:
+    """One behaviour, three texts (issue 25 item 17): no source re-read, and the chunk size
+    changes when the model reads fewer tokens than the chunks hold."""
+    root = Path(__file__).resolve().parents[2]
+    texts = {
+        "--help": " ".join(run("base", "enable-embedding", "--help").stdout.split()),
+        "http.md": (root / "docs" / "http.md").read_text("utf-8"),
+        "console.md": " ".join((root / "docs" / "console.md").read_text("utf-8").split()),
+    }
+    for name, text in texts.items():
+        assert "no source re-read" in text or "no file is read again" in text, name
+        assert "re-split" in text or "re-splits" in text, name
+        assert "chunk_size" in text, name
+        assert "reindexes from raw" not in text, name
