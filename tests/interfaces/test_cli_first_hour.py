@@ -67,6 +67,7 @@ def test_readd_updates_instead_of_copying(run, folder: Path) -> None:
     (folder / "guide.md").write_text("# Guide\n\nOtters now juggle pebbles.\n", "utf-8")
     again = json.loads(run("add", "kb2", str(folder), "--json").stdout)
     assert again["items"] == [] and len(again["updated"]) == 1
+    assert again["update"]["changed"] == 1 and again["update"]["unchanged"] == 1
     tree = json.loads(run("tree", "kb2", "--json").stdout)
     assert [n["title"] for n in tree["nodes"] if n["depth"] == 0] == [str(folder)]
     hit = json.loads(run("search", "kb2", "juggle pebbles", "--json").stdout)["results"]

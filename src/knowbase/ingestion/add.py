@@ -40,6 +40,7 @@ class AddResult:
     status: str
     items: list[Item] = field(default_factory=list)
     updated: list[Item] = field(default_factory=list)
+    update_report: dict[str, int] = field(default_factory=dict)  # files changed/new/vanished…
     conflicts: list[ConflictInfo] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
 
@@ -67,7 +68,9 @@ def add_items(
         known, inputs = split_known(known_roots(rt, base.id), inputs)
         result = add_items(rt, base_id, inputs, "rename") if inputs else AddResult("added")
         result.updated = known
-        result.job_ids.extend(update_known(rt, base.id, known))
+        if known:
+            jobs, result.update_report = update_known(rt, base.id, known)
+            result.job_ids.extend(jobs)
         return result
     if not inputs:
         return AddResult("added")

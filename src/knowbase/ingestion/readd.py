@@ -30,8 +30,9 @@ def split_known(roots: list[Item], inputs: list[AddInput]) -> tuple[list[Item], 
     return list(known.values()), fresh
 
 
-def update_known(rt: Runtime, base_id: str, known: list[Item]) -> list[str]:
-    """Schedule the update of each re-added root; returns the job ids (none when up to date)."""
+def update_known(rt: Runtime, base_id: str, known: list[Item]) -> tuple[list[str], dict[str, int]]:
+    """Schedule the update of each re-added root: (job ids, none when up to date; what the sync
+    found — files changed, new, vanished, unchanged — and how many items are fetched again)."""
     from knowbase.ingestion.sync import sync_base
 
     synced = [
@@ -42,15 +43,22 @@ def update_known(rt: Runtime, base_id: str, known: list[Item]) -> list[str]:
     ]
     refetched = [r for r in known if r not in synced]
     jobs: list[str] = []
+    found = {"changed": 0, "new": 0, "vanished": 0, "unchanged": 0, "refetched": len(refetched)}
     if synced:
         report = sync_base(rt, base_id, only={r.id for r in synced})
+        found.update(
+            changed=len(report.changed),
+            new=len(report.added),
+            vanished=len(report.vanished),
+            unchanged=len(report.unchanged),
+        )
         if report.job_id:
             jobs.append(report.job_id)
     if refetched:
         job_id = reindex_items(rt, base_id, [r.id for r in refetched], reacquire=True)
         if job_id:
             jobs.append(job_id)
-    return jobs
+    return jobs, found
 
 
 def known_roots(rt: Runtime, base_id: str) -> list[Item]:

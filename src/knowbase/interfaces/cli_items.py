@@ -109,6 +109,7 @@ def add(
         "status": result.status,
         "items": items,
         "updated": updated,
+        "update": result.update_report,
         "job_ids": result.job_ids,
         "summary": summary.to_dict(),
     }
@@ -118,8 +119,21 @@ def add(
         for item in items:
             cid = _concept_prefix(item)
             console.print(f"added {escape(item.title)}" + (f" → {cid}" if cid else ""))
+        found = result.update_report
         for item in updated:
-            console.print(f"updated {escape(item.title)} (already in the base; a sync)")
+            console.print(f"updated {escape(item.title)} (already in the base)", highlight=False)
+        if found:
+            console.print(
+                f"update: {found['changed']} changed, {found['new']} new, "
+                f"{found['vanished']} vanished (kept; kb sync --prune removes them), "
+                f"{found['unchanged']} unchanged"
+                + (
+                    f", {found['refetched']} read again from the origin"
+                    if found["refetched"]
+                    else ""
+                ),
+                highlight=False,
+            )
         parts = [f"{summary.indexed} indexed"]
         if summary.active:
             parts.append(f"{summary.active} still processing (kb status {b.name})")

@@ -93,6 +93,7 @@ def follow(
     started = time.monotonic()
     piped = not err_console.is_terminal
     last_line = started
+    first: dict[str, int] = {}
     try:
         with (
             quiet_worker_logs(),
@@ -111,7 +112,7 @@ def follow(
                 asked = time.monotonic()
                 tree = kb.job_tree(job_ids)
                 running = any(not j.is_terminal for j in tree)
-                line, done, total = _progress_line(kb, base_id, tree, root_ids, started)
+                line, done, total = _progress_line(kb, base_id, tree, root_ids, started, first)
                 progress.update(task, description=line[0], completed=done, total=max(total, 1))
                 progress.update(task, detail=line[1])
                 now = time.monotonic()
@@ -127,7 +128,12 @@ def follow(
 
 
 def _progress_line(
-    kb: Knowledge, base_id: str, tree: list[Any], root_ids: list[str] | None, started: float
+    kb: Knowledge,
+    base_id: str,
+    tree: list[Any],
+    root_ids: list[str] | None,
+    started: float,
+    first: dict[str, int],
 ) -> tuple[tuple[str, str], int, int]:
     elapsed = time.monotonic() - started
     if root_ids:
@@ -135,7 +141,10 @@ def _progress_line(
         if count.total:
             failed = f", {count.failed} failed" if count.failed else ""
             head = f"files {count.done}/{count.total}{failed}"
-            return (head, rate_eta(count.done, count.total, elapsed)), count.done, count.total
+            # The rate counts what ended while we watched: an update starts with its files done.
+            base = first.setdefault("done", count.done)
+            rate = rate_eta(count.done - base, count.total - base, elapsed)
+            return (head, rate), count.done, count.total
     ended = sum(1 for j in tree if j.is_terminal)
     live = [j for j in tree if not j.is_terminal]
     stage = (live[-1].progress_stage or live[-1].status) if live else "done"

@@ -119,13 +119,14 @@ def search(
         console = cli.console
         if not response.results:
             console.print("no results")
-            if under:
+            inside = any(under.strip("/").startswith(p + "/") or under == p for p in prefixes)
+            if under and not inside:
                 hint = ", ".join(f"{p}/" for p in prefixes[:8]) or "none"
+                example = (prefixes[0] if prefixes else "FOLDER") + "/" + under.strip("/")
                 console.print(
                     f"[dim]hint: --under matches the start of a Concept ID, which begins with "
                     f"the added folder's name (here: {escape(hint)}); e.g. --under "
-                    f"{escape((prefixes[0] if prefixes else 'FOLDER') + '/' + under)}. "
-                    f"kb tree {escape(base)} lists them.[/]",
+                    f"{escape(example)}. kb tree {escape(base)} lists them.[/]",
                     highlight=False,
                 )
         for r in response.results:
