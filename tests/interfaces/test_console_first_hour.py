@@ -169,6 +169,12 @@ def test_counts_add_up_partial_folders_and_retry_only_where_it_helps(  # type: i
     expect_(empty.locator(".error-code")).to_have_text("no_text_extracted")
     expect_(empty.get_by_role("button", name="Retry")).to_have_count(0)
     expect_(empty.locator(".retry-blocked")).to_contain_text("empty")
+    # the bases page says what the state means, not "completed" for everything
+    create(served, "nothing-yet")
+    goto(page, served + "/")
+    expect_(page.locator('#bases-table tr[data-base="counts"]')).to_contain_text("ready, ")
+    expect_(page.locator('#bases-table tr[data-base="counts"] .badge')).to_contain_text("failed")
+    expect_(page.locator('#bases-table tr[data-base="nothing-yet"] .badge')).to_have_text("empty")
 
 
 def test_highlights_mark_whole_words_and_skip_stopwords(page, served) -> None:  # type: ignore[no-untyped-def]

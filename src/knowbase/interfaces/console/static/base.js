@@ -448,8 +448,10 @@ function wireAdding() {
 }
 
 function showBase(base) {
+  // the base's own status only when it is not the usual one (the items' state is below)
+  const status = base.status === "completed" ? "" : `${base.status} · `;
   document.getElementById("base-info").textContent =
-    `${base.status} · ${base.embedding_model_id || "BM25 only"} · chunks of ${base.chunk_size} tokens`;
+    `${status}${base.embedding_model_id || "BM25 only"} · chunks of ${base.chunk_size} tokens`;
   fillSettings(base);
 }
 
