@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from knowbase.errors import KnowbaseError
+from knowbase.interfaces.cli_progress import follow as follow  # re-exported: cli.follow
 
 if TYPE_CHECKING:  # imported where a command runs: ``kb --help`` stays light
     from knowbase.service import Knowledge
