@@ -249,13 +249,6 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
             max_matches=maxMatches,
         )
 
-    def _exists(b: Base, concept_id: str) -> bool:
-        try:
-            kb.concepts.resolve(b.id, concept_id)
-        except KnowbaseError:
-            return False
-        return True
-
     def approval(
         ctx: Context,
         baseId: str,
@@ -290,17 +283,9 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
                 return _Decision(False, {"error": exc.message, "code": exc.code, "hint": exc.hint})
         if action in ("delete", "refresh"):
             # Ask only about documents that exist: the user approves what will really change.
-            known = [c for c in conceptIds or [] if _exists(b, c)]
+            known = tools.existing_concepts(kb, b, conceptIds or [])
             if not known:
-                return _Decision(
-                    False,
-                    {
-                        "error": "None of these conceptIds is a document of this base: "
-                        + ", ".join((conceptIds or [])[:10])
-                        + ". Nothing was changed; check them with kb_list (baseId) or kb_search.",
-                        "code": "not_found",
-                    },
-                )
+                return _Decision(False, tools.none_of_these(conceptIds or []))
             conceptIds = known
         if _client_elicits(ctx):
             return Elicit(_approval_text(b, action, type, path, url, title, conceptIds), Approve)

@@ -13,13 +13,15 @@ is ``__main__``, and a second copy would carry a second :class:`OutOfScope` clas
 from __future__ import annotations
 
 import base64
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
 from knowbase.ingestion.inputs import AddInput
+from knowbase.interfaces.mcp_results import _camel, _fail, _from_error, _ok
+
+# --- result shapes (the JSON helpers live in mcp_results.py) ------------------------------------
 
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp import Scope
@@ -40,55 +42,6 @@ QUERY_MAX_CHARS = 200
 class OutOfScope(Exception):
     def __init__(self, ref: str) -> None:
         super().__init__(f'Knowledge base "{ref}" is not available to this assistant.')
-
-
-# --- result shapes -----------------------------------------------------------------------------
-def _camel(value: Any) -> Any:
-    """snake_case keys → camelCase, except inside ``locator`` (reader-defined keys)."""
-    if isinstance(value, dict):
-        out = {}
-        for key, inner in value.items():
-            head, *rest = str(key).split("_")
-            name = head + "".join(p[:1].upper() + p[1:] for p in rest)
-            out[name] = inner if key == "locator" else _camel(inner)
-        return out
-    if isinstance(value, list):
-        return [_camel(v) for v in value]
-    return value
-
-
-def _compact(value: Any) -> Any:
-    """Drop the keys that say nothing (None, an empty dict): an empty ``locator`` on every
-    unit of a read cost ~3 KB per 20 K characters. Lists are kept, even empty (a result)."""
-    if isinstance(value, dict):
-        return {k: _compact(v) for k, v in value.items() if v is not None and v != {}}
-    if isinstance(value, list):
-        return [_compact(v) for v in value]
-    return value
-
-
-def _ok(data: dict[str, Any], text: str | None = None) -> Any:
-    """A tool result: compact JSON text (no indentation, no empty fields) and the same data."""
-    from mcp.types import CallToolResult, TextContent
-
-    data = _compact(data)
-    body = text if text is not None else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
-
-
-def _fail(message: str, **extra: Any) -> Any:
-    from mcp.types import CallToolResult, TextContent
-
-    data = {"error": message, **{k: v for k, v in extra.items() if v is not None}}
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-        is_error=True,
-    )
-
-
-def _from_error(exc: KnowbaseError, guidance: str | None = None) -> Any:
-    return _fail(exc.message, code=exc.code, hint=exc.hint, guidance=guidance)
 
 
 def _not_found_guidance(exc: NotFound) -> str:
@@ -410,6 +363,27 @@ def kb_manage(
         return _from_error(exc, _not_found_guidance(exc))
     except KnowbaseError as exc:
         return _from_error(exc)
+
+
+def existing_concepts(kb: Knowledge, b: Base, concept_ids: list[str]) -> list[str]:
+    """The ids that name a readable document of ``b`` (what an approval may list)."""
+    found = []
+    for concept_id in concept_ids:
+        try:
+            kb.concepts.resolve(b.id, concept_id)
+        except KnowbaseError:
+            continue
+        found.append(concept_id)
+    return found
+
+
+def none_of_these(concept_ids: list[str]) -> dict[str, str]:
+    return {
+        "error": "None of these conceptIds is a document of this base: "
+        + ", ".join(concept_ids[:10])
+        + ". Nothing was changed; check them with kb_list (baseId) or kb_search.",
+        "code": "not_found",
+    }
 
 
 def _manage_problem(
