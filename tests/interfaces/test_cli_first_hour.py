@@ -217,3 +217,25 @@ def test_enable_embedding_help_and_docs_tell_the_same_story(run) -> None:
         assert "re-split" in text or "re-splits" in text, name
         assert "chunk_size" in text, name
         assert "reindexes from raw" not in text, name
+
+
+def test_readding_a_failed_page_fetches_it_again(run, tmp_path) -> None:
+    import functools
+    import http.server
+    import threading
+
+    site = tmp_path / "site"
+    site.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/page.html"
+        run("base", "create", "kb10", "--allow-local-urls")
+        assert "origin_missing" in run("add", "kb10", url, ok=(4,)).stdout  # 404 for now
+        (site / "page.html").write_text("<html><title>Page</title><p>Otters float.</p></html>")
+        again = json.loads(run("add", "kb10", url, "--json").stdout)
+        assert again["items"] == [] and again["update"]["refetched"] == 1
+        assert again["summary"]["indexed"] == 1 and again["summary"]["failed"] == []
+    finally:
+        server.shutdown()
