@@ -321,6 +321,14 @@ class Knowledge:
             self.wait([job_id])
         return job_id
 
+    def retry_blockers(self, base: str, items: Iterable[Item]) -> dict[str, str]:
+        """For failed items a retry cannot fix (an empty file, a page never fetched): why."""
+        from knowbase.ingestion.reindex import retry_blocker
+
+        self.get_base(base)
+        found = {i.id: retry_blocker(self.rt, i) for i in items if i.status == "failed"}
+        return {k: v for k, v in found.items() if v}
+
     def list_items(
         self, base: str, *, statuses: Iterable[str] | None = None, roots_only: bool = False
     ) -> list[Item]:
@@ -328,6 +336,12 @@ class Knowledge:
             return item_repo.list_items(
                 conn, self.get_base(base).id, statuses=statuses, roots_only=roots_only
             )
+
+    def subtree(self, base: str, root_ids: Iterable[str]) -> list[Item]:
+        """The items and every descendant (a folder's files), roots first."""
+        base_id = self.get_base(base).id
+        with self.rt.catalog.read() as conn:
+            return [i for i in item_repo.subtree(conn, root_ids) if i.base_id == base_id]
 
     def get_item(self, base: str, item_id: str) -> Item:
         return items_query.get_item(self.rt, self.get_base(base), item_id)

@@ -55,7 +55,7 @@ def shots(tmp_path: Path) -> Path:
 
 def make_folder(root: Path) -> Path:
     """``papers/``: a two-page PDF (the passage on page 2), a Markdown note, a corrupt PDF,
-    and a file of a type that is skipped."""
+    and a file of a type no reader knows."""
     from reportlab.lib.pagesizes import A4
     from reportlab.pdfgen import canvas
 
@@ -69,7 +69,7 @@ def make_folder(root: Path) -> Path:
     pdf.save()
     (folder / "sub" / "notes.md").write_text("# Notes\n\nHarbour tides are logged hourly.\n")
     (folder / "broken.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(2048))
-    (folder / "tool.bin").write_bytes(b"\x7fELF")  # not indexable: named in the skip report
+    (folder / "tool.bin").write_bytes(b"\x7fELF")  # not indexable: named in the upload notice
     return folder
 
 
@@ -118,7 +118,8 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
 
         # 3. progress reaches the end; the corrupt file shows its code and message
         expect_(page.locator("#progress-text")).to_have_text(
-            "All done: 3 of 3 done (2 completed, 1 failed), 0 active", timeout=90_000
+            "All done: 3 of 3 files done (2 completed, 1 failed), 0 active · 2 folder(s)",
+            timeout=90_000,
         )
         expect_(page.locator("#progress-bar")).to_have_attribute("value", "3")
         broken = item_row(page, "broken.pdf")
@@ -133,10 +134,9 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
         concept = item_row(page, "notes.md").locator(".concept")
         expect_(concept).to_have_text("papers/sub/notes.md")
         expect_(item_row(page, "sub")).to_have_attribute("aria-level", "2")
-        skipped = item_row(page, "papers").locator(".skipped")
-        expect_(skipped.locator("summary")).to_have_text("1 skipped")
-        skipped.locator("summary").click()
-        expect_(skipped).to_contain_text("tool.bin")
+        # the file no reader knows is not uploaded; the notice names it (issue 25)
+        expect_(page.locator("#notice")).to_contain_text("Added 3 file(s).")
+        expect_(page.locator("#notice")).to_contain_text("Not added: 1 — papers/tool.bin")
         page.screenshot(path=str(shots / "2-base.png"), full_page=True)
 
         # 4. retry: a reindex job for the item runs and it fails again, as it must

@@ -356,11 +356,11 @@ def test_url_adds_are_checked_for_syntax_at_the_request(client: httpx.Client, kb
             r = client.post("/bases/web/items", json={"inputs": [{"type": kind, "url": url}]})
             assert_error(r, 422, "invalid_url")
     assert kb.list_items("web") == []
-    # Syntax only: where a host resolves is the fetch's SSRF check, so a loopback URL is
-    # accepted here and its item fails when fetched.
+    # A host on a refused address is refused now too (issue 25: it used to be accepted and then
+    # fail), with a hint naming the setting; the fetch checks again (DNS can change).
     r = client.post(
         "/bases/web/items", json={"inputs": [{"type": "url", "url": "http://127.0.0.1:9/x"}]}
     )
-    assert r.status_code == 201, r.text
-    wait_for(lambda: client.get("/bases/web/items").json()[0]["status"] == "failed")
-    assert client.get("/bases/web/items").json()[0]["error_code"] == "invalid_url"
+    body = assert_error(r, 422, "invalid_url")
+    assert "allow_local_urls" in body["hint"]
+    assert kb.list_items("web") == []

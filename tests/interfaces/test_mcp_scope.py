@@ -73,7 +73,9 @@ def test_restricted_scope(kb: Knowledge, two: tuple[str, str]) -> None:
     assert [h["baseId"] for h in partial["items"]] == [a]
     assert "not available" in partial["failedBases"][b]
     every = call(server, "kb_search", {"query": "comets", "baseIds": [b]})
-    assert every.is_error and "tell the user" in data(every)["error"]
+    # not "could not be searched right now": it is permanent, and says so (issue 25)
+    assert every.is_error and data(every)["code"] == "not_found"
+    assert "retrying will not change" in data(every)["error"] and "kb_list" in data(every)["error"]
     write = call(
         server, "kb_manage", {"baseId": b, "action": "add", "type": "note", "content": "x"}
     )

@@ -6,6 +6,7 @@ list the tools, call each, check results, errors and the approval path.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -38,7 +39,11 @@ def docs(kb: Knowledge, src: Path) -> Base:
 
 def server(home: Path, *extra: str) -> StdioServerParameters:
     args = ["-m", "knowbase.interfaces.mcp", "--home", str(home), *extra]
-    return StdioServerParameters(command=sys.executable, args=args, env={"HF_HUB_OFFLINE": "1"})
+    # The SDK passes only a few variables on: keep PYTHONPATH, so the server runs this tree.
+    env = {"HF_HUB_OFFLINE": "1"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return StdioServerParameters(command=sys.executable, args=args, env=env)
 
 
 def data(result: types.CallToolResult) -> dict[str, Any]:
@@ -89,7 +94,7 @@ def test_stdio_tools_end_to_end(home: Path, docs: Base) -> None:
             assert tools["kb_manage"].annotations.destructive_hint is True
             assert tools["kb_manage"].annotations.read_only_hint is False
             search_props = tools["kb_search"].input_schema["properties"]
-            assert search_props["query"]["minLength"] == 2
+            assert search_props["query"]["minLength"] == 2  # stated; the tool checks it
             assert search_props["query"]["maxLength"] == 200
             assert search_props["baseIds"]["minItems"] == 1
             read_props = tools["kb_read"].input_schema["properties"]
@@ -229,3 +234,48 @@ def test_base_list_matching_nothing_refuses_to_start(home: Path, docs: Base) -> 
     assert proc.returncode == 1
     assert "matches no knowledge base" in proc.stderr
     assert proc.stdout == ""  # stdout belongs to the protocol
+
+
+def test_stdio_newcomer_errors_and_compact_output(home: Path, docs: Base, kb: Knowledge) -> None:
+    """Issue 25 (MCP): clear permanent errors, compact text, sync documented, honest approval."""
+    kb.create_base("private")
+    approver = Approver("accept")
+
+    async def story() -> None:
+        async with Client(server(home, "--base", "docs"), elicitation_callback=approver) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert "action=sync" in (tools["kb_manage"].description or "")
+            props = tools["kb_search"].input_schema["properties"]["query"]
+            assert (props["minLength"], props["maxLength"]) == (2, 200)
+
+            hidden = await c.call_tool("kb_search", {"query": "install", "baseIds": ["private"]})
+            assert hidden.is_error and data(hidden)["code"] == "not_found"
+            assert "right now" not in text(hidden) and "retrying will not change" in text(hidden)
+
+            short = await c.call_tool("kb_search", {"query": "x", "baseIds": ["docs"]})
+            assert short.is_error and data(short)["code"] == "invalid_input"
+            assert "2 to 200 characters" in text(short)
+            assert "pydantic" not in text(short) and "http" not in text(short)
+
+            listed = await c.call_tool("kb_list", {"baseId": "docs"})
+            page = await c.call_tool("kb_read", {"baseId": "docs", "conceptId": "guide.md"})
+            for body in (text(listed), text(page)):
+                assert "\n " not in body and '": ' not in body  # no indentation, no spaces
+            assert '"locator":{}' not in text(page)
+            assert (
+                "locator" not in data(page)["locators"][0] or data(page)["locators"][0]["locator"]
+            )
+
+            nothing = await c.call_tool(
+                "kb_manage", {"baseId": "docs", "action": "delete", "conceptIds": ["nope.md"]}
+            )
+            assert nothing.is_error and data(nothing)["code"] == "not_found"
+            assert approver.asked == []  # the user is not asked about documents that do not exist
+            deleted = await c.call_tool(
+                "kb_manage",
+                {"baseId": "docs", "action": "delete", "conceptIds": ["guide.md", "nope.md"]},
+            )
+            assert data(deleted)["notFound"] == ["nope.md"]
+            assert "1 document(s)" in approver.asked[0] and "nope.md" not in approver.asked[0]
+
+    anyio.run(story)

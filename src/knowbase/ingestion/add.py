@@ -11,7 +11,7 @@ from typing import Literal
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.labels import label_fields
-from knowbase.catalog.models import Item
+from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput
 from knowbase.ingestion.conflicts import ConflictInfo, find_conflicts
 from knowbase.ingestion.guards import assert_base_runnable
@@ -28,15 +28,20 @@ from knowbase.storage import (
 )
 
 log = logging.getLogger(__name__)
-Strategy = Literal["rename", "detect", "replace"]
+Strategy = Literal["update", "rename", "detect", "replace"]
 
 
 @dataclass
 class AddResult:
-    """``status`` is ``added`` or ``conflicts`` (detect found collisions; nothing was added)."""
+    """``status`` is ``added`` or ``conflicts`` (detect found collisions; nothing was added).
+
+    ``updated`` holds the roots an ``update`` re-add refreshes (their jobs are in ``job_ids``).
+    """
 
     status: str
     items: list[Item] = field(default_factory=list)
+    updated: list[Item] = field(default_factory=list)
+    update_report: dict[str, int] = field(default_factory=dict)  # files changed/new/vanished…
     conflicts: list[ConflictInfo] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
 
@@ -44,13 +49,30 @@ class AddResult:
 def add_items(
     rt: Runtime, base_id: str, inputs: list[AddInput], strategy: Strategy = "rename"
 ) -> AddResult:
-    """Add items to a base. Every input is validated before anything is written."""
-    if strategy not in ("rename", "detect", "replace"):
-        raise InvalidInput(f"unknown conflict strategy {strategy!r}")
+    """Add items to a base. Every input is validated before anything is written.
+
+    ``update`` (``ingestion/readd.py``) refreshes the roots whose origin an input re-adds and
+    adds the rest as ``rename`` does.
+    """
+    if strategy not in ("update", "rename", "detect", "replace"):
+        raise InvalidInput(
+            f"unknown conflict strategy {strategy!r}: update, rename, detect or replace"
+        )
     inputs = [validate(i) for i in inputs]
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base_id)
     assert_base_runnable(base, "adding items")
+    _refuse_forbidden_urls(rt, base, inputs)
+    if strategy == "update":
+        from knowbase.ingestion.readd import known_roots, split_known, update_known
+
+        known, inputs = split_known(known_roots(rt, base.id), inputs)
+        result = add_items(rt, base_id, inputs, "rename") if inputs else AddResult("added")
+        result.updated = known
+        if known:
+            jobs, result.update_report = update_known(rt, base.id, known)
+            result.job_ids.extend(jobs)
+        return result
     if not inputs:
         return AddResult("added")
 
@@ -104,6 +126,25 @@ def add_items(
                     log.warning("add rollback: %s", problem)
                 raise
     return result
+
+
+def _refuse_forbidden_urls(rt: Runtime, base: Base, inputs: list[AddInput]) -> None:
+    """Refuse a page whose host is a local/private address before anything is written, so a
+    caller hears it now instead of seeing the item accepted and then failed.
+
+    Only the refusal is decided here; a host that cannot be resolved right now is left to the
+    fetch job (retried, then reported on the item).
+    """
+    from knowbase.errors import Unavailable
+    from knowbase.pipeline.sources.ssrf import check_url
+
+    allow = base.allow_local_urls or rt.settings.allow_local_urls
+    for inp in inputs:
+        if inp.type in ("url", "sitemap"):
+            try:
+                check_url(inp.url or "", allow_local=allow)
+            except Unavailable:
+                continue
 
 
 def reserve_free_path(

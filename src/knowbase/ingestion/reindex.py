@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Item
 from knowbase.ingestion.guards import (
     assert_base_runnable,
     assert_subtrees_terminal,
@@ -48,7 +49,35 @@ def retry_failed(rt: Runtime, base_id: str) -> str | None:
     """
     with rt.catalog.read() as conn:
         failed = item_repo.list_items(conn, base_id, statuses=["failed"])
-    ids = [i.id for i in failed if not i.is_container or i.error_code != "child_failed"]
+    ids = [
+        i.id
+        for i in failed
+        if (not i.is_container or i.error_code != "child_failed") and retry_blocker(rt, i) is None
+    ]
     if not ids:
         return None
     return reindex_items(rt, base_id, ids, reacquire=False)
+
+
+def retry_blocker(rt: Runtime, item: Item) -> str | None:
+    """Why a retry (a rebuild from the raw/ copy) cannot make this failed item succeed, or None.
+
+    Three cases are certain: a page that was never fetched has no copy to rebuild from (re-add
+    or reindex it to fetch it again), a file of a type no reader knows, and a file whose stored
+    copy is empty. Anything else may succeed (a busy disk, OCR enabled since, a fixed reader).
+    """
+    if item.status != "failed" or item.is_container:
+        return None
+    if item.type in ("url", "sitemap") and not item.relative_path:
+        return "nothing was fetched: add the URL again (or reindex it) to fetch it"
+    if item.error_code == "unsupported_file_type":
+        return "no reader knows this file type"
+    rel = item.relative_path
+    if item.type == "file" and rel:
+        try:
+            empty = rt.storage(item.base_id).path_of(rel).stat().st_size == 0
+        except OSError:
+            return None
+        if empty:
+            return "the file is empty: add it again once it has content"
+    return None

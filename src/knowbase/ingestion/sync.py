@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,10 +174,18 @@ def _dir_change(row: Item) -> Any:
     return Change(row.id, row.source, "vanished_folder")
 
 
-def plan_base(rt: Runtime, base: Base) -> tuple[list[_Scope], list[dict[str, Any]], list[Item]]:
-    """Scan every scope of ``base``: (scopes, unreachable origins, pages due a re-fetch)."""
+def plan_base(
+    rt: Runtime, base: Base, only: Collection[str] | None = None
+) -> tuple[list[_Scope], list[dict[str, Any]], list[Item]]:
+    """Scan every scope of ``base``: (scopes, unreachable origins, pages due a re-fetch).
+
+    ``only`` limits the scan to these root items (a re-added source, ``ingestion/readd.py``).
+    """
     with rt.catalog.read() as conn:
         items = item_repo.list_items(conn, base.id)
+    if only is not None:
+        items = [r for r in items if r.group_id is not None or r.id in only]
+    with rt.catalog.read() as conn:
         rows_of = {
             r.id: item_repo.subtree(conn, [r.id])
             for r in items
@@ -205,7 +214,7 @@ def plan_base(rt: Runtime, base: Base) -> tuple[list[_Scope], list[dict[str, Any
         found[stat.key] = stat
     plan, errors = _decide(rt, base, held, found, {r.id: r for r in singles})
     scopes.append(_Scope(None, plan, held, errors))
-    pages = _pages_due(rt, base, items)
+    pages = _pages_due(rt, base, items) if only is None else []  # pages: a re-add re-fetches
     return scopes, unreachable, pages
 
 
@@ -228,17 +237,23 @@ def _pages_due(rt: Runtime, base: Base, items: list[Item]) -> list[Item]:
 
 
 def sync_base(
-    rt: Runtime, base_id: str, *, prune: bool | None = None, dry_run: bool = False
+    rt: Runtime,
+    base_id: str,
+    *,
+    prune: bool | None = None,
+    dry_run: bool = False,
+    only: Collection[str] | None = None,
 ) -> SyncReport:
     """Plan a sync of ``base_id`` and, unless ``dry_run``, enqueue the job that applies it.
 
-    ``prune`` None follows the base's ``sync_deletes``. Nothing is written here but the job.
+    ``prune`` None follows the base's ``sync_deletes``; ``only`` limits it to these root items.
+    Nothing is written here but the job.
     """
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base_id)
     assert_base_runnable(base, "syncing")
     prune = base.sync_deletes if prune is None else prune
-    scopes, unreachable, pages = plan_base(rt, base)
+    scopes, unreachable, pages = plan_base(rt, base, only)
     report = SyncReport(base.id, dry_run, prune, failed=list(unreachable))
     payload_scopes = []
     restamps: dict[str, Stamp] = {}

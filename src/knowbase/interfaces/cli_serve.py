@@ -105,7 +105,8 @@ def serve(
         from knowbase.interfaces.http_processes import serve_processes
 
         typer.echo(
-            f"knowbase API on http://{host}:{port} (docs at /docs), {processes} processes; "
+            f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs), "
+            f"{processes} processes; "
             f"workers {'off' if no_workers else 'in one more process'}; "
             f"auth {'bearer token' if token else 'off'}",
             err=True,
@@ -148,13 +149,21 @@ def serve(
             allowed_hosts=kb.settings.allowed_hosts,
         )
         typer.echo(
-            f"knowbase API on http://{host}:{port} (docs at /docs); "
+            f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs); "
             f"workers {'off' if no_workers else 'on'}; auth {'bearer token' if token else 'off'}"
             f"{'; watching origins' if watch else ''}",
             err=True,
         )
         with watching(kb, enabled=watch):
             uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _address(host: str, port: int) -> str:
+    """The URL a browser opens (an IPv6 address in brackets; 0.0.0.0 reached as localhost)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}"
 
 
 @contextlib.contextmanager

@@ -10,7 +10,8 @@ them: a page holds no data, and each script asks for the token once per tab (kep
 A strict Content-Security-Policy allows only this server's own scripts and styles.
 
 Routes: ``/`` bases; ``/console/bases/{base}`` one base; ``/console/search`` search;
-``/console/view`` the document viewer; ``/console/static/{name}`` scripts and styles.
+``/console/view`` the document viewer; ``/docs`` the API's routes (from its OpenAPI schema, no
+CDN); ``/console/static/{name}`` scripts and styles.
 """
 
 from __future__ import annotations
@@ -68,6 +69,33 @@ async def view_page(request: Request) -> Response:
     return _page(request, "view.html", title="Document")
 
 
+async def api_page(request: Request) -> Response:
+    """``/docs``: the API's routes from its OpenAPI schema, rendered here (FastAPI's own page
+    loads Swagger UI from a CDN: blank offline)."""
+    schema = request.app.openapi()
+    groups: dict[str, list[dict[str, object]]] = {}
+    for path, methods in schema.get("paths", {}).items():
+        for method, op in methods.items():
+            params = [p["name"] for p in op.get("parameters", [])]
+            body = op.get("requestBody", {}).get("content", {})
+            if body:
+                params.append("body: " + ", ".join(sorted(body)))
+            description = (op.get("description") or "").strip().split("\n\n")[0]
+            groups.setdefault((op.get("tags") or ["other"])[0], []).append(
+                {
+                    "id": op.get("operationId", f"{method}-{path}"),
+                    "method": method.upper(),
+                    "path": path,
+                    "summary": op.get("summary", ""),
+                    "description": description,
+                    "params": params,
+                }
+            )
+    return _page(
+        request, "api.html", title="API", info=schema.get("info", {}), groups=sorted(groups.items())
+    )
+
+
 async def static_file(request: Request) -> Response:
     path = STATIC.get(request.path_params["name"])
     if path is None:
@@ -85,6 +113,7 @@ router = APIRouter(
         Route("/console/bases/{base}", base_page, methods=["GET"], include_in_schema=False),
         Route("/console/search", search_page, methods=["GET"], include_in_schema=False),
         Route("/console/view", view_page, methods=["GET"], include_in_schema=False),
+        Route("/docs", api_page, methods=["GET"], include_in_schema=False),
         Route("/console/static/{name}", static_file, methods=["GET"], include_in_schema=False),
     ]
 )

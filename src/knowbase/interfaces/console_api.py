@@ -22,11 +22,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 from pydantic import BaseModel, Field
 
-from knowbase.errors import InvalidInput, UnsafePath
+from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
 from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
-from knowbase.interfaces.http_items import _add_response
+from knowbase.interfaces.http_items import _add_response, unsupported
 from knowbase.interfaces.http_models import AddOut, ConflictStrategy
+from knowbase.pipeline.readers import is_supported
 from knowbase.providers.registry import BUILTIN_EMBEDDING_PROFILES
 from knowbase.service import Knowledge
 from knowbase.storage import sanitize_filename
@@ -73,11 +74,17 @@ def upload_folders(
         raise InvalidInput("give one relative path per file", files=len(files), paths=len(paths))
     stage = Path(kb.settings.home) / UPLOADS_DIR / uuid.uuid4().hex
     tops: dict[str, Path] = {}
+    rejected: list[dict[str, str]] = []
     try:
         for upload, raw in zip(files, paths, strict=True):
             parts = split_relative(raw)
             if len(parts) < 2:
                 raise InvalidInput("a folder upload's paths start with the folder", path=raw)
+            if not is_supported(parts[-1]):
+                # Not staged: reported now, by name, instead of as a count the folder's
+                # expansion finds later ("Added 7" while 2 were skipped).
+                rejected.append({**unsupported(parts[-1]), "name": "/".join(parts)})
+                continue
             target = stage.joinpath(*parts)
             tops.setdefault(parts[0], stage / parts[0])
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +94,11 @@ def upload_folders(
             AddInput("directory", source=name, path=str(p), origin=str(p))
             for name, p in tops.items()
         ]
-        response = _add_response(kb.add(base, inputs, strategy=conflict))
+        if not inputs:
+            raise UnsupportedFileType(
+                "no file of the folder has a supported type", rejected=rejected[:50]
+            )
+        response = _add_response(kb.add(base, inputs, strategy=conflict), rejected)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -105,14 +116,22 @@ def cancel_base_jobs(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, An
 class Summary(BaseModel):
     counts: dict[str, int]
     index_bytes: int | None
+    model_switch: dict[str, Any] | None = Field(
+        default=None, description="the latest model switch, as /model-switch shows it; null: none"
+    )
 
 
 @router.get("/bases/{base}/summary", response_model=Summary, tags=["bases"])
 def base_summary(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
-    """Items by status (containers included) and the size of the base's index on disk (its
-    SQLite file with WAL; null for an index kept elsewhere or not built yet)."""
+    """Items by status (containers included), the size of the base's index on disk (its
+    SQLite file with WAL; null for an index kept elsewhere or not built yet) and its latest
+    model switch (null when it never switched)."""
     b = kb.get_base(base)
-    return {"counts": kb.counts(b.id), "index_bytes": kb.index_bytes(b.id)}
+    return {
+        "counts": kb.counts(b.id),
+        "index_bytes": kb.index_bytes(b.id),
+        "model_switch": kb.model_switch(b.id),
+    }
 
 
 class EmbeddingModelOut(BaseModel):

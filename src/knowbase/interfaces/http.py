@@ -258,6 +258,10 @@ def create_app(
         title="knowbase",
         version="0.1.0",
         summary="Local-first knowledge bases: bases, items, hybrid search, concepts, jobs.",
+        # /docs is the console's own page (interfaces/console.py): Swagger UI and ReDoc load
+        # their scripts from a CDN and show nothing offline.
+        docs_url=None,
+        redoc_url=None,
         dependencies=dependencies,
         responses=responses,
     )

@@ -84,7 +84,12 @@ def restore_base(
 def enable_embedding(
     base: str, body: EnableEmbeddingRequest, kb: Knowledge = Depends(get_kb)
 ) -> dict[str, Any]:
-    """BM25-only → hybrid: the stored chunks are embedded in the background (no re-read)."""
+    """BM25-only → hybrid from the stored text, in the background (no source re-read).
+
+    When the model reads fewer tokens than the base's chunks hold (BM25-only bases chunk at
+    1,024; MiniLM reads 256) the stored text is re-split to the model's chunk size first, and
+    the base's ``chunk_size``/``chunk_overlap`` change to it at the swap.
+    """
     return kb.enable_embedding_model(base, body.embedding_model_id).to_dict()
 
 

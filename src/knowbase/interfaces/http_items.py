@@ -1,7 +1,8 @@
 """``/bases/{base}/items``: add (JSON inputs or multipart upload), list, get, delete, reindex,
 chunks.
 
-URLs are checked for syntax here (``invalid_url``) and against the SSRF guard when fetched.
+URLs are checked for syntax here (``invalid_url``), against the SSRF guard by the add (a refused
+host answers 422 at once) and again when fetched.
 Local paths are the server's files, so a ``file``/``directory`` input is refused (422
 ``unsafe_path``) unless it resolves, symlinks followed, under one of the app's
 ``local_path_roots``. Uploads are written to a private temp file and added like a local file
@@ -19,7 +20,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse
 
-from knowbase.errors import InvalidInput, UnsafePath
+from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
 from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, error_response, get_kb
 from knowbase.interfaces.http_models import (
@@ -32,6 +33,7 @@ from knowbase.interfaces.http_models import (
     ItemStatus,
     JobRef,
 )
+from knowbase.pipeline.readers import is_supported
 from knowbase.service import Knowledge
 from knowbase.storage import sanitize_filename
 
@@ -75,8 +77,8 @@ def _bare_input(spec: AddInputIn, roots: list[Path]) -> AddInput:
 
         url = (spec.url or "").strip()
         # Syntax now, as kb_manage does (http(s), a host, no control characters): a malformed
-        # URL is refused before anything is written. Where the host resolves to is checked when
-        # it is fetched (the SSRF guard), since DNS can change in between.
+        # URL is refused before anything is written. Where the host resolves to is checked by
+        # the add and again when it is fetched (the SSRF guard), since DNS can change between.
         parse_url(url)
         if spec.type == "sitemap":
             return AddInput("sitemap", url, url=url, origin=url)
@@ -87,8 +89,9 @@ def _bare_input(spec: AddInputIn, roots: list[Path]) -> AddInput:
     return AddInput.file(path)
 
 
-def _add_response(result: Any) -> Any:
-    """``added`` → 201 body; detect conflicts → 409 with them in ``details.conflicts``."""
+def _add_response(result: Any, rejected: list[dict[str, str]] | None = None) -> Any:
+    """``added`` → 201 body (with the uploads ``rejected`` before the add, if any); detect
+    conflicts → 409 with them in ``details.conflicts``."""
     if result.status == "conflicts":
         conflicts = [asdict(c) for c in result.conflicts]
         return error_response(
@@ -101,7 +104,9 @@ def _add_response(result: Any) -> Any:
         {
             "status": "added",
             "items": [i.to_dict() for i in result.items],
+            "updated": [i.to_dict() for i in getattr(result, "updated", [])],
             "job_ids": list(result.job_ids),
+            "rejected": rejected or [],
         },
         status_code=201,
     )
@@ -128,23 +133,47 @@ def upload_items(
     conflict: ConflictStrategy = Form("rename"),
     kb: Knowledge = Depends(get_kb),
 ) -> Any:
-    """Store uploaded files into the base like local files (no origin: not re-acquirable)."""
+    """Store uploaded files into the base like local files (no origin: not re-acquirable).
+
+    Files of a type no reader knows are left out and listed in ``rejected``; the others are
+    added. Only when every file is rejected is the whole request refused (422).
+    """
     kb.get_base(base)
     with tempfile.TemporaryDirectory(prefix="kb-upload-") as tmp:
         inputs = []
+        rejected: list[dict[str, str]] = []
         for n, upload in enumerate(files):
             name = Path((upload.filename or "").replace("\\", "/")).name
             safe = sanitize_filename(name) if name.strip() else ""
             if not safe:
                 raise InvalidInput("every uploaded file needs a file name", index=n)
+            if not is_supported(safe):
+                rejected.append(unsupported(name))
+                continue
             # One folder per file: two uploads may share a name (rename strategy dedupes).
             target = Path(tmp) / str(n) / safe
             target.parent.mkdir()
             with target.open("wb") as out:
                 shutil.copyfileobj(upload.file, out, length=1024 * 1024)
             inputs.append(AddInput("file", source=name, path=str(target), origin=None))
+        if not inputs:
+            raise UnsupportedFileType(
+                "no uploaded file has a supported type: "
+                + ", ".join(r["name"] for r in rejected[:10]),
+                rejected=rejected,
+            )
         # add() copies into raw/ before it returns, so the temp dir may go afterwards.
-        return _add_response(kb.add(base, inputs, strategy=conflict))
+        return _add_response(kb.add(base, inputs, strategy=conflict), rejected)
+
+
+def unsupported(name: str) -> dict[str, str]:
+    """A ``rejected`` entry for an upload no reader knows."""
+    suffix = Path(name).suffix or name
+    return {
+        "name": name,
+        "code": UnsupportedFileType.code,
+        "message": f"unsupported knowledge file type: {suffix}",
+    }
 
 
 @router.get("/bases/{base}/items", response_model=list[ItemOut])
@@ -154,9 +183,11 @@ def list_items(
     roots_only: bool = False,
     kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
-    """Items of the base (``deleting`` ones only when asked for by status)."""
+    """Items of the base (``deleting`` ones only when asked for by status). A failed item a
+    retry cannot fix says why in ``retry_blocked`` (an empty file, a page never fetched)."""
     items = kb.list_items(base, statuses=status or None, roots_only=roots_only)
-    return [i.to_dict() for i in items]
+    blocked = kb.retry_blockers(base, items)
+    return [{**i.to_dict(), "retry_blocked": blocked.get(i.id)} for i in items]
 
 
 @router.get("/bases/{base}/items/{item_id}", response_model=ItemOut)

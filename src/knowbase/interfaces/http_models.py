@@ -30,7 +30,7 @@ ItemStatus = Literal[
     "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting"
 ]
 JobStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
-ConflictStrategy = Literal["rename", "detect", "replace"]
+ConflictStrategy = Literal["update", "rename", "detect", "replace"]
 Readiness = Literal["ready", "degraded", "unavailable"]
 MAX_INT = 2**31 - 1
 
@@ -188,6 +188,9 @@ class ItemOut(BaseModel):
     title: str
     tags: list[str] = Field(default_factory=list, description="the item's own tags")
     metadata: dict[str, Any] = Field(default_factory=dict, description="the item's own metadata")
+    retry_blocked: str | None = Field(
+        default=None, description="listings: why a retry cannot fix this failed item"
+    )
 
 
 class ConflictOut(BaseModel):
@@ -196,12 +199,27 @@ class ConflictOut(BaseModel):
     item_id: str | None = None
 
 
+class Rejected(BaseModel):
+    """An uploaded file that was not added, and why."""
+
+    name: str
+    code: str
+    message: str
+
+
 class AddOut(BaseModel):
     """``added``: the items and their jobs. Detect-strategy conflicts answer 409 instead."""
 
     status: Literal["added"]
     items: list[ItemOut]
+    updated: list[ItemOut] = Field(
+        default_factory=list,
+        description="conflict update: items already in the base that this add refreshes",
+    )
     job_ids: list[str]
+    rejected: list[Rejected] = Field(
+        default_factory=list, description="uploads left out (the rest were added)"
+    )
 
 
 class JobRef(BaseModel):

@@ -38,6 +38,8 @@ from knowbase.interfaces.mcp_tools import (
     LIST_MAX_LIMIT,
     MANAGE_MAX_IDS,
     NOTE_MAX_CHARS,
+    QUERY_MAX_CHARS,
+    QUERY_MIN_CHARS,
     SEARCH_MAX_BASES,
     OutOfScope,
     _add_input,
@@ -174,7 +176,15 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
     def kb_search(
-        query: Annotated[str, Field(min_length=2, max_length=200, description="What to find")],
+        # The schema states the lengths but the tool checks them: a schema refusal would reach
+        # the model as pydantic's raw error text with a URL.
+        query: Annotated[
+            str,
+            Field(
+                description="What to find (2 to 200 characters)",
+                json_schema_extra={"minLength": QUERY_MIN_CHARS, "maxLength": QUERY_MAX_CHARS},
+            ),
+        ],
         baseIds: Annotated[
             list[Annotated[str, Field(min_length=1, max_length=200)]],
             Field(min_length=1, max_length=SEARCH_MAX_BASES, description="Bases to search"),
@@ -271,6 +281,12 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
                 validate(_add_input(kb, b, type, path, url, content, title))
             except KnowbaseError as exc:
                 return _Decision(False, {"error": exc.message, "code": exc.code, "hint": exc.hint})
+        if action in ("delete", "refresh"):
+            # Ask only about documents that exist: the user approves what will really change.
+            known = tools.existing_concepts(kb, b, conceptIds or [])
+            if not known:
+                return _Decision(False, tools.none_of_these(conceptIds or []))
+            conceptIds = known
         if _client_elicits(ctx):
             return Elicit(_approval_text(b, action, type, path, url, title, conceptIds), Approve)
         if allow_writes:
@@ -292,7 +308,9 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
             "Change a knowledge base (always asks the user for approval). action=add with "
             "type=file (absolute path on the user's machine), type=url (http/https) or type=note "
             "(content, optional title); action=delete or action=refresh with conceptIds (from "
-            "kb_list outline or kb_search). Adds are indexed in the background."
+            "kb_list outline or kb_search); action=sync brings the base up to date with the "
+            "folders, files and pages it was built from (adds new files, reindexes changed ones; "
+            "never deletes). Adds and syncs run in the background."
         ),
         annotations=ToolAnnotations(
             readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True

@@ -13,13 +13,15 @@ is ``__main__``, and a second copy would carry a second :class:`OutOfScope` clas
 from __future__ import annotations
 
 import base64
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
 from knowbase.ingestion.inputs import AddInput
+from knowbase.interfaces.mcp_results import _camel, _fail, _from_error, _ok
+
+# --- result shapes (the JSON helpers live in mcp_results.py) ------------------------------------
 
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp import Scope
@@ -33,48 +35,13 @@ SAMPLE_SOURCES = 8
 SEARCH_MAX_BASES = 20
 MANAGE_MAX_IDS = 100
 NOTE_MAX_CHARS = 1_000_000
+QUERY_MIN_CHARS = 2
+QUERY_MAX_CHARS = 200
 
 
 class OutOfScope(Exception):
     def __init__(self, ref: str) -> None:
         super().__init__(f'Knowledge base "{ref}" is not available to this assistant.')
-
-
-# --- result shapes -----------------------------------------------------------------------------
-def _camel(value: Any) -> Any:
-    """snake_case keys → camelCase, except inside ``locator`` (reader-defined keys)."""
-    if isinstance(value, dict):
-        out = {}
-        for key, inner in value.items():
-            head, *rest = str(key).split("_")
-            name = head + "".join(p[:1].upper() + p[1:] for p in rest)
-            out[name] = inner if key == "locator" else _camel(inner)
-        return out
-    if isinstance(value, list):
-        return [_camel(v) for v in value]
-    return value
-
-
-def _ok(data: dict[str, Any], text: str | None = None) -> Any:
-    from mcp.types import CallToolResult, TextContent
-
-    body = text if text is not None else json.dumps(data, ensure_ascii=False, indent=1)
-    return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=data)
-
-
-def _fail(message: str, **extra: Any) -> Any:
-    from mcp.types import CallToolResult, TextContent
-
-    data = {"error": message, **{k: v for k, v in extra.items() if v is not None}}
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-        structured_content=data,
-        is_error=True,
-    )
-
-
-def _from_error(exc: KnowbaseError, guidance: str | None = None) -> Any:
-    return _fail(exc.message, code=exc.code, hint=exc.hint, guidance=guidance)
 
 
 def _not_found_guidance(exc: NotFound) -> str:
@@ -227,14 +194,26 @@ def kb_search(
     passage text), clamp scores, cite. ``under``/``types``/``since`` filter inside each base's
     lanes (``query/scope.py``); a malformed one is a tool error naming the filter."""
     kb = scope.kb
+    query = query.strip()
+    if not QUERY_MIN_CHARS <= len(query) <= QUERY_MAX_CHARS:
+        return _fail(
+            f"The query must be {QUERY_MIN_CHARS} to {QUERY_MAX_CHARS} characters long "
+            f"(got {len(query)}); search with a word or a phrase.",
+            code="invalid_input",
+        )
     refs = list(dict.fromkeys(base_ids))
     errors: dict[str, str] = {}
+    unknown: set[str] = set()  # refused for good: out of scope or no such base
     targets: list[Base] = []
     for ref in refs:
         try:
             targets.append(scope.base(ref))
         except OutOfScope as exc:
             errors[ref] = str(exc)
+            unknown.add(ref)
+        except NotFound as exc:
+            errors[ref] = exc.message
+            unknown.add(ref)
         except KnowbaseError as exc:
             errors[ref] = exc.message
 
@@ -249,6 +228,14 @@ def kb_search(
         return _from_error(invalid[0])
     errors.update({base_id: exc.message for base_id, exc in found.errors.items()})
     merged = found.results
+    if errors and not merged and unknown == set(refs):
+        return _fail(
+            "None of the requested bases is available to this assistant (out of scope or no "
+            "such base); retrying will not change that. Call kb_list for the bases you can "
+            "search, or tell the user.",
+            code="not_found",
+            bases=errors,
+        )
     if errors and not merged and len(errors) == len(refs):
         return _fail(
             "Knowledge search failed for every requested base; tell the user the knowledge "
@@ -346,11 +333,13 @@ def kb_manage(
         b = scope.base(base_id)
         if action == "add":
             inp = _add_input(kb, b, type, path, url, content, title)
-            result = kb.add(b.id, [inp], strategy="rename")
+            # A URL already in the base is fetched again, not copied (DESIGN turn 3).
+            result = kb.add(b.id, [inp], strategy="update")
             return _ok(
                 {
                     "action": "add",
                     "added": [i.source for i in result.items],
+                    "updated": [i.source for i in result.updated] or None,
                     "items": [{"itemId": i.id, "status": i.status} for i in result.items],
                     "note": "Indexing runs in the background; the conceptId appears in "
                     "kb_list (baseId) once the item is completed.",
@@ -374,6 +363,27 @@ def kb_manage(
         return _from_error(exc, _not_found_guidance(exc))
     except KnowbaseError as exc:
         return _from_error(exc)
+
+
+def existing_concepts(kb: Knowledge, b: Base, concept_ids: list[str]) -> list[str]:
+    """The ids that name a readable document of ``b`` (what an approval may list)."""
+    found = []
+    for concept_id in concept_ids:
+        try:
+            kb.concepts.resolve(b.id, concept_id)
+        except KnowbaseError:
+            continue
+        found.append(concept_id)
+    return found
+
+
+def none_of_these(concept_ids: list[str]) -> dict[str, str]:
+    return {
+        "error": "None of these conceptIds is a document of this base: "
+        + ", ".join(concept_ids[:10])
+        + ". Nothing was changed; check them with kb_list (baseId) or kb_search.",
+        "code": "not_found",
+    }
 
 
 def _manage_problem(

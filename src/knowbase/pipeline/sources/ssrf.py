@@ -155,7 +155,15 @@ def vet_url(url: str, *, allow_local: bool) -> VettedUrl:
     for address in addresses:
         reason = refusal_reason(address, allow_local=allow_local)
         if reason is not None:
-            hint = None if allow_local or reason in _ALWAYS else "allow local hosts to fetch it"
+            hint = (
+                None
+                if allow_local or reason in _ALWAYS
+                else (
+                    "to fetch local or private addresses, allow them for this base: "
+                    "kb base set BASE --allow-local-urls, the console's base Settings, or "
+                    "PATCH /bases/BASE allow_local_urls"
+                )
+            )
             raise InvalidUrl(
                 f"Refused url {str(parsed)!r}: {host} resolves to {address} ({reason})",
                 hint=hint,

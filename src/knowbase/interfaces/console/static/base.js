@@ -1,7 +1,7 @@
 // One base: the item tree with status badges, failures with code and message, retry and
 // delete; adding by drop (files and folders), URL and note; live progress from the SSE stream.
 import {
-  api, badge, el, enc, notify, request, showError, start, streamEvents, ApiError,
+  api, badge, el, enc, errorText, notify, request, showError, start, streamEvents, ApiError,
 } from "./common.js";
 import { fillSettings, wireSettings } from "./base_settings.js";
 
@@ -45,10 +45,36 @@ async function remove(item) {
   }
 }
 
+function leavesUnder(root) {
+  const out = [];
+  for (const item of items.values()) {
+    if (CONTAINERS.has(item.type) || item.status === "deleting") continue;
+    let cur = item;
+    while (cur.group_id && cur.group_id !== root.id && items.has(cur.group_id)) {
+      cur = items.get(cur.group_id);
+    }
+    if (cur.group_id === root.id) out.push(item);
+  }
+  return out;
+}
+
+// A folder whose own work succeeded but some of whose files failed: not "failed child_failed",
+// but how many of its files failed (the failed files carry their own errors).
+function partlyBadge(folder) {
+  const leaves = leavesUnder(folder);
+  const failed = leaves.filter((i) => i.status === "failed").length;
+  const node = badge("completed");
+  node.textContent = `completed, ${failed} of ${leaves.length} file(s) failed`;
+  node.classList.add("partly");
+  return node;
+}
+
 function row(item, depth) {
   const name = title(item);
-  const status = el("td", {}, badge(item.status));
-  if (item.status === "failed") {
+  const partly = CONTAINERS.has(item.type) && item.status === "failed"
+    && item.error_code === "child_failed";
+  const status = el("td", {}, partly ? partlyBadge(item) : badge(item.status));
+  if (item.status === "failed" && !partly) {
     status.append(
       el("div", { class: "failure" },
         el("code", { class: "error-code" }, item.error_code || "failed"), " ",
@@ -64,8 +90,13 @@ function row(item, depth) {
       el("summary", {}, `${total} skipped`), el("ul", {}, reasons)));
   }
   const actions = el("td", { class: "actions" });
-  const canRetry = item.status === "failed"
+  // Retry rebuilds from the stored copy: not offered where that cannot help (the server says
+  // why: an empty file, a page never fetched), nor on a folder that failed only by its files.
+  const canRetry = item.status === "failed" && !item.retry_blocked
     && !(CONTAINERS.has(item.type) && item.error_code === "child_failed");
+  if (item.retry_blocked) {
+    status.append(el("div", { class: "hint retry-blocked" }, item.retry_blocked));
+  }
   if (canRetry) {
     actions.append(el("button", { type: "button", onclick: () => retry(item) },
       "Retry", el("span", { class: "sr-only" }, ` ${name}`)));
@@ -171,7 +202,12 @@ function renderProgress() {
   bar.value = total ? done : 0;
   const now = Date.now() / 1000;
   if (busy && !tracking) tracking = { t0: now, done0: done };
-  let text = `${done} of ${total} done (${completed} completed, ${failed} failed), ${active} active`;
+  // files only: the table's rows also hold folders, said apart so the numbers add up
+  const folders = [...items.values()]
+    .filter((i) => CONTAINERS.has(i.type) && i.status !== "deleting").length;
+  let text = `${done} of ${total} files done (${completed} completed, ${failed} failed), `
+    + `${active} active`;
+  if (folders) text += ` · ${folders} folder(s)`;
   if (busy) text += rateText(tracking, done, total, now);
   renderImports(now);
   if (!busy) {
@@ -214,7 +250,9 @@ function onEvent(name, data) {
     const known = items.get(data.id);
     if (data.status === "gone") {
       items.delete(data.id);
-    } else if (!known || (CONTAINERS.has(known.type) && known.status !== data.status)) {
+    } else if (!known || (CONTAINERS.has(known.type) && known.status !== data.status)
+      || (data.status === "failed" && known.status !== "failed")) {
+      // (a new failure: the list route says whether a retry can fix it)
       // new rows (titles) and folders (skip reports) come from the list route
       scheduleReload();
     } else {
@@ -250,15 +288,40 @@ async function send(path, form) {
   return body;
 }
 
+function uploadNotice(added, rejected) {
+  // what was really added, and each file left out by name (the server says why)
+  let text = `Added ${added} file(s).`;
+  if (rejected.length) {
+    const names = rejected.slice(0, 10).map((r) => `${r.name} (${r.message})`).join(", ");
+    text += ` Not added: ${rejected.length} — ${names}${rejected.length > 10 ? ", …" : ""}.`;
+  }
+  return text;
+}
+
 async function upload(entries) {
   // entries: [{file, path}], path "" for a loose file, "folder/…/name" inside a dropped folder
   const loose = entries.filter((e) => !e.path.includes("/"));
   const inFolders = entries.filter((e) => e.path.includes("/"));
+  let added = 0;
+  const rejected = [];
+  const collect = (batch, body) => {
+    rejected.push(...(body.rejected || []));
+    added += batch - (body.rejected || []).length;
+  };
   try {
     for (let i = 0; i < loose.length; i += 50) {
+      const batch = loose.slice(i, i + 50);
       const form = new FormData();
-      for (const e of loose.slice(i, i + 50)) form.append("files", e.file, e.file.name);
-      await send(`/bases/${enc(baseId)}/uploads`, form);
+      for (const e of batch) form.append("files", e.file, e.file.name);
+      try {
+        collect(batch.length, await send(`/bases/${enc(baseId)}/uploads`, form));
+      } catch (err) {
+        // every file of the batch refused: name them, go on with the next batch
+        const listed = err instanceof ApiError && err.body && err.body.details
+          && err.body.details.rejected;
+        if (!listed) throw err;
+        rejected.push(...listed);
+      }
     }
     if (inFolders.length) {
       const form = new FormData();
@@ -266,12 +329,14 @@ async function upload(entries) {
         form.append("files", e.file, e.file.name);
         form.append("paths", e.path);
       }
-      await send(`/bases/${enc(baseId)}/uploads/folders`, form);
+      collect(inFolders.length, await send(`/bases/${enc(baseId)}/uploads/folders`, form));
     }
-    notify(`Added ${entries.length} file(s).`, false);
+    notify(uploadNotice(added, rejected), rejected.length > 0 && added === 0);
     await loadItems();
   } catch (err) {
-    showError(err);
+    if (!added && !rejected.length) return showError(err);
+    notify(`${uploadNotice(added, rejected)} Then: ${errorText(err)}`);
+    await loadItems();
   }
 }
 
@@ -383,13 +448,31 @@ function wireAdding() {
 }
 
 function showBase(base) {
+  // the base's own status only when it is not the usual one (the items' state is below)
+  const status = base.status === "completed" ? "" : `${base.status} · `;
   document.getElementById("base-info").textContent =
-    `${base.status} · ${base.embedding_model_id || "BM25 only"} · chunks of ${base.chunk_size} tokens`;
+    `${status}${base.embedding_model_id || "BM25 only"} · chunks of ${base.chunk_size} tokens`;
   fillSettings(base);
 }
 
+function showMissing(err) {
+  // no such base: no forms to fill in for it, a way back instead
+  for (const node of document.querySelectorAll("main > section, main > p")) node.hidden = true;
+  document.getElementById("base-info").hidden = false;
+  document.getElementById("base-info").replaceChildren(
+    `There is no base named "${BASE}". `, el("a", { href: "/" }, "See all bases"), ".");
+  document.body.dataset.missing = "1";
+  showError(err);
+}
+
 start(async () => {
-  const base = await api(`/bases/${enc(BASE)}`);
+  let base;
+  try {
+    base = await api(`/bases/${enc(BASE)}`);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return showMissing(err);
+    throw err;
+  }
   baseId = base.id;
   showBase(base);
   wireAdding();

@@ -16,6 +16,7 @@ export function fillSettings(base) {
   for (const name of [...NUMBERS, "rerank_model_id", "file_processor_id"]) {
     form.elements[name].value = base[name] ?? "";
   }
+  form.elements.allow_local_urls.checked = Boolean(base.allow_local_urls);
   const button = document.getElementById("embedding-button");
   button.textContent = base.embedding_model_id ? "Switch embedding model" : "Enable embedding";
   document.getElementById("embedding-form").dataset.model = base.embedding_model_id || "";
@@ -108,6 +109,7 @@ export async function wireSettings(baseId, onBase) {
     }
     patch.rerank_model_id = f.rerank_model_id.value.trim() || null;
     patch.file_processor_id = f.file_processor_id.value || null;
+    patch.allow_local_urls = f.allow_local_urls.checked;
     try {
       onBase(await api(`/bases/${enc(baseId)}`, { method: "PATCH", json: patch }));
       notify("Settings saved.", false);
@@ -139,8 +141,11 @@ export async function wireSettings(baseId, onBase) {
   });
   const current = document.getElementById("embedding-form").dataset.model;
   fillModels(document.getElementById("models"), [current]).catch(showError);
-  // A switch already under way (or one that ended badly) shows when the page opens.
-  const response = await api(`/bases/${enc(baseId)}/model-switch`).catch(() => null);
+  // A switch already under way (or one that ended badly) shows when the page opens. The
+  // summary says whether there is one: asking /model-switch of a base that never switched
+  // would answer 404 on every page load.
+  const summary = await api(`/bases/${enc(baseId)}/summary`).catch(() => null);
+  const response = summary && summary.model_switch;
   if (response && response.status !== "completed") {
     followSwitch(baseId, onBase, response).catch(showError);
   }

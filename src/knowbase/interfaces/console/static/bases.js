@@ -8,6 +8,23 @@ function countsText(counts) {
   return `${total}: ${parts.join(", ")}`;
 }
 
+// What a base's state means to its user: "completed" alone said nothing of items still being
+// processed, an empty base or failures (the same words as `kb base list`).
+function baseState(base, counts) {
+  if (base.status !== "completed") return base.status;
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  if (!total) return "empty";
+  const active = total - (counts.completed || 0) - (counts.failed || 0);
+  if (active) return `processing, ${active} to go`;
+  return counts.failed ? `ready, ${counts.failed} failed` : "ready";
+}
+
+function stateBadge(state) {
+  const node = badge(state.split(/[ ,]/)[0]);
+  node.textContent = state;
+  return node;
+}
+
 function formatBytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
@@ -39,7 +56,7 @@ async function load() {
         "Delete", el("span", { class: "sr-only" }, ` base ${b.name}`));
       return el("tr", { "data-base": b.name },
         el("th", { scope: "row" }, el("a", { href: `/console/bases/${enc(b.name)}` }, b.name)),
-        el("td", {}, badge(b.status), b.error ? ` ${b.error}` : ""),
+        el("td", {}, stateBadge(baseState(b, counts)), b.error ? ` ${b.error}` : ""),
         el("td", {}, b.embedding_model_id || "BM25 only"),
         el("td", { class: "counts" }, countsText(counts)),
         el("td", { class: "size" }, size === null ? "–" : formatBytes(size)),

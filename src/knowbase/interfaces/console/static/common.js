@@ -92,8 +92,15 @@ export function notify(message, isError = true) {
   box.hidden = !message;
 }
 
+// code: message, and the server's hint (what to do about it) when it gives one
+export function errorText(err) {
+  if (!(err instanceof ApiError)) return String(err);
+  const hint = err.body && err.body.hint;
+  return `${err.code}: ${err.message}${hint ? ` — ${hint}` : ""}`;
+}
+
 export function showError(err) {
-  notify(err instanceof ApiError ? `${err.code}: ${err.message}` : String(err));
+  notify(errorText(err));
 }
 
 // Server-Sent Events over fetch (EventSource cannot send a header). Calls onEvent(name, data)
@@ -188,14 +195,29 @@ export function locatorText(locator) {
 }
 
 // Append text to node with the query's words marked (case-insensitive, whole text kept).
+// The short English stopword list the keyword lane drops: marking "is" or "the" says nothing.
+const STOPWORDS = new Set(("a an and are as at be but by for from has have in is it its of on or "
+  + "that the this to was were will with not no do does did can could should would what which "
+  + "who whom how when where why if then than so such").split(" "));
+const CJK = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u;
+
+// Mark the query's words in text: whole words only, the word a term begins (so "otter" marks
+// "otters" but "is" never marks the middle of "dispositions"), stopwords left alone. CJK text
+// has no spaces between words, so a CJK term is marked wherever it occurs.
 export function highlight(node, text, query) {
-  const words = [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [])];
+  const words = [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]{2,}/gu) || [])]
+    .filter((w) => CJK.test(w) || !STOPWORDS.has(w));
   if (!words.length) {
     node.append(text);
     return;
   }
   const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  const re = new RegExp(`(${escaped.join("|")})`, "giu");
+  const spaced = escaped.filter((w, i) => !CJK.test(words[i]));
+  const cjk = escaped.filter((w, i) => CJK.test(words[i]));
+  const parts = [];
+  if (spaced.length) parts.push(`(?<![\\p{L}\\p{N}])(?:${spaced.join("|")})[\\p{L}\\p{N}]*`);
+  if (cjk.length) parts.push(`(?:${cjk.join("|")})`);
+  const re = new RegExp(parts.join("|"), "giu");
   let last = 0;
   for (const m of text.matchAll(re)) {
     node.append(text.slice(last, m.index), el("mark", {}, m[0]));

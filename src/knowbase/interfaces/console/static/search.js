@@ -63,6 +63,7 @@ start(async () => {
   select.replaceChildren(...bases.map((b) => el("option", {
     value: b.id, selected: wanted.has(b.name) || wanted.has(b.id) || bases.length === 1,
   }, b.name)));
+  select.size = Math.min(Math.max(bases.length, 2), 10); // every base in view, up to ten rows
   document.getElementById("search-form").addEventListener("submit", run);
   if (params.get("q")) {
     document.getElementById("search-query").value = params.get("q");

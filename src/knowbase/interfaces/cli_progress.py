@@ -1,0 +1,197 @@
+"""``follow``: wait for queued work with progress in files (rate, ETA), and the add summary.
+
+On a terminal one bar counts the files of the added items (jobs when there are none); piped,
+a line every few seconds says the same, so ``kb add … | tee`` is never silent for minutes.
+Worker log lines do not reach the console meanwhile: the outcome is the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from knowbase.catalog.models import Item
+    from knowbase.service import Knowledge
+
+err_console = Console(stderr=True)
+PIPED_EVERY_S = 5.0
+
+
+@dataclass
+class FileCount:
+    """The files under some roots: how many there are and how many have ended."""
+
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+
+    @staticmethod
+    def of(items: list[Item]) -> FileCount:
+        leaves = [i for i in items if not i.is_container]
+        ended = [i for i in leaves if i.status in ("completed", "failed")]
+        return FileCount(len(leaves), len(ended), sum(i.status == "failed" for i in ended))
+
+
+def rate_eta(done: int, total: int, elapsed_s: float) -> str:
+    """``12.3 files/s, ~31 s left`` once something ended; '' before."""
+    if done <= 0 or elapsed_s <= 0:
+        return ""
+    rate = done / elapsed_s
+    if done >= total:
+        return f"{rate:.1f} files/s"
+    left = max(total - done, 0) / rate if rate else 0
+    return f"{rate:.1f} files/s, ~{_duration(left)} left"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 90:
+        return f"{seconds} s"
+    minutes, s = divmod(seconds, 60)
+    return f"{minutes} min {s:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+@contextmanager
+def quiet_worker_logs() -> Iterator[None]:
+    """Keep worker log records off the terminal while a command waits (they are summarised)."""
+    logger = logging.getLogger("knowbase")
+    handler = logging.NullHandler()
+    old = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = old
+
+
+def follow(
+    kb: Knowledge,
+    base_id: str,
+    job_ids: list[str],
+    *,
+    quiet: bool = False,
+    root_ids: list[str] | None = None,
+) -> None:
+    """Run workers here until every job tree in ``job_ids`` has ended, showing progress.
+
+    With ``root_ids`` progress counts those items' files; otherwise jobs.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if not job_ids:
+        return
+    kb.start_workers()
+    started = time.monotonic()
+    piped = not err_console.is_terminal
+    last_line = started
+    first: dict[str, int] = {}
+    try:
+        with (
+            quiet_worker_logs(),
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+                console=err_console,
+                disable=quiet or piped,
+                transient=False,
+            ) as progress,
+        ):
+            task = progress.add_task("queued", total=1, detail="")
+            while True:
+                asked = time.monotonic()
+                tree = kb.job_tree(job_ids)
+                running = any(not j.is_terminal for j in tree)
+                line, done, total = _progress_line(kb, base_id, tree, root_ids, started, first)
+                progress.update(task, description=line[0], completed=done, total=max(total, 1))
+                progress.update(task, detail=line[1])
+                now = time.monotonic()
+                if piped and not quiet and (not running or now - last_line >= PIPED_EVERY_S):
+                    err_console.print(f"{line[0]} {line[1]}".strip(), highlight=False)
+                    last_line = now
+                if not running:
+                    break
+                # Each poll walks the job tree and the files: bound it to a tenth of the time.
+                time.sleep(max(0.3, 9 * (time.monotonic() - asked)))
+    finally:
+        kb.stop_workers()
+
+
+def _progress_line(
+    kb: Knowledge,
+    base_id: str,
+    tree: list[Any],
+    root_ids: list[str] | None,
+    started: float,
+    first: dict[str, int],
+) -> tuple[tuple[str, str], int, int]:
+    elapsed = time.monotonic() - started
+    if root_ids:
+        count = FileCount.of(kb.subtree(base_id, root_ids))
+        if count.total:
+            failed = f", {count.failed} failed" if count.failed else ""
+            head = f"files {count.done}/{count.total}{failed}"
+            # The rate counts what ended while we watched: an update starts with its files done.
+            base = first.setdefault("done", count.done)
+            rate = rate_eta(count.done - base, count.total - base, elapsed)
+            return (head, rate), count.done, count.total
+    ended = sum(1 for j in tree if j.is_terminal)
+    live = [j for j in tree if not j.is_terminal]
+    stage = (live[-1].progress_stage or live[-1].status) if live else "done"
+    return (f"jobs {ended}/{len(tree)}", stage), ended, len(tree)
+
+
+@dataclass
+class AddSummary:
+    """What an add (or a re-add's update) ended with, over every file under its roots."""
+
+    indexed: int = 0
+    active: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> files left out
+    failed: list[dict[str, Any]] = field(default_factory=list)  # {item_id, source, code, message}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "indexed": self.indexed,
+            "active": self.active,
+            "skipped": self.skipped,
+            "failed": self.failed,
+        }
+
+
+def summarize(items: list[Item]) -> AddSummary:
+    """Count the leaves of a subtree (roots included): indexed, still active, skipped, failed.
+
+    A container's own failure counts only when it is not just its children's (``child_failed``):
+    a folder with no indexable files, a refused URL.
+    """
+    out = AddSummary()
+    for item in items:
+        for reason, entry in (item.data.get("skipped") or {}).items():
+            out.skipped[reason] = out.skipped.get(reason, 0) + int(entry.get("count", 0))
+        if item.status == "failed" and (not item.is_container or item.error_code != "child_failed"):
+            out.failed.append(
+                {
+                    "item_id": item.id,
+                    "source": item.origin or item.source,
+                    "code": item.error_code,
+                    "message": item.error_message,
+                }
+            )
+        elif item.is_container:
+            continue
+        elif item.status == "completed":
+            out.indexed += 1
+        elif item.status != "failed":
+            out.active += 1
+    return out
