@@ -149,7 +149,8 @@ def serve(
         )
         typer.echo(
             f"knowbase API on http://{host}:{port} (docs at /docs); "
-            f"workers {'off' if no_workers else 'on'}; auth {'bearer token' if token else 'off'}"
+            f"workers {'off' if no_workers or kb.catalog_problem else 'on'}; "
+            f"auth {'bearer token' if token else 'off'}"
             f"{'; watching origins' if watch else ''}",
             err=True,
         )
