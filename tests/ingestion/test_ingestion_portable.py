@@ -20,6 +20,7 @@ import pytest
 
 from knowbase.errors import ArchiveInvalid, ArchiveUnsafe, BaseExists, Conflict
 from knowbase.ingestion import archive_format as fmt
+from knowbase.ingestion import archive_seal
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 from portable_checks import assert_same_base, build_source, count_embeddings, raw_tree, snapshot
@@ -105,7 +106,9 @@ def test_truncated_archive_fails_and_leaves_nothing(target: Knowledge, archive: 
 
 
 def _rewrite(archive: Path, edit) -> None:  # type: ignore[no-untyped-def]
-    """Rewrite the archive with ``edit(name, data) -> data | None`` (None drops the member)."""
+    """Rewrite the archive with ``edit(name, data) -> data | None`` (None drops the member),
+    sealed again as a crafted archive would be: the seal is integrity, not authenticity, so the
+    member-level checks below it must hold on their own."""
     with zipfile.ZipFile(archive) as zf:
         members = [(i, zf.read(i)) for i in zf.infolist()]
     buf = io.BytesIO()
@@ -114,7 +117,9 @@ def _rewrite(archive: Path, edit) -> None:  # type: ignore[no-untyped-def]
             new = edit(info.filename, data)
             if new is not None:
                 out.writestr(info.filename, new)
+        out.comment = archive_seal.PLACEHOLDER
     archive.write_bytes(buf.getvalue())
+    archive_seal.seal(archive)
 
 
 def test_a_changed_byte_fails_its_checksum(target: Knowledge, archive: Path) -> None:
