@@ -159,9 +159,9 @@ def prepare(
             if not r[0].startswith("sqlite_")
         }
         if "meta" in names:
-            cur = conn.execute("SELECT * FROM meta WHERE id = 1")
-            columns = [d[0] for d in cur.getdescription()]
-            rows = cur.fetchall()  # drain it: a pending statement blocks DROP TABLE
+            # apsw has no description for a statement that returned no row: ask the table.
+            columns = [r[1] for r in conn.execute("PRAGMA table_info(meta)")]
+            rows = conn.execute("SELECT * FROM meta WHERE id = 1").fetchall()  # drained
             if rows:
                 meta = dict(zip(columns, rows[0], strict=True))
                 if meta.get("base_id") != base_id:
