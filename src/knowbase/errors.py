@@ -14,6 +14,7 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   ├── InvalidUrl                     not http(s), or refused by the SSRF guard
     │   ├── InvalidPattern                 grep regex invalid or too slow
     │   ├── InvalidFilter                  a search filter (under / type / since) is malformed
+    │   ├── UndecodableName                a file name that is not valid UTF-8 (its bytes)
     │   └── ArchiveInvalid                 a base archive is corrupt, truncated or of another format
     │       └── ArchiveUnsafe                  a member escapes, is a link, or is too big (bomb)
     ├── NotFound                       404  base / item / concept does not exist or is not visible
@@ -24,6 +25,8 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   └── CatalogRevisionUnknown         the catalog was migrated by a newer knowbase
     ├── Unavailable                    503  a component cannot be reached right now
     │   ├── VectorStoreUnavailable         the base's index cannot be opened
+    │   ├── CatalogUnavailable             the catalog is damaged, empty or missing where expected
+    │   ├── FileSystemError                a file or folder cannot be read or written (OSError)
     │   ├── ProviderUnavailable            embedding / rerank endpoint down or failing
     │   ├── EmbeddingModelChanged          a model switch swapped while an item embedded
     │   ├── MissingExtra                   an optional dependency is not installed
@@ -143,6 +146,15 @@ class InvalidFilter(InvalidInput):
     code = "invalid_filter"
 
 
+class UndecodableName(InvalidInput):
+    """A file or folder name is not valid UTF-8 (raw bytes from another system): it cannot be a
+    Concept ID. A folder import skips such entries (reason ``undecodable_name``) and indexes the
+    rest; the name is shown with its bytes escaped (``bad\\xff.txt``)."""
+
+    code = "undecodable_name"
+    hint = "rename the file to a UTF-8 name (e.g. convmv -f latin1 -t utf8) and add it again"
+
+
 class NotFound(KnowbaseError):
     """The base, item or concept does not exist (or is not visible)."""
 
@@ -197,6 +209,20 @@ class VectorStoreUnavailable(Unavailable):
     """The base's index cannot be opened (missing, corrupt, or another base's)."""
 
     code = "vector_store_unavailable"
+
+
+class CatalogUnavailable(Unavailable):
+    """The catalog cannot be used: its file is damaged, empty, or missing while the home holds
+    bases. It is never recreated empty over them; ``kb status`` and ``/status`` say why."""
+
+    code = "catalog_unavailable"
+
+
+class FileSystemError(Unavailable):
+    """A file or folder could not be read or written: permission, a symlink loop, a vanished
+    path, a full disk. The message names the path and the system's reason."""
+
+    code = "file_system_error"
 
 
 class ProviderUnavailable(Unavailable):

@@ -40,13 +40,14 @@ def _component(
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, KnowbaseError):
-        return f"{exc.code}: {exc.message}"
+        return f"{exc.code}: {exc.message}" + (f"; {exc.hint}" if exc.hint else "")
     return f"{type(exc).__name__}: {exc}"
 
 
 def check_catalog(kb: Knowledge) -> tuple[dict[str, Any], list[Base]]:
     """The catalog answers a query; returns the bases too (None of them when it does not)."""
     try:
+        kb.check_catalog()
         bases = kb.list_bases()
     except Exception as exc:  # any driver error means the whole home is unusable
         return _component("catalog", UNAVAILABLE, _reason(exc)), []
@@ -58,7 +59,13 @@ def check_catalog(kb: Knowledge) -> tuple[dict[str, Any], list[Base]]:
 def check_index(kb: Knowledge, base: Base) -> dict[str, Any]:
     """Mount the base's index as a search would (a failed mount fails the base) and read it."""
     if base.status == "failed":
-        return _component("index", UNAVAILABLE, f"base is failed ({base.error}); restore it", base)
+        return _component(
+            "index",
+            UNAVAILABLE,
+            f"base is failed ({base.error}); rebuild it from its stored copies: "
+            f"kb base restore {base.name!r} NEW_NAME",
+            base,
+        )
     try:
         store = kb.rt.store(base)
         version = store.changes_version()
@@ -255,7 +262,7 @@ def readiness(kb: Knowledge) -> dict[str, Any]:
             components.append(check_embedding(kb, base, cache))
             components.append(check_rerank(kb, base, cache))
         components.append(check_file_processor(bases))
-        components.append(check_workers(kb))
+    components.append(check_workers(kb))  # unavailable too when the catalog is
     return {"status": overall(components), "components": components}
 
 

@@ -9,6 +9,7 @@ with Knowledge(load_settings()) as kb:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.feed import ChangeFeed
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import KnowbaseError, NotFound, Unavailable
+from knowbase.errors import CatalogUnavailable, KnowbaseError, NotFound, Unavailable
 from knowbase.ingestion import bases
 from knowbase.ingestion.add import AddResult, Strategy, add_items
 from knowbase.ingestion.delete import delete_items
@@ -72,7 +73,10 @@ class Knowledge:
         settings.home.mkdir(parents=True, exist_ok=True)
         settings.bases_dir.mkdir(parents=True, exist_ok=True)
         catalog = Catalog(settings.catalog_url)
-        catalog.create_schema()
+        # A damaged catalog opens anyway: every catalog call raises the reason (the CLI prints
+        # it, /status and the MCP tools say why), no worker starts, nothing is recreated.
+        with contextlib.suppress(CatalogUnavailable):
+            catalog.create_schema(bases_dir=settings.bases_dir)
         self.rt = Runtime(
             settings=settings,
             catalog=catalog,
@@ -112,6 +116,9 @@ class Knowledge:
     def start_workers(self, *, threads: int | None = None) -> None:
         """Run job workers in this process (and the periodic recovery sweep)."""
         if self._worker is not None:
+            return
+        if self.rt.catalog.problem is not None:
+            log.error("no job workers: %s", self.rt.catalog.problem.message)
             return
         from knowbase.jobs.worker import Worker
 
@@ -161,6 +168,15 @@ class Knowledge:
         return bases.create_base(
             self.rt, name, embedding_model_id=embedding_model_id, dimensions=dimensions, **settings
         )
+
+    @property
+    def catalog_problem(self) -> CatalogUnavailable | None:
+        """Why the catalog could not be opened (servers start anyway and say so), or None."""
+        return self.rt.catalog.problem
+
+    def check_catalog(self) -> None:
+        """Raise CatalogUnavailable when the catalog cannot be used now (readiness)."""
+        self.rt.catalog.check(self.settings.bases_dir)
 
     def list_bases(self) -> list[Base]:
         with self.rt.catalog.read() as conn:

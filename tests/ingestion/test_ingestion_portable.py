@@ -20,6 +20,7 @@ import pytest
 
 from knowbase.errors import ArchiveInvalid, ArchiveUnsafe, BaseExists, Conflict
 from knowbase.ingestion import archive_format as fmt
+from knowbase.ingestion import archive_seal
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 from portable_checks import assert_same_base, build_source, count_embeddings, raw_tree, snapshot
@@ -105,7 +106,9 @@ def test_truncated_archive_fails_and_leaves_nothing(target: Knowledge, archive: 
 
 
 def _rewrite(archive: Path, edit) -> None:  # type: ignore[no-untyped-def]
-    """Rewrite the archive with ``edit(name, data) -> data | None`` (None drops the member)."""
+    """Rewrite the archive with ``edit(name, data) -> data | None`` (None drops the member),
+    sealed again as a crafted archive would be: the seal is integrity, not authenticity, so the
+    member-level checks below it must hold on their own."""
     with zipfile.ZipFile(archive) as zf:
         members = [(i, zf.read(i)) for i in zf.infolist()]
     buf = io.BytesIO()
@@ -114,7 +117,9 @@ def _rewrite(archive: Path, edit) -> None:  # type: ignore[no-untyped-def]
             new = edit(info.filename, data)
             if new is not None:
                 out.writestr(info.filename, new)
+        out.comment = archive_seal.PLACEHOLDER
     archive.write_bytes(buf.getvalue())
+    archive_seal.seal(archive)
 
 
 def test_a_changed_byte_fails_its_checksum(target: Knowledge, archive: Path) -> None:
@@ -127,6 +132,67 @@ def test_a_changed_byte_fails_its_checksum(target: Knowledge, archive: Path) -> 
     with pytest.raises(ArchiveInvalid, match="checksum"):
         target.import_base(archive)
     assert_nothing_left(target)
+
+
+def _metadata_offsets(data: bytes, start_dir: int, comment: bytes) -> dict[str, int]:
+    """Where zip metadata lies (not member data): the first local header's extra field, the
+    first central-directory entry's "version made by" and compressed size, its extra field,
+    and the end record's comment length."""
+    assert data[:4] == b"PK\x03\x04" and data[start_dir : start_dir + 4] == b"PK\x01\x02"
+    name_len = int.from_bytes(data[26:28], "little")
+    assert int.from_bytes(data[28:30], "little") > 0  # ZIP64 archives carry an extra field
+    cd_name = int.from_bytes(data[start_dir + 28 : start_dir + 30], "little")
+    end = len(data) - 22 - len(comment)
+    assert data[end : end + 4] == b"PK\x05\x06"
+    return {
+        "local-extra-field": 30 + name_len + 4,
+        "central-version-made-by": start_dir + 4,
+        "central-compressed-size": start_dir + 20,
+        "central-extra-field": start_dir + 46 + cd_name + 4,
+        "comment-length": end + 20,
+    }
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "local-extra-field",
+        "central-version-made-by",
+        "central-compressed-size",
+        "central-extra-field",
+        "comment-length",
+    ],
+)
+def test_a_flipped_byte_in_zip_metadata_is_refused(
+    target: Knowledge, archive: Path, where: str
+) -> None:
+    """Issue 26 item 11: members' checksums alone miss these; the whole-archive seal does not."""
+    with zipfile.ZipFile(archive) as zf:
+        start_dir, comment = zf.start_dir, zf.comment
+    data = bytearray(archive.read_bytes())
+    offset = _metadata_offsets(bytes(data), start_dir, comment)[where]
+    data[offset] ^= 0x01
+    archive.write_bytes(bytes(data))
+    with pytest.raises(ArchiveInvalid) as exc:
+        target.import_base(archive)
+    assert exc.value.code in ("archive_invalid", "archive_unsafe")
+    assert_nothing_left(target)
+
+
+def test_an_archive_of_format_version_1_still_imports(target: Knowledge, archive: Path) -> None:
+    """Archives exported before the seal (version 1) import on their members' checksums."""
+
+    def as_v1(name: str, data: bytes) -> bytes:
+        if name == fmt.MANIFEST:
+            return json.dumps(json.loads(data) | {"version": 1}).encode()
+        return data
+
+    with zipfile.ZipFile(archive) as zf:
+        members = [(i.filename, zf.read(i)) for i in zf.infolist()]
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in members:
+            out.writestr(name, as_v1(name, data))
+    assert target.import_base(archive).items == 6
 
 
 def test_a_traversal_member_is_refused(target: Knowledge, archive: Path) -> None:

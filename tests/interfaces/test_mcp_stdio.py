@@ -207,7 +207,8 @@ def test_stdio_allow_writes_without_elicitation(home: Path, docs: Base, src: Pat
     (src / "extra.txt").write_text("an extra file about owls", encoding="utf-8")
 
     async def story() -> None:
-        async with Client(server(home, "--allow-writes", "--base", "docs")) as c:
+        args = ("--allow-writes", "--allow-path", str(src), "--base", "docs")
+        async with Client(server(home, *args)) as c:
             added = await c.call_tool(
                 "kb_manage",
                 {"baseId": "docs", "action": "add", "type": "file", "path": str(src / "extra.txt")},
@@ -219,6 +220,63 @@ def test_stdio_allow_writes_without_elicitation(home: Path, docs: Base, src: Pat
                 lambda r: bool(data(r)["items"]),
             )
             assert data(hit)["items"][0]["conceptId"] == "extra.txt"
+
+    anyio.run(story)
+
+
+def test_allow_writes_adds_local_files_only_under_allow_path(
+    home: Path, kb: Knowledge, docs: Base, src: Path, tmp_path: Path
+) -> None:
+    """Issue 26 item 10: the same roots as ``kb serve --allow-path``; a symlink loop is a clean
+    tool error; without roots, --allow-writes adds no local file at all."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("a secret outside the roots", encoding="utf-8")
+    (src / "inside.txt").write_text("a file about badgers", encoding="utf-8")
+    (src / "loop").symlink_to(src / "loop")
+    (src / "escape.txt").symlink_to(outside / "secret.txt")
+
+    def add(path: Path) -> dict[str, Any]:
+        return {"baseId": "docs", "action": "add", "type": "file", "path": str(path)}
+
+    async def story() -> None:
+        async with Client(server(home, "--allow-writes", "--allow-path", str(src))) as c:
+            for path, code in (
+                (outside / "secret.txt", "unsafe_path"),
+                (src / "escape.txt", "unsafe_path"),  # resolved: it points outside
+                (src / "loop", "invalid_input"),
+            ):
+                refused = await c.call_tool("kb_manage", add(path))
+                assert refused.is_error, text(refused)
+                assert data(refused)["code"] == code, data(refused)
+                assert "Traceback" not in text(refused)
+            added = await c.call_tool("kb_manage", add(src / "inside.txt"))
+            assert not added.is_error, text(added)
+        async with Client(server(home, "--allow-writes")) as c:
+            refused = await c.call_tool("kb_manage", add(src / "inside.txt"))
+            assert refused.is_error and data(refused)["code"] == "unsafe_path"
+            assert "--allow-path" in data(refused)["error"]
+
+    anyio.run(story)
+    sources = {Path(i.source).name for i in kb.list_items(docs.id)}
+    assert "secret.txt" not in sources and "escape.txt" not in sources
+
+
+def test_a_damaged_catalog_still_serves_and_says_why(home: Path, docs: Base) -> None:
+    """Issue 26 item 2: ``kb mcp`` starts on a damaged catalog; every tool answers with the
+    reason (``catalog_unavailable``), never a traceback."""
+    catalog = home / "catalog.sqlite"
+    for extra in home.glob("catalog.sqlite-*"):
+        extra.unlink()
+    catalog.write_bytes(b"\x00not a catalog" * 4096)
+
+    async def story() -> None:
+        async with Client(server(home, "--base", "docs")) as c:
+            listed = await c.call_tool("kb_list", {})
+            assert listed.is_error and data(listed)["code"] == "catalog_unavailable"
+            assert "not a SQLite database" in data(listed)["error"]
+            found = await c.call_tool("kb_search", {"query": "tool", "baseIds": ["docs"]})
+            assert "catalog" in text(found) and "Traceback" not in text(found)
 
     anyio.run(story)
 

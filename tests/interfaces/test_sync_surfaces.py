@@ -116,9 +116,9 @@ def test_index_backend_is_chosen_at_create_by_cli_and_http(kb: Knowledge, home: 
                 client.post("/bases", json={"name": "q3", "index_backend": "faiss"}).status_code
                 == 422
             )
-            if not on_pg:  # the postgres backend needs the catalog on PostgreSQL
+            if not on_pg:  # the postgres backend needs the catalog on PostgreSQL: a 422
                 r = client.post("/bases", json={"name": "q4", "index_backend": "postgres"})
-                assert (r.status_code, r.json()["code"]) == (503, "vector_store_unavailable")
+                assert (r.status_code, r.json()["code"]) == (422, "invalid_input")
                 assert [b.name for b in again.list_bases()].count("q4") == 0
             assert client.get("/bases/q1").json()["index_backend"] == "qdrant"
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -69,8 +70,32 @@ def validate_settings(values: dict[str, Any]) -> None:
     from knowbase.query.fusion import validate as validate_fusion
 
     validate_fusion(values.get("fusion"), values.get("fusion_alpha"), values.get("rrf_k"))
-    if "name" in values and not str(values["name"] or "").strip():
+    if "name" in values:
+        validate_name(values["name"])
+
+
+#: Longest base name, in characters: a name is a label, and it appears in paths of archives.
+NAME_MAX_CHARS = 200
+
+
+def validate_name(name: Any) -> None:
+    """A base name is a label people type and URLs carry: non-empty, no ``/`` or ``\\``, not
+    ``.`` or ``..``, no NUL or other control characters (a route ``/bases/{base}`` could not
+    address it, and a terminal would print it wrongly)."""
+    text = str(name or "").strip()
+    if not text:
         raise InvalidInput("a base needs a non-empty name", field="name")
+    reason = None
+    if text in (".", ".."):
+        reason = "cannot be '.' or '..'"
+    elif "/" in text or "\\" in text:
+        reason = "cannot contain '/' or '\\'"
+    elif any(unicodedata.category(ch) in ("Cc", "Cs") for ch in text):
+        reason = "cannot contain NUL or other control characters"
+    elif len(text) > NAME_MAX_CHARS:
+        reason = f"is longer than {NAME_MAX_CHARS} characters"
+    if reason is not None:
+        raise InvalidInput(f"a base name {reason}: {text!r}", field="name")
 
 
 def insert(conn: Connection, *, name: str, **values: Any) -> Base:
@@ -96,7 +121,8 @@ def insert(conn: Connection, *, name: str, **values: Any) -> Base:
     row.setdefault("fusion_alpha", DEFAULT_ALPHA)
     if row.get("index_backend") is None:
         row["index_backend"] = backends.default_for(conn.dialect.name)
-    backends.get(row["index_backend"])  # an unknown name is InvalidInput, not a broken base
+    # An unknown name, or one this catalog cannot hold, is InvalidInput, not a broken base.
+    backends.check_usable(row["index_backend"], conn.dialect.name)
     with _name_taken_is_conflict(name):
         conn.execute(kb_t.insert().values(**row))
     return get(conn, row["id"])
@@ -163,8 +189,12 @@ def update(conn: Connection, base_id: str, **values: Any) -> Base:
         raise InvalidInput(f"unknown base settings: {sorted(unknown)}")
     current = get(conn, base_id)
     merged = {**current.to_dict(), **values}
+    # An existing name is not checked again: a base named before the name rules can still be
+    # renamed or have its other settings changed.
+    merged.pop("name", None)
     validate_settings(merged)
     if "name" in values:
+        validate_name(values["name"])
         values["name"] = values["name"].strip()
         other = find_by_name(conn, values["name"])
         if other is not None and other.id != base_id:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from knowbase.catalog.feed import CHANNEL, ChangeFeed
 from knowbase.catalog.schema import metadata
+from knowbase.errors import CatalogUnavailable
 
 
 def now_ms() -> int:
@@ -81,6 +82,23 @@ def _make_engine(url: str) -> Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
+#: SQLite's primary result codes for a file that is damaged or gone, not merely busy.
+_DAMAGE_CODES = {10: "I/O error", 11: "damaged", 14: "cannot be opened", 26: "not a database"}
+
+
+def _damage(exc: sa.exc.DBAPIError, path: Path | None) -> CatalogUnavailable | None:
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    if path is None or code is None or code & 0xFF not in _DAMAGE_CODES:
+        return None
+    from knowbase.catalog.integrity import recovery_hint
+
+    return CatalogUnavailable(
+        f"the catalog {path} is {_DAMAGE_CODES[code & 0xFF]} ({exc.orig})",
+        hint=recovery_hint(path),
+        path=str(path),
+    )
+
+
 class Catalog:
     """Owns the catalog engine. ``write_tx`` for writes, ``read`` for consistent reads."""
 
@@ -88,6 +106,8 @@ class Catalog:
         self.url = url
         self.engine = _make_engine(url)
         self.is_sqlite = url.startswith("sqlite")
+        #: Why the catalog cannot be used, found when it was opened (:meth:`create_schema`).
+        self.problem: CatalogUnavailable | None = None
         _track_writes(self.engine)
         self.feed = ChangeFeed(self)
         # re-entrant: a nested write_tx (another pooled connection) then fails with SQLite's
@@ -97,11 +117,58 @@ class Catalog:
             threading.RLock() if self.is_sqlite else nullcontext()
         )
 
-    def create_schema(self) -> None:
-        """Bring the schema to head with Alembic (idempotent)."""
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The catalog's file on an embedded home; None on PostgreSQL or in memory."""
+        path = self.url.split("///", 1)[1] if self.is_sqlite and "///" in self.url else ""
+        return Path(path) if path and path != ":memory:" else None
+
+    def create_schema(self, *, bases_dir: Path | None = None) -> None:
+        """Bring the schema to head with Alembic (idempotent).
+
+        With ``bases_dir`` an embedded catalog is checked first (:mod:`.integrity`): a damaged
+        file, or an empty or missing one while base folders exist, raises CatalogUnavailable,
+        and every later :meth:`read` / :meth:`write_tx` raises it too (:attr:`problem`)
+        instead of writing a new, empty catalog.
+        """
         from knowbase.catalog.migrate import upgrade_to_head
 
+        path = self.sqlite_path
+        if bases_dir is not None and path is not None:
+            from knowbase.catalog.integrity import check_sqlite_catalog
+
+            self.problem = check_sqlite_catalog(path, bases_dir)
+            if self.problem is not None:
+                raise self.problem
         upgrade_to_head(self.engine)
+
+    def check(self, bases_dir: Path) -> None:
+        """Raise CatalogUnavailable when the catalog is unusable now: the reason found at open,
+        else a fresh look at an embedded catalog's file (``/status`` calls it: a file damaged
+        under a running process still serves pages from its cache)."""
+        if self.problem is not None:
+            raise self.problem
+        path = self.sqlite_path
+        if path is not None:
+            from knowbase.catalog.integrity import check_sqlite_catalog
+
+            problem = check_sqlite_catalog(path, bases_dir, thorough=True)
+            if problem is not None:
+                raise problem
+
+    @contextmanager
+    def _mapped(self) -> Iterator[None]:
+        """Turn SQLite's "damaged file" errors into CatalogUnavailable (503 with the reason,
+        not a 500); other database errors pass unchanged."""
+        if self.problem is not None:
+            raise self.problem
+        try:
+            yield
+        except sa.exc.DBAPIError as exc:
+            problem = _damage(exc, self.sqlite_path)
+            if problem is None:
+                raise
+            raise problem from exc
 
     @contextmanager
     def write_tx(self) -> Iterator[Connection]:
@@ -110,7 +177,7 @@ class Catalog:
         When it wrote a base, item or job row it publishes on :attr:`feed` after the commit
         (on PostgreSQL also a ``NOTIFY`` that other processes hear at commit). Callables a
         statement appended to ``conn.info["kb_after_commit"]`` run after the commit."""
-        with self._writer_queue, self.engine.connect() as conn:
+        with self._mapped(), self._writer_queue, self.engine.connect() as conn:
             if self.is_sqlite:
                 conn.info["begin_mode"] = "IMMEDIATE"
             # Callables to run once this transaction committed (the job queue's in-process
@@ -137,7 +204,7 @@ class Catalog:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction (one snapshot)."""
-        with self.engine.connect() as conn, conn.begin():
+        with self._mapped(), self.engine.connect() as conn, conn.begin():
             yield conn
 
     def dispose(self) -> None:

@@ -572,3 +572,4 @@ def scope_rows(
     if since_ms is not None:
         q = q.where(it.c.updated_at >= since_ms)
     return [(r[0], r[1], r[2], r[3], r[4]) for r in conn.execute(q) if not is_container(r[1])]
+

@@ -36,7 +36,10 @@ from knowbase.pipeline.store.hashing import text_hash
 from knowbase.storage import validate_relative_path
 
 FORMAT = "knowbase-base-archive"
-VERSION = 1
+VERSION = 2
+#: Versions an import reads: 2 adds the whole-archive seal (:mod:`.archive_seal`); 1 (before
+#: it) has its members' checksums only.
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 ITEMS = "items.jsonl"
 MATERIALS = "materials.jsonl"
@@ -123,11 +126,12 @@ class Manifest:
     raw: dict[str, str]  # member name -> raw/-relative path
     vectors: list[dict[str, Any]]  # {"model_id", "dims", "count", "hashes", "data"}
     counts: dict[str, int] = field(default_factory=dict)
+    version: int = VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
-            "version": VERSION,
+            "version": self.version,
             "source_base_id": self.source_base_id,
             "base": self.base,
             "counts": self.counts,
@@ -182,7 +186,7 @@ def parse_manifest(data: bytes) -> Manifest:
         raise ArchiveInvalid(f"the archive manifest is not JSON: {exc}") from exc
     _need(isinstance(doc, dict) and doc.get("format") == FORMAT, "not a knowbase base archive")
     _need(
-        doc.get("version") == VERSION,
+        doc.get("version") in READABLE_VERSIONS,
         f"archive format version {doc.get('version')!r} is not supported (this is {VERSION})",
         version=doc.get("version"),
     )
@@ -233,6 +237,7 @@ def parse_manifest(data: bytes) -> Manifest:
         raw=raw,
         vectors=vectors,
         counts={k: int(v) for k, v in counts.items()},
+        version=int(doc["version"]),
     )
 
 

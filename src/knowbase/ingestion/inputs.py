@@ -8,7 +8,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from knowbase.errors import EmptyContent, InvalidInput, InvalidUrl, OriginMissing
+from knowbase.errors import (
+    EmptyContent,
+    InvalidInput,
+    InvalidUrl,
+    OriginMissing,
+    UndecodableName,
+)
+from knowbase.pipeline.sources.directory import is_decodable, printable
 
 NOTE_MAX_CHARS = 1_000_000
 BATCH_MAX = 100
@@ -40,14 +47,14 @@ class AddInput:
 
     @staticmethod
     def file(path: str | Path, *, source: str | None = None, keep_origin: bool = True) -> AddInput:
-        p = Path(path).expanduser().resolve()
+        p = resolve_local(path)
         return AddInput(
             "file", source or p.name, path=str(p), origin=str(p) if keep_origin else None
         )
 
     @staticmethod
     def directory(path: str | Path) -> AddInput:
-        p = Path(path).expanduser().resolve()
+        p = resolve_local(path)
         return AddInput("directory", str(p), path=str(p), origin=str(p))
 
     @staticmethod
@@ -59,6 +66,26 @@ class AddInput:
     @staticmethod
     def note(content: str, *, title: str | None = None) -> AddInput:
         return AddInput("note", note_source(content, title), content=content, title=title)
+
+
+def resolve_local(path: str | Path) -> Path:
+    """The absolute, resolved form of a local path; InvalidInput for one that cannot be used
+    (a symlink loop, a NUL byte, an unreadable parent) and UndecodableName for a name that is
+    not UTF-8 (it could be neither stored nor shown)."""
+    try:
+        p = Path(path).expanduser().resolve()
+    except (ValueError, OSError, RuntimeError) as exc:  # RuntimeError: a loop (Python < 3.13)
+        shown = printable(str(path))
+        raise InvalidInput(f"not a usable path: {printable(str(exc))}", path=shown) from exc
+    check_name(str(p))
+    return p
+
+
+def check_name(path: str) -> None:
+    """UndecodableName when ``path`` holds bytes that are not UTF-8 (surrogate escapes)."""
+    if not is_decodable(path):
+        shown = printable(path)
+        raise UndecodableName(f"the name is not valid UTF-8: {shown}", path=shown)
 
 
 def note_source(content: str, title: str | None) -> str:
@@ -76,9 +103,13 @@ def validate(inp: AddInput) -> AddInput:
     if inp.type == "file":
         if not inp.path or not os.path.isabs(inp.path):
             raise InvalidInput("a file needs an absolute path", path=inp.path)
+        check_name(inp.path)
         p = Path(inp.path)
         if not p.is_file():
             raise OriginMissing(f"file not found: {inp.path}", path=inp.path)
+        if not os.access(p, os.R_OK):
+            raise OriginMissing(f"file cannot be read (permission denied): {inp.path}",
+                                path=inp.path)  # fmt: skip
         if not is_supported(p.name):
             from knowbase.errors import UnsupportedFileType
 
@@ -88,6 +119,7 @@ def validate(inp: AddInput) -> AddInput:
     elif inp.type == "directory":
         if not inp.path or not os.path.isabs(inp.path):
             raise InvalidInput("a directory needs an absolute path", path=inp.path)
+        check_name(inp.path)
         if not Path(inp.path).is_dir():
             raise OriginMissing(f"directory not found: {inp.path}", path=inp.path)
     elif inp.type in ("url", "sitemap"):

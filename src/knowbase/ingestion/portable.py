@@ -51,6 +51,7 @@ from knowbase.errors import (
 )
 from knowbase.ids import new_time_id
 from knowbase.ingestion import archive_format as fmt
+from knowbase.ingestion import archive_seal
 from knowbase.ingestion.archive_reader import Decoded, decode, open_archive, stream, verify_archive
 from knowbase.ingestion.bases import remove_base
 from knowbase.ingestion.guards import assert_base_runnable
@@ -148,6 +149,8 @@ def export_base(
     try:
         with rt.lock(base.id), zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as zf:
             _write_archive(rt, base, _Writer(zf), report, allow_active)
+            zf.comment = archive_seal.PLACEHOLDER
+        archive_seal.seal(part)  # every byte, zip metadata included (archive_seal.py)
         os.replace(part, path)
     finally:
         part.unlink(missing_ok=True)

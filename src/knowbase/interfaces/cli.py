@@ -222,18 +222,46 @@ def _register_plugins() -> None:
 _register_plugins()
 
 
+def _library_error(exc: Exception) -> KnowbaseError | None:
+    """An OSError or a database driver's error that reached the edge, as a coded error."""
+    from knowbase.errors import FileSystemError, Unavailable
+
+    if isinstance(exc, RuntimeError) and isinstance(exc.__context__, OSError):
+        exc = exc.__context__  # pathlib's "Symlink loop" wraps the ELOOP OSError
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return FileSystemError(
+            f"{exc.strerror or exc}{where}",
+            hint="check the path, its permissions and free disk space",
+            path=str(exc.filename) if exc.filename else None,
+            errno=exc.errno,
+        )
+    if type(exc).__module__.split(".")[0] in ("sqlalchemy", "sqlite3", "apsw", "psycopg"):
+        return Unavailable(
+            f"database error ({type(exc).__name__}): {exc}".splitlines()[0],
+            hint="kb status says which component is unavailable and why",
+        )
+    return None
+
+
+def _print_error(exc: KnowbaseError) -> None:
+    if "--json" in sys.argv:
+        sys.stdout.write(json.dumps(to_jsonable(exc.to_dict()), ensure_ascii=False) + "\n")
+    from rich.markup import escape
+
+    err_console.print(f"[red]{exc.code}[/]: {escape(exc.message)}", highlight=False)
+    if exc.hint:
+        err_console.print(f"hint: {exc.hint}", markup=False, highlight=False)
+
+
 def main() -> None:
-    """Entry point: one error edge for every command."""
+    """Entry point: one error edge for every command (OSError and database errors included)."""
     try:
         # standalone_mode=False returns the exit code of typer.Exit instead of raising it.
         rc = app(standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
     except KnowbaseError as exc:
-        if "--json" in sys.argv:
-            sys.stdout.write(json.dumps(to_jsonable(exc.to_dict()), ensure_ascii=False) + "\n")
-        err_console.print(f"[red]{exc.code}[/]: {exc.message}")
-        if exc.hint:
-            err_console.print(f"hint: {exc.hint}")
+        _print_error(exc)
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -246,7 +274,11 @@ def main() -> None:
         if callable(show) and isinstance(exit_code, int):
             show()
             sys.exit(exit_code)
-        raise
+        mapped = _library_error(exc)
+        if mapped is None:
+            raise
+        _print_error(mapped)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

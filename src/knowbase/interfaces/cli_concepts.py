@@ -186,6 +186,14 @@ def mcp(
     no_workers: Annotated[
         bool, typer.Option("--no-workers", help="Do not run job workers in this process.")
     ] = False,
+    allow_path: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-path",
+            help="A folder kb_manage may add local files from (repeat), as kb serve "
+            "--allow-path. With --allow-writes and none given, local-file adds are refused.",
+        ),
+    ] = None,
     home: HomeOpt = None,
 ) -> None:
     """Run the MCP server (kb_list, kb_search, kb_read, kb_manage) over stdio or HTTP."""
@@ -199,6 +207,7 @@ def mcp(
         host=host,
         port=port,
         workers=not no_workers,
+        allow_path=allow_path,
     )
 
 

@@ -209,6 +209,8 @@ def status(
             report = readiness(kb)
             live = next((c for c in report["components"] if c["component"] == "workers"), None)
             cli.emit(report, as_json, lambda: _render_readiness(report, live))
+            if report["status"] == "unavailable":
+                raise typer.Exit(1)
             return
         b = kb.get_base(base)
         counts = kb.counts(b.id)

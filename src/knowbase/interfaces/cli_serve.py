@@ -150,7 +150,8 @@ def serve(
         )
         typer.echo(
             f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs); "
-            f"workers {'off' if no_workers else 'on'}; auth {'bearer token' if token else 'off'}"
+            f"workers {'off' if no_workers or kb.catalog_problem else 'on'}; "
+            f"auth {'bearer token' if token else 'off'}"
             f"{'; watching origins' if watch else ''}",
             err=True,
         )

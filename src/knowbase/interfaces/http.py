@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024
+#: Any body that is not a multipart upload (JSON): a note of ``NOTE_MAX_CHARS`` characters fits
+#: even when every one is sent as a ``\\uXXXX`` escape. Parsing JSON costs a few times its size
+#: in memory, so a body the size of an upload would cost hundreds of MB before its 422.
+DEFAULT_MAX_JSON_BYTES = 8 * 1024 * 1024
 HTTP_CODES = {
     401: "unauthorized",
     403: "forbidden",
@@ -146,34 +150,37 @@ class TooLarge(HTTPException):
 
 
 class BodyLimit:
-    """Refuse bodies over ``limit`` bytes: by Content-Length up front, else while streaming.
+    """Refuse bodies over ``limit`` bytes (``json_limit`` for any body that is not a multipart
+    upload): by Content-Length up front, else while streaming.
 
     Raised inside ``receive`` as an HTTPException so FastAPI's body parsing re-raises it (it
     turns other exceptions into a 400) and the app's handler renders the 413 error shape.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, json_limit: int | None = None) -> None:
         self.app, self.limit = app, limit
+        self.json_limit = min(limit, json_limit or limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = 0
-                if declared > self.limit:
-                    response = error_response(
-                        413,
-                        "payload_too_large",
-                        f"request body exceeds {self.limit:,} bytes",
-                        {"max_bytes": self.limit, "content_length": declared},
-                    )
-                    await response(scope, receive, send)
-                    return
+        headers = dict(scope.get("headers", ()))
+        multipart = headers.get(b"content-type", b"").lower().startswith(b"multipart/form-data")
+        limit = self.limit if multipart else self.json_limit
+        try:
+            declared = int(headers.get(b"content-length", b"0"))
+        except ValueError:
+            declared = 0
+        if declared > limit:
+            response = error_response(
+                413,
+                "payload_too_large",
+                f"request body exceeds {limit:,} bytes",
+                {"max_bytes": limit, "content_length": declared},
+            )
+            await response(scope, receive, send)
+            return
         seen = 0
 
         async def limited() -> Message:
@@ -181,8 +188,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise TooLarge(self.limit)
+                if seen > limit:
+                    raise TooLarge(limit)
             return message
 
         await self.app(scope, limited, send)
@@ -230,7 +237,8 @@ def create_app(
     ``token``: when set, every route needs ``Authorization: Bearer <token>``; ``require_token``
     refuses to build an app without one (``kb serve`` sets it for non-loopback hosts).
     ``local_path_roots``: ``file``/``directory`` inputs must resolve under one of them (none →
-    local-path adds are refused; uploads always work). ``max_upload_bytes`` bounds any body.
+    local-path adds are refused; uploads always work). ``max_upload_bytes`` bounds any body,
+    :data:`DEFAULT_MAX_JSON_BYTES` any that is not a multipart upload.
     ``search_concurrency``: searches run at most this many at a time, the rest queue (default:
     the CPU count, at most 4).
     """
@@ -274,7 +282,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
-    app.add_middleware(BodyLimit, limit=max_upload_bytes)
+    app.add_middleware(BodyLimit, limit=max_upload_bytes, json_limit=DEFAULT_MAX_JSON_BYTES)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts))
     for module in (http_bases, http_items, http_labels, http_query, http_events, http_sync):
@@ -293,4 +301,10 @@ async def get_kb(request: Request) -> Knowledge:
     return request.app.state.kb
 
 
-__all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "create_app", "error_responses", "get_kb"]
+__all__ = [
+    "DEFAULT_MAX_JSON_BYTES",
+    "DEFAULT_MAX_UPLOAD_BYTES",
+    "create_app",
+    "error_responses",
+    "get_kb",
+]

@@ -26,6 +26,7 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -33,6 +34,7 @@ from pydantic import BaseModel, Field
 from knowbase.catalog.models import Base
 from knowbase.errors import KnowbaseError, NotFound
 from knowbase.interfaces import mcp_tools as tools
+from knowbase.interfaces.mcp_paths import check_local_file
 from knowbase.interfaces.mcp_tools import (
     LIST_DEFAULT_LIMIT,
     LIST_MAX_LIMIT,
@@ -125,8 +127,15 @@ def _client_elicits(ctx: Any) -> bool:
 
 
 # --- the server --------------------------------------------------------------------------------
-def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: bool) -> Any:
-    """An ``MCPServer`` with the four tools, scoped to ``base_ids`` (None: every base)."""
+def build_server(
+    kb: Knowledge,
+    *,
+    base_ids: list[str] | None,
+    allow_writes: bool,
+    path_roots: list[Path] | None = None,
+) -> Any:
+    """An ``MCPServer`` with the four tools, scoped to ``base_ids`` (None: every base); local
+    file adds follow ``path_roots`` (:mod:`.mcp_paths`)."""
     # The SDK is imported here, not at module level: importing it takes seconds, and
     # `kb mcp --base nope` should refuse at once (and `kb --help` never import it).
     from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
@@ -135,6 +144,7 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
     from mcp.types import CallToolResult, ToolAnnotations
 
     scope = Scope(kb, None if base_ids is None else list(base_ids))
+    roots = list(path_roots or [])
     cites = _Cites()
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
 
@@ -278,6 +288,9 @@ def build_server(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: boo
             from knowbase.ingestion.inputs import validate
 
             try:
+                if type == "file":
+                    pre_granted = allow_writes and not _client_elicits(ctx)
+                    check_local_file(path or "", roots, pre_granted=pre_granted)
                 validate(_add_input(kb, b, type, path, url, content, title))
             except KnowbaseError as exc:
                 return _Decision(False, {"error": exc.message, "code": exc.code, "hint": exc.hint})
@@ -403,11 +416,17 @@ def resolve_scope(kb: Knowledge, refs: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(ids))
 
 
-def run_stdio(kb: Knowledge, *, base_ids: list[str] | None, allow_writes: bool) -> None:
+def run_stdio(
+    kb: Knowledge,
+    *,
+    base_ids: list[str] | None,
+    allow_writes: bool,
+    path_roots: list[Path] | None = None,
+) -> None:
     """Serve over stdin/stdout until the client closes the stream."""
     import anyio
 
-    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes)
+    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes, path_roots=path_roots)
     anyio.run(server.run_stdio_async)
 
 
@@ -419,6 +438,7 @@ def run_http(
     host: str = "127.0.0.1",
     port: int = DEFAULT_HTTP_PORT,
     allowed_hosts: tuple[str, ...] = (),
+    path_roots: list[Path] | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted.
 
@@ -434,7 +454,7 @@ def run_http(
 
     if not is_loopback(host):
         log.warning("MCP over HTTP on %s: anyone who can reach it can use the tools", host)
-    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes)
+    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes, path_roots=path_roots)
     app = server.streamable_http_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=host,
@@ -453,12 +473,22 @@ def serve(
     host: str = "127.0.0.1",
     port: int = DEFAULT_HTTP_PORT,
     workers: bool = True,
+    allow_path: list[str] | None = None,
 ) -> None:
-    """``kb mcp``: open the home, check the scope, run workers, serve until the client leaves."""
+    """``kb mcp``: open the home, check the scope, run workers, serve until the client leaves.
+
+    A catalog that cannot be opened does not stop it: every tool answers with the reason
+    (``catalog_unavailable``), and ``--base`` is kept as given (ids match once it is back)."""
+    from knowbase.interfaces.mcp_paths import resolve_roots
     from knowbase.settings import load_settings
 
+    roots = resolve_roots(allow_path)
     with Knowledge(load_settings(home)) as kb:
-        base_ids = resolve_scope(kb, bases)
+        if kb.catalog_problem is not None:
+            log.error("%s: %s; serving anyway", kb.catalog_problem.code, kb.catalog_problem)
+            base_ids = bases
+        else:
+            base_ids = resolve_scope(kb, bases)
         if workers:
             kb.start_workers()
         if http:
@@ -469,9 +499,10 @@ def serve(
                 host=host,
                 port=port,
                 allowed_hosts=kb.settings.allowed_hosts,
+                path_roots=roots,
             )
         else:
-            run_stdio(kb, base_ids=base_ids, allow_writes=allow_writes)
+            run_stdio(kb, base_ids=base_ids, allow_writes=allow_writes, path_roots=roots)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -480,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", default=None, help="home directory (env KNOWBASE_HOME)")
     parser.add_argument("--base", action="append", default=None, help="a base it may see")
     parser.add_argument("--allow-writes", action="store_true")
+    parser.add_argument("--allow-path", action="append", default=None, help="a root for adds")
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
@@ -495,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             workers=not args.no_workers,
+            allow_path=args.allow_path,
         )
     except KnowbaseError as exc:
         print(f"{exc.code}: {exc.message}", file=sys.stderr)

@@ -305,3 +305,23 @@ def test_default_ignores_cover_the_usual_build_and_cache_dirs() -> None:
         assert rules.is_default_ignored_dir(name), name
     assert not rules.is_default_ignored_dir("docs")
     assert rules.max_file_bytes == 50 * 1024 * 1024
+
+
+def test_undecodable_names_are_skipped_and_the_rest_is_kept(tmp_path: Path) -> None:
+    """Issue 26 item 3: one non-UTF-8 name (a file, or a folder and all below it) is reported
+    with its bytes escaped; it never fails the folder."""
+    root = tmp_path / "bn"
+    write(root, "good.txt", "good")
+    raw = os.fsencode(root)
+    with open(raw + b"/bad\xff.txt", "wb") as fh:
+        fh.write(b"x")
+    os.mkdir(raw + b"/dir\xfe")
+    with open(raw + b"/dir\xfe/inside.txt", "wb") as fh:
+        fh.write(b"y")
+    found = expand(root, IgnoreRules(), is_supported=is_supported)
+    assert [f.rel for f in found.files] == ["good.txt"]
+    assert found.skip_report()["undecodable_name"] == {
+        "count": 2,
+        "examples": ["bad\\xff.txt", "dir\\xfe"],
+    }
+    assert all(s.rel.encode("utf-8") for s in found.skipped)  # storable as text

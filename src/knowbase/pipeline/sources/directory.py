@@ -14,7 +14,10 @@ Rules, checked in this order for every entry:
    ``ignored_kbignore``;
 5. a file whose type the readers do not handle → ``unsupported_type``;
 6. a file over ``rules.max_file_bytes`` → ``too_large``;
-7. a file or folder that cannot be stat'ed, listed or read → ``unreadable``.
+7. a file or folder that cannot be stat'ed, listed or read → ``unreadable``;
+8. a name that is not valid UTF-8 (bytes from another system) → ``undecodable_name``, checked
+   first of all: such a name can be neither a Concept ID nor stored, so it is reported with its
+   bytes escaped (:func:`printable`) and the rest of the folder is imported.
 
 A skipped folder is reported once; nothing below it is visited. Folders left without files
 after filtering are dropped silently (they are not a skip, there was nothing to import).
@@ -41,6 +44,7 @@ SKIP_REASONS: tuple[str, ...] = (
     "ignored_kbignore",
     "too_large",
     "unreadable",
+    "undecodable_name",
 )
 
 
@@ -95,6 +99,25 @@ class Expansion:
             if len(examples) < max_examples:
                 examples.append(skip.rel)
         return report
+
+
+def printable(name: str) -> str:
+    """``name`` as text that can be stored and shown: bytes that are not UTF-8 (the surrogate
+    escapes ``os`` decodes them to) become ``\\xff`` escapes; a UTF-8 name is unchanged.
+
+    >>> printable("bad\\udcff.txt")
+    'bad\\\\xff.txt'
+    """
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def is_decodable(name: str) -> bool:
+    """Whether ``name`` is valid UTF-8 text (no surrogate escapes of undecodable bytes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _default_is_supported(name: str) -> bool:
@@ -164,6 +187,9 @@ def expand(
         for entry in entries:
             examined += 1
             rel = _join(rel_dir, entry.name)
+            if not is_decodable(entry.name):
+                skipped.append(Skipped(printable(rel), "undecodable_name"))
+                continue
             reason, size = _classify(entry, rel, rules, ignores, is_supported)
             if reason is not None:
                 skipped.append(Skipped(rel, reason))

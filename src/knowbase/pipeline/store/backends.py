@@ -153,6 +153,21 @@ def get(name: str) -> Backend:
         ) from None
 
 
+def check_usable(name: str, dialect: str) -> Backend:
+    """The backend called ``name`` when a base of this catalog (``dialect``) can use it; else
+    InvalidInput — a configuration error the caller fixes, not an index that is down."""
+    backend = get(name)
+    if name == POSTGRES and dialect != "postgresql":
+        raise InvalidInput(
+            "the postgres index backend needs the catalog on PostgreSQL",
+            hint="set KNOWBASE_DATABASE_URL to a PostgreSQL database, or use index_backend "
+            "'sqlite' or 'qdrant'",
+            index_backend=name,
+            catalog=dialect,
+        )
+    return backend
+
+
 def default_for(dialect: str) -> str:
     """The backend a new base gets: its index next to the catalog."""
     return POSTGRES if dialect == "postgresql" else SQLITE

@@ -41,10 +41,17 @@ from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
 from knowbase.pipeline.store.sqlite_models import SqliteModelSets, check_coverage, present
-from knowbase.pipeline.store.sqlite_schema import connect, prepare, utc_now, write_tx
+from knowbase.pipeline.store.sqlite_schema import (
+    RECOVER_HINT,
+    connect,
+    prepare,
+    utc_now,
+    write_tx,
+)
 from knowbase.pipeline.store.vector_matrix import CACHE, VectorMatrix
 from knowbase.pipeline.store.vector_quantized import DEFAULT_MIN_ROWS, BigLane, Lane
 from knowbase.pipeline.store.vector_quantized import describe as describe_lane
+from knowbase.sqlite_files import header_problem
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +91,30 @@ def _map_error(exc: apsw.Error, op: str, path: Path) -> KnowbaseError:
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError | apsw.CantOpenError | apsw.IOError):
         return VectorStoreUnavailable(
             f"index file cannot be used ({op}): {exc}",
-            hint="restore the base (kb base restore) to rebuild its index",
+            hint=RECOVER_HINT,
             **details,
         )
     if isinstance(exc, apsw.ConstraintError):
         return InvalidInput(f"index constraint failed ({op}): {exc}", **details)
     return KnowbaseError(f"index error ({op}): {exc}", **details)
+
+
+def _check_file(path: Path, base_id: str) -> None:
+    """Refuse an index file that is missing, empty or no SQLite database before SQLite opens it
+    (SQLite would make an empty file a fresh, empty index). Missing and empty are marked
+    ``transient``: a base being created in another process has its file for a moment before
+    its schema, and the runtime's retries outlast that."""
+    problem = header_problem(path)
+    if problem is None:
+        return
+    transient = {"transient": True} if problem in ("is missing", "is empty (0 bytes)") else {}
+    raise VectorStoreUnavailable(
+        f"the base's index file {problem}; it is not recreated empty",
+        hint=RECOVER_HINT,
+        path=str(path),
+        base_id=base_id,
+        **transient,
+    )
 
 
 def _hit(row: Sequence[Any], score: float) -> SearchHit:
@@ -176,16 +201,14 @@ class SqliteIndexStore(SqliteModelSets):
         path = Path(path)
         if dims is not None and dims <= 0:
             raise InvalidInput("dims must be positive", dims=dims)
-        if not create and not path.is_file():
-            raise VectorStoreUnavailable(
-                "the base's index file is missing", path=str(path), base_id=base_id
-            )
+        if not create:
+            _check_file(path, base_id)
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = None
         try:
             conn = connect(path, create=create)
-            was_reset, created_at = prepare(conn, base_id, model_id)
+            was_reset, created_at = prepare(conn, base_id, model_id, create=create)
         except apsw.Error as exc:
             if conn is not None:
                 conn.close()

@@ -95,6 +95,12 @@ CREATE TRIGGER IF NOT EXISTS search_unit_text_delete AFTER DELETE ON search_unit
 BEGIN DELETE FROM search_text WHERE target_type = 'search_unit' AND target_id = old.unit_id; END;
 """
 
+#: How a base whose index is lost gets one again: a new base built from its raw/ copies.
+RECOVER_HINT = (
+    "rebuild it from the base's stored copies: kb base restore BASE NEW_NAME "
+    "(kb status shows every unavailable index)"
+)
+
 TABLES_CHILD_FIRST = ("search_text_fts", "embedding", "search_text", "search_unit", "material")
 TABLES_CHILD_FIRST += ("content", "meta")
 
@@ -135,14 +141,15 @@ def write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
 
 
 def prepare(
-    conn: apsw.Connection, base_id: str, model_id: str | None = None
+    conn: apsw.Connection, base_id: str, model_id: str | None = None, *, create: bool = True
 ) -> tuple[bool, str]:
     """Create or check the schema and the ``meta`` row; ``(was_reset, meta.created_at)``.
 
-    A file of another base, or one that is no knowbase index, raises VectorStoreUnavailable; a
-    file of an upgradable version (:data:`UPGRADES`) is upgraded in place, its vectors labelled
-    ``model_id`` (the base's current model); any other version is dropped and recreated
-    (``was_reset``).
+    A file of another base, or one that is no knowbase index, raises VectorStoreUnavailable; so
+    does a file without its ``meta`` row unless ``create`` (a new base): an index that was
+    expected is never filled with an empty schema. A file of an upgradable version
+    (:data:`UPGRADES`) is upgraded in place, its vectors labelled ``model_id`` (the base's
+    current model); any other version is dropped and recreated (``was_reset``).
     """
     was_reset = False
     with write_tx(conn):
@@ -152,14 +159,15 @@ def prepare(
             if not r[0].startswith("sqlite_")
         }
         if "meta" in names:
-            cur = conn.execute("SELECT * FROM meta WHERE id = 1")
-            columns = [d[0] for d in cur.getdescription()]
-            rows = cur.fetchall()  # drain it: a pending statement blocks DROP TABLE
+            # apsw has no description for a statement that returned no row: ask the table.
+            columns = [r[1] for r in conn.execute("PRAGMA table_info(meta)")]
+            rows = conn.execute("SELECT * FROM meta WHERE id = 1").fetchall()  # drained
             if rows:
                 meta = dict(zip(columns, rows[0], strict=True))
                 if meta.get("base_id") != base_id:
                     raise VectorStoreUnavailable(
                         "this index belongs to another base; refusing to mount it",
+                        hint=RECOVER_HINT,
                         base_id=base_id,
                         index_base_id=meta.get("base_id"),
                     )
@@ -169,8 +177,20 @@ def prepare(
                 if version != SCHEMA_VERSION:
                     drop_all(conn)
                     was_reset = True
+            elif not create:
+                raise VectorStoreUnavailable(
+                    "the base's index file has lost its meta row; it is not recreated empty",
+                    hint=RECOVER_HINT,
+                    base_id=base_id,
+                )
         elif names:
             raise VectorStoreUnavailable("not a knowbase index file", base_id=base_id)
+        elif not create:
+            raise VectorStoreUnavailable(
+                "the base's index file holds no index (no tables); it is not recreated empty",
+                hint=RECOVER_HINT,
+                base_id=base_id,
+            )
         conn.execute(SCHEMA_DDL)
         now = utc_now()
         conn.execute(
