@@ -66,7 +66,9 @@ def add_items(
     if strategy == "update":
         from knowbase.ingestion.readd import known_roots, split_known, update_known
 
+        labelled = {(i.type, i.origin): i for i in inputs if i.origin and (i.tags or i.metadata)}
         known, inputs = split_known(known_roots(rt, base.id), inputs)
+        _relabel_known(rt, base, known, labelled)
         result = add_items(rt, base_id, inputs, "rename") if inputs else AddResult("added")
         result.updated = known
         if known:
@@ -174,6 +176,18 @@ def _stage(staging: Staging, inp: AddInput) -> dict[str, Path]:
     elif inp.type == "url" and inp.snapshot_path:
         files["snapshot"] = staging.copy(Path(inp.snapshot_path))
     return files
+
+
+def _relabel_known(
+    rt: Runtime, base: Base, known: list[Item], labelled: dict[tuple[str, str | None], AddInput]
+) -> None:
+    """A re-add that names tags or metadata adds them to the item it updates."""
+    from knowbase.ingestion.labels import set_labels
+
+    for root in known:
+        inp = labelled.get((root.type, root.origin))
+        if inp is not None:
+            set_labels(rt, base, root.id, add_tags=inp.tags, merge_metadata=dict(inp.metadata))
 
 
 def _materialise(

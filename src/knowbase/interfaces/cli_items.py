@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from knowbase.interfaces.cli_labels import MetaOpt, TagOpt, parse_meta, split_tags
 from knowbase.interfaces.cli_progress import summarize
 
 if TYPE_CHECKING:
@@ -77,17 +78,26 @@ def add(
             "old one first.",
         ),
     ] = "update",
+    tag: TagOpt = None,
+    meta: MetaOpt = None,
     no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add files, folders, web pages or a note, index them, and count what was indexed.
 
+    ``--tag`` and ``--meta`` label every item added (a folder's labels apply to its files;
+    re-adding adds them to the item it updates); search filters on them (``--tag``,
+    ``--where``).
+
     The summary gives files indexed, skipped (by reason) and failed (named); exit code 4 when
     any item failed.
     """
     cli = _cli()
     inputs = _inputs_for(targets or [], note, title)
+    if tag or meta:
+        labels = (split_tags(tag), parse_meta(meta))
+        inputs = [i.with_labels(*labels) for i in inputs]
     if not inputs:
         raise typer.BadParameter("give at least one file, folder or URL, or --note")
     with cli.open_kb(home) as kb:

@@ -14,6 +14,8 @@ import regex
 import typer
 from rich.markup import escape
 
+from knowbase.interfaces.cli_labels import TagOpt, WhereOpt, split_tags
+
 HomeOpt = Annotated[
     str | None,
     typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
@@ -104,15 +106,23 @@ def search(
             help="Only items updated at or after this ISO date or datetime (UTC unless given).",
         ),
     ] = None,
+    tag: TagOpt = None,
+    where: WhereOpt = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show how the search ran.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search a base; prints cited results (Concept ID, locator, score)."""
+    """Search a base; prints cited results (Concept ID, locator, score).
+
+    ``--tag`` keeps documents carrying every tag given (a folder's tags count for its files);
+    ``--where`` filters on metadata."""
     from knowbase.interfaces import cli
 
     with cli.open_kb(home) as kb:
-        response = kb.search(base, query, top_k=top_k, under=under, types=types, since=since)
+        response = kb.search(
+            base, query, top_k=top_k, under=under, types=types, since=since,
+            tags=split_tags(tag) or None, where=where or None,
+        )
         prefixes = _folder_prefixes(kb, base) if under and not response.results else []
 
     def render() -> None:
