@@ -86,7 +86,13 @@ def test_the_export_is_cached_per_weights_and_runtime(minilm: LocalMiniLM) -> No
     assert other_runtime != folder and other_runtime.parent == folder.parent
 
 
-COLD_SEARCH = """
+# The last line a script prints on stderr: which heavy modules the process imported.
+REPORT = """
+print(json.dumps(sorted({"torch", "transformers", "sentence_transformers"} & set(sys.modules))),
+      file=sys.stderr)
+"""
+COLD_SEARCH = (
+    """
 import json, sys
 from knowbase.interfaces.cli import main
 sys.argv = ["kb", "search", "--home", sys.argv[1], "docs", "forgot my password", "--json"]
@@ -94,13 +100,31 @@ try:
     main()
 except SystemExit as exc:
     assert not exc.code, exc.code
-heavy = {"torch", "transformers", "sentence_transformers"} & set(sys.modules)
-print(json.dumps({"heavy": sorted(heavy)}), file=sys.stderr)
 """
+    + REPORT
+)
+MCP_FIRST_QUERY = (
+    """
+import json, sys
+from knowbase.interfaces import mcp_tools
+from knowbase.interfaces.mcp import Scope, build_server
+from knowbase.service import Knowledge
+from knowbase.settings import load_settings
+with Knowledge(load_settings(sys.argv[1])) as kb:
+    build_server(kb, base_ids=None, allow_writes=False)  # what kb mcp does at start-up
+    found = mcp_tools.kb_search(
+        Scope(kb), mcp_tools._Cites(), query="forgot my password", base_ids=["docs"]
+    )
+print(json.dumps(found.structured_content))
+assert "onnxruntime" in sys.modules  # the dense lane ran: the query was encoded
+"""
+    + REPORT
+)
 
 
-def test_a_cold_search_on_a_minilm_base_imports_no_torch(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def minilm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("minilm") / "home"
     with Knowledge(Settings(home=home, test_providers=True)) as kb:
         base = kb.create_base("docs", embedding_model_id=MODEL, file_processor_id=None)
         notes = [
@@ -108,15 +132,26 @@ def test_a_cold_search_on_a_minilm_base_imports_no_torch(tmp_path: Path) -> None
             AddInput.note("The recipe needs two cups of flour and a pinch of salt."),
         ]
         kb.add(base.id, notes, wait=True, timeout_s=600)
+    return home
+
+
+def _run(script: str, home: Path) -> tuple[dict, list[str]]:
     result = subprocess.run(
-        [sys.executable, "-c", COLD_SEARCH, str(home)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-c", script, str(home)], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    answer = json.loads(result.stdout)
+    heavy = json.loads(result.stderr.strip().splitlines()[-1])
+    return json.loads(result.stdout), heavy
+
+
+def test_a_cold_kb_search_on_a_minilm_base_imports_no_torch(minilm_home: Path) -> None:
+    answer, heavy = _run(COLD_SEARCH, minilm_home)
     assert answer["mode"] == "hybrid", answer
     assert "password" in answer["results"][0]["text"]
-    report = json.loads(result.stderr.strip().splitlines()[-1])
-    assert report["heavy"] == [], report
+    assert heavy == []
+
+
+def test_kb_mcp_start_up_and_first_query_import_no_torch(minilm_home: Path) -> None:
+    answer, heavy = _run(MCP_FIRST_QUERY, minilm_home)
+    assert "password" in answer["items"][0]["content"], answer
+    assert heavy == []
