@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from knowbase.errors import EmbeddingMismatch, MissingExtra
+from knowbase.errors import EmbeddingMismatch, MissingExtra, ProviderUnavailable
 
 FORMAT = 1  # bump when the exported graph changes: old exports are then ignored
 GRAPH_FILE = "model.onnx"
@@ -169,10 +169,18 @@ def ensure_exported(model_dir: Path, threads: int | None = None) -> Path:
         return folder
     from filelock import FileLock
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with _export_lock, FileLock(str(folder) + ".lock"):
-        if not (folder / INFO_FILE).is_file():  # another process may have finished meanwhile
-            export(model_dir, folder, threads=threads)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with _export_lock, FileLock(str(folder) + ".lock"):
+            if not (folder / INFO_FILE).is_file():  # another process may have finished meanwhile
+                export(model_dir, folder, threads=threads)
+    except OSError as exc:  # a read-only or full cache: say where, and how to move it
+        raise ProviderUnavailable(
+            f"local:all-minilm-l6-v2: cannot write its ONNX export under {folder.parent}: {exc}",
+            hint="set KNOWBASE_MODEL_CACHE to a writable folder",
+            model_id="local:all-minilm-l6-v2",
+            path=str(folder.parent),
+        ) from exc
     return folder
 
 
