@@ -10,6 +10,10 @@ rounds in one process (the provider's ``embed``: length-sorted passes of 32 on t
 texts/s and ms per query for each and the ONNX/torch ratios, and the smallest cosine between
 the two runtimes' vectors. This decides which runtime imports use (issue 30: "if ONNX Runtime
 is faster for batched ingestion too, use it there"). Shared machine: quote the ratios.
+
+Measured 2026-12-06, ``--chunks 96 --rounds 3``, shared 2-core machine (load ~7): ONNX 3.6
+texts/s, torch 2.7 (1.36x); one query 24 ms vs 452 ms (torch's spinning threads under load);
+min cosine 1.000000. Imports therefore use the ONNX graph too.
 """
 
 from __future__ import annotations

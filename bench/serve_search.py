@@ -17,6 +17,20 @@ never answers. Prints searches/s, p50/p99 latency, errors, and after/before.
 
 Target (issue 30): >= 150 searches/s, p99 <= 250 ms, 0 errors with 16 clients. The machine is
 shared: compare figures of one run.
+
+Measured 2026-12-06, defaults plus ``--bm25 --before`` the pre-ONNX tree, 10,173 chunks, on a
+2-core machine shared with five other sessions (load ~11):
+
+    before hybrid  first search 22.9 s   14.8/s   p50 1284 ms   p99 2566 ms   0 errors
+    before bm25    first search  0.16 s 218.2/s   p50   43 ms   p99  212 ms   0 errors
+    after  hybrid  first search  1.5 s   37.9/s   p50  435 ms   p99  860 ms   0 errors
+    after  bm25    first search  0.10 s 228.8/s   p50   43 ms   p99  217 ms   0 errors
+    hybrid after/before: throughput 2.56x, p99 0.34x, first search 0.07x
+
+Queries now share model calls (7.5 queries per call with 16 searching threads in one
+process); what is left is the search around the encode: in one thread a hybrid search took
+36 ms of which the encode ~11-18 ms, and both lanes at 250 hits, fusion and visibility ~18 ms
+(a BM25-only search asks its lane for 10 hits). The 150/s target needs that part cut too.
 """
 
 from __future__ import annotations
