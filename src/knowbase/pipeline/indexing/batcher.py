@@ -15,6 +15,13 @@ and decides its retry by its own policy); every other job is untouched.
 The batcher is pure queueing: the provider call is the ``embed`` callable it is given, and
 :func:`batcher_for` builds one per provider instance from the provider's attributes
 (``batch_size``, optional ``max_in_flight`` and ``sort_by_length``).
+
+Queries get a batcher of their own (:func:`query_batcher_for`): concurrent searches hand their
+query texts to it, so a loaded server encodes many queries per model call (a call of 16 short
+queries costs a few times one query, not 16 times), while a lone query never waits: it lingers
+0 s, and company only forms behind a call already running. It calls the provider's
+``embed_queries`` where the model has one (E5's ``query:`` prefix; MiniLM's queries jump the
+import's queue), else ``embed``.
 """
 
 from __future__ import annotations
@@ -265,7 +272,28 @@ def batcher_for(provider: object) -> EmbeddingBatcher:
         return batcher
 
 
-def _bound_embed(provider: object) -> Embed:
+_query_batchers: weakref.WeakKeyDictionary[object, EmbeddingBatcher] = weakref.WeakKeyDictionary()
+QUERY_BATCH_SIZE = 32  # queries per model call at most: short texts, one pass
+
+
+def query_batcher_for(provider: object) -> EmbeddingBatcher:
+    """The process's batcher for this provider's queries: no linger, one call in flight per
+    model (the profile's ``max_in_flight`` for an HTTP model)."""
+    with _batchers_lock:
+        batcher = _query_batchers.get(provider)
+        if batcher is None:
+            method = "embed_queries" if hasattr(provider, "embed_queries") else "embed"
+            batcher = _query_batchers[provider] = EmbeddingBatcher(
+                _bound_embed(provider, method),
+                batch_size=QUERY_BATCH_SIZE,
+                max_in_flight=max(1, int(getattr(provider, "max_in_flight", 1) or 1)),
+                linger_s=0.0,
+                name=f"{getattr(provider, 'model_id', '')}:queries",
+            )
+        return batcher
+
+
+def _bound_embed(provider: object, method: str = "embed") -> Embed:
     # A weak reference: the dispatcher threads must not keep a dropped provider alive.
     ref = weakref.ref(provider)
 
@@ -273,9 +301,9 @@ def _bound_embed(provider: object) -> Embed:
         target = ref()
         if target is None:
             raise RuntimeError("the embedding provider was dropped")
-        return target.embed(texts)  # type: ignore[attr-defined]
+        return getattr(target, method)(texts)  # type: ignore[no-any-return]
 
     return embed
 
 
-__all__ = ["BatcherStats", "EmbeddingBatcher", "Ticket", "batcher_for"]
+__all__ = ["BatcherStats", "EmbeddingBatcher", "Ticket", "batcher_for", "query_batcher_for"]

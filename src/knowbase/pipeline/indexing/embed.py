@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
-from knowbase.pipeline.indexing.batcher import EmbeddingBatcher
+from knowbase.pipeline.indexing.batcher import EmbeddingBatcher, query_batcher_for
 from knowbase.pipeline.store.hashing import text_hash
 from knowbase.providers.base import EmbeddingProvider
 
@@ -125,15 +125,22 @@ def embed_query(text: str, provider: EmbeddingProvider, dims: int) -> np.ndarray
     """The query's float32 vector of width ``dims``, checked like :func:`embed_missing`'s.
 
     Answers repeat from a per-provider LRU of :data:`QUERY_CACHE_SIZE` queries; the array is
-    read-only.
+    read-only. A miss goes to the provider's query batcher (:func:`query_batcher_for`): queries
+    of concurrent searches share model calls, and a lone one is sent at once.
     """
     _check_dims(dims, provider)
     vector = cached_query(text, provider, dims)
     if vector is None:
         # A model trained with distinct query/passage inputs (E5's "query: ") says so by having
-        # ``embed_queries``; ``embed`` is what indexed text went through.
-        embed = getattr(provider, "embed_queries", None) or provider.embed
-        vector = _checked(embed([text]), 1, dims, provider)[0]
+        # ``embed_queries`` (the batcher calls it); ``embed`` is what indexed text went through.
+        try:
+            batcher = query_batcher_for(provider)
+        except TypeError:  # a provider without weakref support: called directly
+            embed = getattr(provider, "embed_queries", None) or provider.embed
+            rows = embed([text])
+        else:
+            rows = batcher.embed([text])
+        vector = _checked(rows, 1, dims, provider)[0]
         with contextlib.suppress(TypeError):  # a provider without weakref support: uncached
             QUERY_CACHE.put(provider, text, vector)
     return vector
