@@ -690,6 +690,7 @@ def _register_plugins() -> None:
         "knowbase.interfaces.cli_sync",
         "knowbase.interfaces.cli_eval",
         "knowbase.interfaces.cli_portable",
+        "knowbase.interfaces.cli_formats",
     ):
         try:
             module = importlib.import_module(name)
