@@ -1,4 +1,4 @@
-"""``kb formats``: which files are read, and how (the list is :mod:`knowbase.pipeline.readers.formats`).
+"""``kb formats``: which files are read, and how (from :mod:`knowbase.pipeline.readers.formats`).
 
 Registered on the main app by ``interfaces/cli.py``; it needs no home and opens nothing.
 """

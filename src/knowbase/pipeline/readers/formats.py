@@ -10,6 +10,7 @@ as ``LICENSE-MIT`` allowed); their bytes still have to decode as text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -95,10 +96,9 @@ def read_text_format(path: Path) -> list[Document]:
     if ext == ".rst":
         return rst_sections(text)
     if ext in (".json", ".geojson") and "\n" not in text.strip()[:4096] and len(text) > 200:
-        try:
+        # Not valid JSON after all: index the text as it is.
+        with contextlib.suppress(ValueError):
             text = json.dumps(json.loads(text), indent=1, ensure_ascii=False)
-        except ValueError:
-            pass  # not valid JSON after all: index the text as it is
     return [Document(text)]
 
 
