@@ -54,7 +54,8 @@ def _tables(page: Any) -> list[Any]:
     ruled = [t for t in page.find_tables() if _size_ok(t.extract())]
     if ruled and all(_well_ruled(t.extract()) for t in ruled):
         return ruled
-    aligned = [t for t in page.find_tables(_TEXT_TABLE) if _plausible(t.extract())]
+    words = {w["text"] for w in page.extract_words()}
+    aligned = [t for t in page.find_tables(_TEXT_TABLE) if _plausible(t.extract(), words)]
     return aligned or ruled
 
 
@@ -72,11 +73,15 @@ def _size_ok(rows: list[list[str | None]]) -> bool:
     return len(filled) >= 2 and max((len(r) for r in rows), default=0) >= 2
 
 
-def _plausible(rows: list[list[str | None]]) -> bool:
-    """A text-aligned grid is a table only if most rows have several short cells."""
+def _plausible(rows: list[list[str | None]], words: set[str]) -> bool:
+    """A text-aligned grid is a table only if most rows have several short cells and its
+    column edges fall between words (prose cut into columns splits words: "commi | ttee")."""
     if len(rows) < 3 or len(rows[0]) < 2:
         return False
     cells = [c.strip() for r in rows for c in r if c and c.strip()]
+    tokens = [t for c in cells for t in c.split()]
+    if sum(1 for t in tokens if t in words) < 0.6 * len(tokens):  # prose measured 0.46
+        return False
     counts = [n for r in rows if (n := sum(1 for c in r if c and c.strip()))]
     if len(counts) < 3 or sum(1 for n in counts if n >= 2) < 0.6 * len(counts):
         return False
@@ -142,8 +147,8 @@ def _gutter(lines: list[list[dict]], width: float) -> float | None:
     if not empty:
         return None
     x = statistics.median(empty)
-    left = sum(1 for line in lines if line[-1]["x1"] < x)
-    right = sum(1 for line in lines if line[0]["x0"] > x)
+    left = sum(1 for line in lines if line[0]["x1"] < x)
+    right = sum(1 for line in lines if line[-1]["x0"] > x)
     return x if left >= 3 and right >= 3 else None
 
 
