@@ -184,7 +184,7 @@ def load_set(set_dir: Path) -> dict[str, list[dict]]:
 def run(name: str, convert: Callable[[Path], str], by_file: dict, verbose: bool) -> dict:
     files = sorted(by_file)
     convert(SET_DIR / "files" / files[0])  # warm-up: imports and lazy tables
-    scores, seconds = [], []
+    scores, seconds, ruled, unruled = [], [], [], []
     for fname in files:
         start = time.perf_counter()
         markdown = convert(SET_DIR / "files" / fname)
@@ -193,9 +193,15 @@ def run(name: str, convert: Callable[[Path], str], by_file: dict, verbose: bool)
         for exp in by_file[fname]:
             s = score(exp["rows"], tables, arabic=fname == "arabic.pdf")
             scores.append(s)
+            (ruled if exp["flavor"] == "lattice" else unruled).append(s)
             if verbose:
                 print(f"  {name:16} {fname:30} t{exp['table_index']} F1 {s:.3f}")
-    return {"f1": statistics.mean(scores), "s_per_page": sum(seconds) / len(files)}
+    return {
+        "f1": statistics.mean(scores),
+        "ruled": statistics.mean(ruled),
+        "unruled": statistics.mean(unruled),
+        "s_per_page": sum(seconds) / len(files),
+    }
 
 
 def main() -> int:
@@ -208,15 +214,18 @@ def main() -> int:
         return 0
     by_file = load_set(SET_DIR)
     print(f"{sum(map(len, by_file.values()))} primary tables in {len(by_file)} PDFs")
-    print(f"{'candidate':18} {'F1':>6} {'s/page':>7}  licence")
+    print(f"{'candidate':18} {'F1':>6} {'ruled':>6} {'unruled':>7} {'s/page':>7}  licence")
     for name in args.candidate or list(CANDIDATES):
         licence, convert = CANDIDATES[name]
         try:
             result = run(name, convert, by_file, args.verbose)
         except ImportError as exc:
-            print(f"{name:18} {'-':>6} {'-':>7}  not installed ({exc.name})")
+            print(f"{name:18} {'-':>6} {'-':>6} {'-':>7} {'-':>7}  not installed ({exc.name})")
             continue
-        print(f"{name:18} {result['f1']:6.3f} {result['s_per_page']:7.3f}  {licence}")
+        print(
+            f"{name:18} {result['f1']:6.3f} {result['ruled']:6.3f} {result['unruled']:7.3f}"
+            f" {result['s_per_page']:7.3f}  {licence}"
+        )
     return 0
 
 

@@ -188,3 +188,22 @@ def test_real_pdf_tables_from_the_dev_set(name: str, floor: float) -> None:
     tables = bench.markdown_tables(text)
     for exp in expected:
         assert bench.score(exp["rows"], tables, arabic=False) >= floor
+
+
+def test_pages_past_the_time_budget_are_read_as_plain_text(tmp_path: Path) -> None:
+    from knowbase.pipeline.readers.pdf import pdf_page_texts
+
+    pdf = tmp_path / "long.pdf"
+    c = _canvas(pdf)
+    for page in range(3):
+        c.setFont("Helvetica", 10)
+        c.drawString(72, 760, f"Page {page + 1} shows the sales table.")
+        _grid(c, 72, 720, ROWS, ruled=True)
+        c.showPage()
+    c.save()
+    full = pdf_page_texts(pdf)
+    assert all(_table_lines(t) == ROWS for t in full)
+    cut = pdf_page_texts(pdf, budget_s=0)  # the first page is always read with structure
+    assert _table_lines(cut[0]) == ROWS
+    assert [_table_lines(t) for t in cut[1:]] == [[], []]
+    assert all("sales table" in t and "North" in t for t in cut)

@@ -12,6 +12,7 @@ keep their structure too.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +25,12 @@ logging.getLogger("pypdf").setLevel(logging.ERROR)
 logging.getLogger("pdfminer").setLevel(logging.ERROR)
 
 _TAIL_BYTES = 2048
+STRUCTURE_BUDGET_S = 45.0
+"""Seconds of structured reading per file; later pages get pypdf's plain page text.
+
+Structure costs ~0.3-0.6 s a page here (pdfminer's parse is most of it) against ~0.1 s for
+pypdf, and the isolated reader stops a file after 120 s: a 1,000-page manual must still be read.
+"""
 
 
 def read_pdf(path: Path, pages: Iterable[int] | None = None) -> list[Document]:
@@ -51,8 +58,13 @@ def pdf_pages_without_text(path: Path) -> list[int]:
     return [n for n, text in enumerate(pdf_page_texts(path), start=1) if not text.strip()]
 
 
-def pdf_page_texts(path: Path, pages: Iterable[int] | None = None) -> list[str]:
+def pdf_page_texts(
+    path: Path, pages: Iterable[int] | None = None, *, budget_s: float = STRUCTURE_BUDGET_S
+) -> list[str]:
     """The Markdown of every page, ``""`` for pages without a text layer (or not in ``pages``).
+
+    Pages read after ``budget_s`` seconds come from pypdf as plain text (no tables or
+    headings, still with their page locator and words joined).
 
     Raises EncryptedFile when a password is needed (the empty user password is tried
     first, as viewers do), UnreadableFile when the file is truncated or corrupt.
@@ -65,12 +77,17 @@ def pdf_page_texts(path: Path, pages: Iterable[int] | None = None) -> list[str]:
 
     _check_complete(path)
     wanted = set(pages) if pages is not None else None
+    deadline = time.monotonic() + budget_s
     try:
         with pdfplumber.open(str(path), password="") as pdf:
-            texts = []
+            texts: list[str] = []
             for n, page in enumerate(pdf.pages, start=1):
                 if wanted is not None and n not in wanted:
                     texts.append("")
+                elif n > 1 and time.monotonic() > deadline:
+                    rest = _plain_texts(path, n)
+                    texts += [t if wanted is None or m in wanted else "" for m, t in rest]
+                    break
                 elif _sideways(page.chars):
                     texts.append(_clean(_turned_markdown(path, n) or page_markdown(page)))
                 else:
@@ -92,6 +109,21 @@ def pdf_page_texts(path: Path, pages: Iterable[int] | None = None) -> list[str]:
             path=str(path),
             reason="corrupt_pdf",
         ) from exc
+
+
+def _plain_texts(path: Path, first: int) -> list[tuple[int, str]]:
+    """pypdf's text of pages ``first``… as ``(page number, text)``, words at line ends joined."""
+    from pypdf import PdfReader
+
+    from knowbase.pipeline.readers.pdf_layout import join_broken_words
+
+    reader = PdfReader(str(path), strict=False)
+    if reader.is_encrypted:
+        reader.decrypt("")
+    return [
+        (n, _clean(join_broken_words(reader.pages[n - 1].extract_text() or "")))
+        for n in range(first, len(reader.pages) + 1)
+    ]
 
 
 def _sideways(chars: list[dict]) -> bool:
