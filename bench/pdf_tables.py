@@ -136,6 +136,17 @@ def _pdfplumber_text(path: Path) -> str:
         return "\n\n".join(_to_md(t) for t in page.extract_tables(settings))
 
 
+def _pypdfium2(path: Path) -> str:
+    # Text only: pdfium has no table finder. Its row is the parse-speed floor of a C parser.
+    import pypdfium2
+
+    pdf = pypdfium2.PdfDocument(str(path))
+    try:
+        return pdf[0].get_textpage().get_text_range()
+    finally:
+        pdf.close()
+
+
 def _markitdown(path: Path) -> str:
     # markitdown gives no page boundaries; its whole output is scored (all but two files are
     # one page long), which can only help it.
@@ -162,6 +173,7 @@ def _to_md(rows: list[list[str | None]]) -> str:
 CANDIDATES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "knowbase": ("MIT (pdfplumber + pdfminer.six, MIT)", _knowbase),
     "pypdf": ("BSD-3 (the reader before this change)", _pypdf),
+    "pypdfium2": ("Apache-2.0/BSD-3, page text (no table finder)", _pypdfium2),
     "pdfplumber-lines": ("MIT, extract_tables() defaults", _pdfplumber),
     "pdfplumber-text": ("MIT, text strategies", _pdfplumber_text),
     "markitdown": ("MIT (pdfminer.six)", _markitdown),
