@@ -207,3 +207,20 @@ def test_pages_past_the_time_budget_are_read_as_plain_text(tmp_path: Path) -> No
     assert _table_lines(cut[0]) == ROWS
     assert [_table_lines(t) for t in cut[1:]] == [[], []]
     assert all("sales table" in t and "North" in t for t in cut)
+
+
+def test_words_set_without_space_glyphs_stay_apart(tmp_path: Path) -> None:
+    # DocBook/FOP output places each word on its own, 2.2 pt apart, with no space character;
+    # pdfplumber's fixed 3 pt word gap read such lines as one long word.
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    pdf = tmp_path / "tight.pdf"
+    c = _canvas(pdf)
+    c.setFont("Helvetica", 10)
+    x = 72.0
+    for word in ["Many", "programs", "use", "the", "MIME", "system"]:
+        c.drawString(x, 760, word)
+        x += stringWidth(word, "Helvetica", 10) + 2.2
+    c.showPage()
+    c.save()
+    assert read_file(pdf)[0].text == "Many programs use the MIME system"

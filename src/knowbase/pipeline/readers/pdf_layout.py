@@ -23,7 +23,14 @@ import statistics
 from collections import Counter
 from typing import Any
 
-_TEXT_TABLE = {"vertical_strategy": "text", "horizontal_strategy": "text"}
+# A word gap of 0.15 x the font size, not pdfplumber's fixed 3 pt: tightly set PDFs without
+# space glyphs (DocBook/FOP output) glued whole lines into one word at 3 pt.
+_WORD_GAP = {"x_tolerance_ratio": 0.15}
+_TEXT_TABLE = {
+    "vertical_strategy": "text",
+    "horizontal_strategy": "text",
+    "text_x_tolerance_ratio": _WORD_GAP["x_tolerance_ratio"],
+}
 _HEADING_RATIOS = ((1.6, 1), (1.3, 2), (1.15, 3))
 _SOFT_HYPHENS = "\u00ad\ufffd"
 _BREAK_HYPHENS = "-\u2010\u2011"
@@ -34,7 +41,7 @@ def page_markdown(page: Any) -> str:
     """The page as Markdown (``""`` when it has no text layer)."""
     if not page.chars:
         return ""
-    all_words = page.extract_words(extra_attrs=["size"], use_text_flow=False)
+    all_words = page.extract_words(extra_attrs=["size"], use_text_flow=False, **_WORD_GAP)
     tables = _tables(page, {w["text"] for w in all_words})
     boxes = [t.bbox for t, _ in tables]
     words = [w for w in all_words if not any(_inside(w, box) for box in boxes)]
@@ -89,7 +96,7 @@ class _CellText:
                     out.append(None)
                     continue
                 inside = [c for c in row_chars if _in_cell(c, cell)]
-                out.append(extract_text(inside) if inside else "")
+                out.append(extract_text(inside, **_WORD_GAP) if inside else "")
             grid.append(out)
         return grid
 
