@@ -224,3 +224,22 @@ def test_words_set_without_space_glyphs_stay_apart(tmp_path: Path) -> None:
     c.showPage()
     c.save()
     assert read_file(pdf)[0].text == "Many programs use the MIME system"
+
+
+def test_justified_prose_never_becomes_a_table(tmp_path: Path) -> None:
+    # Justified lines line their word gaps up by chance: pdfplumber's text-alignment finder
+    # then returns a "table" whose columns are ordinary word spaces.
+    from reportlab.lib.enums import TA_JUSTIFY
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import ParagraphStyle
+    from reportlab.platypus import Paragraph, SimpleDocTemplate
+
+    pdf = tmp_path / "justified.pdf"
+    style = ParagraphStyle("j", fontName="Times-Roman", fontSize=10, leading=12)
+    style.alignment = TA_JUSTIFY
+    SimpleDocTemplate(str(pdf), pagesize=A4).build(
+        [Paragraph(" ".join([PROSE] * 4), style), Paragraph(" ".join([PROSE[::-1]] * 3), style)]
+    )
+    text = read_file(pdf)[0].text
+    assert "|" not in text
+    assert text.startswith("The committee met in spring to review the budget")
