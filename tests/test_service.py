@@ -223,3 +223,25 @@ def test_delete_base_cancels_every_active_job(knowledge):
     assert jobs.count_jobs(queue=queue_of(base.id), statuses=["pending", "running"]) == 0
     assert jobs.count_jobs(queue=queue_of(base.id), statuses=["cancelled"]) == 1_205
     assert knowledge.count_jobs(base=keep.id, statuses=["pending"]) == 3
+
+
+def test_rst_json_and_readme_files_are_found_by_search(knowledge, tmp_path):
+    """Issue 28: these used to be skipped as unsupported_type."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "guide.rst").write_text(
+        "Guide\n=====\n\nThe quokka smiles.\n\nInstall\n-------\n\nRun the marmot installer.\n",
+        encoding="utf-8",
+    )
+    (folder / "data.json").write_text('{"animal": "pangolin", "scales": true}', "utf-8")
+    (folder / "README").write_text("This repository feeds the axolotl.\n", encoding="utf-8")
+    knowledge.create_base("fmt")
+    knowledge.add("fmt", [AddInput.directory(folder)], wait=True)
+    found = {
+        q: [(h.concept_id, h.locator) for h in knowledge.search("fmt", q).results][:1]
+        for q in ("marmot installer", "pangolin", "axolotl")
+    }
+    assert found["marmot installer"][0][0].endswith("guide.rst")
+    assert found["marmot installer"][0][1].get("heading") == ["Guide", "Install"]
+    assert found["pangolin"][0][0].endswith("data.json")
+    assert found["axolotl"][0][0].endswith("README")

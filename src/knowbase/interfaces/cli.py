@@ -210,6 +210,7 @@ def _register_plugins() -> None:
         "knowbase.interfaces.cli_eval",
         "knowbase.interfaces.cli_portable",
         "knowbase.interfaces.cli_labels",
+        "knowbase.interfaces.cli_formats",
     ):
         try:
             module = importlib.import_module(name)

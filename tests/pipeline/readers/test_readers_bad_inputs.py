@@ -12,10 +12,11 @@ import pytest
 
 from knowbase.errors import EncryptedFile, NoTextExtracted, UnreadableFile
 from knowbase.pipeline.readers import SUPPORTED_EXTENSIONS, read_file
+from knowbase.pipeline.readers.formats import TEXT_EXTENSIONS
 
 pytestmark = pytest.mark.timeout(60)
 
-_TEXT_EXTS = {".txt", ".md", ".markdown", ".mdx", ".csv", ".html", ".htm"}
+_TEXT_EXTS = {".txt", ".md", ".markdown", ".mdx", ".csv", ".html", ".htm"} | TEXT_EXTENSIONS
 
 
 @pytest.mark.parametrize("ext", sorted(SUPPORTED_EXTENSIONS))

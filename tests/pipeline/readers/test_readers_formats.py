@@ -43,11 +43,11 @@ def test_extension_sets() -> None:
     for ext in (".txt", ".md", ".mdx", ".xlsb", ".ods", ".epub", ".doc", ".ppt", ".htm"):
         assert ext in SUPPORTED_EXTENSIONS
     assert is_supported("Report.PDF") and is_supported("a/b/c.docx")
-    assert not is_supported("archive.zip") and not is_supported("Makefile")
+    assert not is_supported("archive.zip") and not is_supported("program")
 
 
 def test_unknown_extension_is_unsupported(tmp_path: Path) -> None:
-    p = tmp_path / "x.json"
+    p = tmp_path / "x.bin"
     p.write_text("{}")
     with pytest.raises(UnsupportedFileType) as info:
         read_file(p)

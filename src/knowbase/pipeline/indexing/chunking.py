@@ -12,6 +12,7 @@ from functools import partial
 
 from knowbase.pipeline.documents import Chunk, ChunkSettings, Document
 from knowbase.pipeline.indexing.splitter import js_round, split_text_with_offsets
+from knowbase.pipeline.indexing.tables import TableMap
 from knowbase.pipeline.indexing.token_cap import apply_token_cap
 from knowbase.pipeline.indexing.tokens import estimate_tokens
 
@@ -49,7 +50,8 @@ def chunk_documents(
     continuously from 0. With ``settings.token_cap`` set, spans are re-split to at most
     ``min(chunk_size, token_cap)`` tokens (overlap scaled in proportion) counted by
     ``count_tokens`` — the model's tokenizer — or by :func:`estimate_tokens` when the model
-    has none (``count_tokens`` missing or answering ``None``).
+    has none (``count_tokens`` missing or answering ``None``). A chunk that starts inside a
+    Markdown table's body gets that table's header row and separator in ``table_header``.
 
         >>> text, chunks = chunk_documents([Document("one"), Document("two", {"page": 2})],
         ...                                ChunkSettings())
@@ -70,6 +72,7 @@ def chunk_documents(
         )
         if cap is not None and spans:
             spans = cap(doc.text, spans)
+        tables = TableMap(doc.text) if "|" in doc.text else None
         for start, end in spans:
             chunks.append(
                 Chunk(
@@ -78,6 +81,7 @@ def chunk_documents(
                     char_end=offset + end,
                     unit_index=len(chunks),
                     locator=dict(doc.locator),
+                    table_header=tables.header_for(start) if tables else "",
                 )
             )
         offset += len(doc.text) + len(DOCUMENT_JOINER)

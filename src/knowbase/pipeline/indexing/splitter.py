@@ -6,7 +6,8 @@ is a verbatim slice and the index can store one ``content_text`` and derive bodi
 It walks the text greedily: from the cursor it targets a cut ``max_chars`` ahead (the token budget
 turned into characters once, with the text's own chars-per-token ratio), snaps the cut to the
 best-scoring break point in a look-back window, emits the span trimmed of whitespace and restarts
-``overlap_chars`` before the cut.
+``overlap_chars`` before the cut. Neither a cut nor a restart falls inside a Markdown table row
+(:mod:`.tables`), and no cut separates a table's header row from its separator line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from knowbase.pipeline.indexing.tables import TableMap
 from knowbase.pipeline.indexing.tokens import estimate_tokens
 
 STRATEGIES = ("structured", "delimiter")
@@ -109,7 +111,10 @@ def split_text_with_offsets(
     overlap_chars = min(js_round(overlap * cpt), max_chars - 1)
     window = max(1, js_round(_WINDOW_RATIO * max_chars))
 
+    tables = TableMap(text) if "|" in text else None
     breaks = _scan_breaks(text, strategy, sep)
+    if tables:
+        breaks = _without(breaks, {p - 1 for p in tables.separator_lines()})
     fences = _code_fences(text) if strategy == "structured" else []
     fence_starts = [f[0] for f in fences]
 
@@ -119,6 +124,8 @@ def split_text_with_offsets(
         end = min(cursor + max_chars, n)
         if end < n:
             end = _best_cut(breaks, fences, fence_starts, cursor, end, window)
+            if tables:
+                end = tables.cut_back(end, cursor)
         span = trim_span(text, cursor, end)
         if span is not None:
             if spans and spans[-1][0] == span[0]:
@@ -130,6 +137,8 @@ def split_text_with_offsets(
         if end >= n:
             break
         nxt = end - overlap_chars
+        if tables:
+            nxt = tables.start_at_row(nxt, cursor, end)
         cursor = nxt if nxt > cursor else end
     return spans
 
@@ -152,6 +161,12 @@ def _scan_breaks(text: str, strategy: str, sep: str) -> _Breaks:
             _literal_breaks(text, fallback, score, consider)
     positions = sorted(best)
     return _Breaks(positions, [best[p] for p in positions])
+
+
+def _without(breaks: _Breaks, banned: set[int]) -> _Breaks:
+    pairs = zip(breaks.positions, breaks.scores, strict=True)
+    kept = [(p, sc) for p, sc in pairs if p not in banned]
+    return _Breaks([p for p, _ in kept], [sc for _, sc in kept])
 
 
 def _literal_breaks(text: str, sep: str, score: int, consider: Callable[[int, int], None]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from knowbase.pipeline.indexing.splitter import trim_span
+from knowbase.pipeline.indexing.tables import TableMap
 
 PREFERRED_BOUNDARIES: tuple[str, ...] = (
     "\n\n",
@@ -45,8 +46,9 @@ def apply_token_cap(
     A piece is the longest prefix that fits (binary search), stepped back to the best
     :data:`PREFERRED_BOUNDARIES` boundary when one lies past half of it. The next piece starts
     where the last ``overlap_tokens`` of the piece begin (binary search), always after the
-    previous start. Pieces are trimmed of whitespace; offsets index ``text``. A piece exceeds
-    ``max_tokens`` only when a single character does.
+    previous start. Neither a cut nor a start falls inside a Markdown table row unless the row
+    alone is over the limit (:mod:`.tables`). Pieces are trimmed of whitespace; offsets index
+    ``text``. A piece exceeds ``max_tokens`` only when a single character does.
 
     The result is sorted by start, and a piece contained in another is dropped: re-split tails
     may reach into the next span's overlap, and callers expect strictly increasing starts.
@@ -59,11 +61,12 @@ def apply_token_cap(
     max_tokens = max(1, max_tokens)
     overlap_tokens = max(0, min(overlap_tokens, max_tokens - 1))
     out: list[tuple[int, int]] = []
+    tables = TableMap(text) if "|" in text else None
     for start, end in spans:
         if count_tokens(text[start:end]) <= max_tokens:
             out.append((start, end))
         else:
-            out.extend(_resplit(text, start, end, max_tokens, overlap_tokens, count_tokens))
+            out.extend(_resplit(text, start, end, max_tokens, overlap_tokens, count_tokens, tables))
     return _drop_contained(out)
 
 
@@ -74,6 +77,7 @@ def _resplit(
     max_tokens: int,
     overlap_tokens: int,
     count: Callable[[str], int],
+    tables: TableMap | None = None,
 ) -> list[tuple[int, int]]:
     pieces: list[tuple[int, int]] = []
     cursor = start
@@ -87,12 +91,16 @@ def _resplit(
         known_over = False
         cut = _longest_fitting_prefix(text, cursor, end, max_tokens, count)
         cut = _step_back_to_boundary(text, cursor, cut)
+        if tables:
+            cut = tables.cut_back(cut, cursor)  # a table row stays whole when it fits
         piece = trim_span(text, cursor, cut)
         if piece is not None:
             pieces.append(piece)
         if cut >= end:
             break
         nxt = _overlap_start(text, cursor, cut, overlap_tokens, count)
+        if tables:
+            nxt = tables.start_at_row(nxt, cursor, cut)
         cursor = nxt if nxt > cursor else cut
     return pieces
 

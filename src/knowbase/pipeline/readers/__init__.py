@@ -20,6 +20,9 @@ extension              reader                                      locator
 .xlsx .xls .xlsb .ods  calamine, per sheet                         ``{"sheet": name}``
 .epub                  per chapter                                 ``{"chapter": title|n}``
 .png .jpg .tif…        no text without OCR → ``no_text_extracted``
+.rst                   heading sections (:mod:`.formats`)          ``{"heading": [...]}``
+.json .yaml .py…       as text (:mod:`.formats`, ``kb formats``)   ``{}``
+README, LICENSE…       extensionless, by name, as text             ``{}``
 =====================  ==========================================  =========================
 
 A Markdown file written by a processor (first line :data:`PROCESSED_MARKER`) reads back with
@@ -33,6 +36,7 @@ from pathlib import Path, PurePath
 
 from knowbase.errors import NoTextExtracted, UnreadableFile, UnsupportedFileType
 from knowbase.pipeline.documents import Document
+from knowbase.pipeline.readers.formats import TEXT_EXTENSIONS, is_text_name
 from knowbase.pipeline.readers.isolation import read_file_isolated
 from knowbase.pipeline.readers.markdown import (
     PROCESSED_MARKER,
@@ -66,13 +70,15 @@ SUPPORTED_EXTENSIONS: frozenset[str] = (
     _TEXT_EXTENSIONS
     | PROCESSABLE_EXTENSIONS
     | frozenset({".xlsx", ".xls", ".xlsb", ".ods", ".docx", ".doc", ".pptx", ".ppt", ".epub"})
+    | TEXT_EXTENSIONS
 )
 """Lower-case extensions with a dot that :func:`read_file` accepts."""
 
 
 def is_supported(name: str | PurePath) -> bool:
-    """Whether ``name``'s extension (case-insensitive) has a reader: ``is_supported("A.PDF")``."""
-    return PurePath(name).suffix.lower() in SUPPORTED_EXTENSIONS
+    """Whether ``name`` has a reader: by extension (case-insensitive, ``is_supported("A.PDF")``),
+    or, without one, by a known text-file name (``is_supported("README")``)."""
+    return PurePath(name).suffix.lower() in SUPPORTED_EXTENSIONS or is_text_name(name)
 
 
 def read_file(path: Path, *, max_bytes: int | None = None) -> list[Document]:
@@ -85,7 +91,7 @@ def read_file(path: Path, *, max_bytes: int | None = None) -> list[Document]:
     """
     path = Path(path)
     ext = path.suffix.lower()
-    if ext not in SUPPORTED_EXTENSIONS:
+    if not is_supported(path.name):
         raise UnsupportedFileType(
             f"{path.name}: files of type {ext or '(no extension)'} are not supported",
             path=str(path),
@@ -115,7 +121,7 @@ def read_file(path: Path, *, max_bytes: int | None = None) -> list[Document]:
             f"{path.name} is an image; its text can only be read by OCR", path=str(path)
         )
     try:
-        docs = _READERS[ext](path)
+        docs = _READERS.get(ext, _TEXT_FORMAT)(path)
     except OSError as exc:
         raise UnreadableFile(
             f"{path.name} cannot be read: {exc}", path=str(path), reason="io"
@@ -145,6 +151,8 @@ def _lazy(module: str, func: str, *args: str) -> Callable[[Path], list[Document]
 
     return call
 
+
+_TEXT_FORMAT = _lazy("formats", "read_text_format")
 
 _READERS: dict[str, Callable[[Path], list[Document]]] = {
     ".txt": _lazy("text", "read_text_file"),

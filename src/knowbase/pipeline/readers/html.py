@@ -53,6 +53,10 @@ def html_to_markdown(html: str) -> str:
         strip=["img"],
         escape_underscores=False,
         escape_asterisks=False,
+        # A table without <th> (every Word table through mammoth) takes its first row as the
+        # header instead of getting an empty header row above it: the header is what a chunk
+        # continuing the table repeats.
+        table_infer_header=True,
     ).convert_soup(root)
     # markdownify leaves runs of blank lines where block elements were removed.
     md = re.sub(r"\n{3,}", "\n\n", md)
