@@ -146,6 +146,7 @@ def serve(
             local_path_roots=roots,
             host=host,
             allowed_hosts=kb.settings.allowed_hosts,
+        allowed_origins=kb.settings.allowed_origins,
         )
         typer.echo(
             f"knowbase API on http://{host}:{port} (docs at /docs); "

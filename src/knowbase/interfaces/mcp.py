@@ -401,6 +401,7 @@ def run_http(
     host: str = "127.0.0.1",
     port: int = DEFAULT_HTTP_PORT,
     allowed_hosts: tuple[str, ...] = (),
+    allowed_origins: tuple[str, ...] = (),
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted.
 
@@ -421,7 +422,9 @@ def run_http(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=host,
     )
-    guarded = HostGuard(app, HostPolicy.for_bind(host, allowed_hosts), origin_methods=ALL_METHODS)
+    guarded = HostGuard(
+        app, HostPolicy.for_bind(host, allowed_hosts, allowed_origins), origin_methods=ALL_METHODS
+    )
     config = uvicorn.Config(guarded, host=host, port=port, log_level="warning")
     anyio.run(uvicorn.Server(config).serve)
 
@@ -451,6 +454,7 @@ def serve(
                 host=host,
                 port=port,
                 allowed_hosts=kb.settings.allowed_hosts,
+                allowed_origins=kb.settings.allowed_origins,
             )
         else:
             run_stdio(kb, base_ids=base_ids, allow_writes=allow_writes)
