@@ -45,6 +45,7 @@ from knowbase.query.search import SearchConfig, SearchResponse, search
 from knowbase.query.visibility import VisibilityCache
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
+from knowbase.staging import Staging
 from knowbase.tasks import register_all
 
 if TYPE_CHECKING:
@@ -249,6 +250,11 @@ class Knowledge:
         if wait and result.job_ids:
             self.wait(result.job_ids, timeout_s=timeout_s)
         return result
+
+    def spool(self, base: str) -> Staging:
+        """A private staging folder in the base for bytes a surface receives (uploads) before
+        :meth:`add`; removed on exit, or by the recovery sweep after a crash."""
+        return Staging(self.rt.storage(self.get_base(base).id))
 
     def add_note(
         self, base: str, content: str, *, title: str | None = None, wait: bool = True

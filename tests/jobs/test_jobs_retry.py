@@ -176,10 +176,11 @@ def test_kind_validates_its_policy() -> None:
 
 def test_spec_kind_table() -> None:
     from knowbase.runtime import queue_of
-    from knowbase.tasks.kinds import ALL_KINDS, DELETE_SUBTREE, PROCESS_FILE, SWITCH_MODEL
+    from knowbase.tasks.kinds import ALL_KINDS, PROCESS_FILE, SYNC_BASE
 
-    # A model switch resumes after a crash (its shadow vectors are kept): issue 15 item 4.
-    assert [k for k in ALL_KINDS if k.recovery == "retry"] == [DELETE_SUBTREE, SWITCH_MODEL]
+    # A model switch resumes after a crash (its shadow vectors are kept): issue 15 item 4; so
+    # does an item's job (issue 26: interrupted work resumes). Only a sync is re-planned.
+    assert [k for k in ALL_KINDS if k.recovery == "abandon"] == [SYNC_BASE]
     assert (PROCESS_FILE.max_attempts, PROCESS_FILE.timeout_s) == (2, 1800)
     assert len({k.name for k in ALL_KINDS}) == len(ALL_KINDS)
     assert queue_of("b1") == "base.b1"

@@ -11,7 +11,6 @@ without an origin (DESIGN.md "Origin": uploads cannot be re-acquired).
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -124,8 +123,9 @@ def upload_items(
     kb: Knowledge = Depends(get_kb),
 ) -> Any:
     """Store uploaded files into the base like local files (no origin: not re-acquirable)."""
-    kb.get_base(base)
-    with tempfile.TemporaryDirectory(prefix="kb-upload-") as tmp:
+    # Spooled into the base's staging (owned by this process, swept after a crash), not a
+    # temp folder: a server killed mid-upload left a kb-upload-* folder nobody removed.
+    with kb.spool(base) as spool:
         inputs = []
         for n, upload in enumerate(files):
             name = Path((upload.filename or "").replace("\\", "/")).name
@@ -133,12 +133,11 @@ def upload_items(
             if not safe:
                 raise InvalidInput("every uploaded file needs a file name", index=n)
             # One folder per file: two uploads may share a name (rename strategy dedupes).
-            target = Path(tmp) / str(n) / safe
-            target.parent.mkdir()
+            target = spool.spool_path(safe)
             with target.open("wb") as out:
                 shutil.copyfileobj(upload.file, out, length=1024 * 1024)
             inputs.append(AddInput("file", source=name, path=str(target), origin=None))
-        # add() copies into raw/ before it returns, so the temp dir may go afterwards.
+        # add() copies into raw/ before it returns, so the spool may go afterwards.
         return _add_response(kb.add(base, inputs, strategy=conflict))
 
 
