@@ -320,6 +320,13 @@ class Knowledge:
             report.urls = dict(job.progress_details.get("pages") or {}) if job else {}
         return report
 
+    def unfinished_before_sync(self, base: str) -> list[str]:
+        """Jobs an interrupted sync or import of the base left to finish before a sync plans
+        (``ingestion/sync_resume.py``); raises ``BaseBusy`` when another process runs them."""
+        from knowbase.ingestion.sync_resume import unfinished_before_sync
+
+        return unfinished_before_sync(self.rt, self.get_base(base).id)
+
     def retry_failed(self, base: str, *, wait: bool = False) -> str | None:
         """Re-run failed items: a reindex of the failed roots, rebuilt from raw/."""
         job_id = retry_failed(self.rt, self.get_base(base).id)
