@@ -238,12 +238,16 @@ class ModelChecksumMismatch(Unavailable):
 # --- 502 -------------------------------------------------------------------------------------
 class DiskFull(Unavailable):
     """A write failed for lack of space (ENOSPC, EDQUOT, SQLite's SQLITE_FULL) on the disk
-    holding the home or a base's files. Workers stop claiming until space returns; the items
-    whose write failed end ``failed`` with this code."""
+    holding the home or a base's files. Workers stop claiming until space returns; a job whose
+    outcome can still be written retries, then fails its item with this code; one that cannot
+    stays as it is and resumes once space returns."""
 
     code = "disk_full"
     status = 507
-    hint = "free space on the disk holding KNOWBASE_HOME, then run kb retry"
+    hint = (
+        "free space on the disk holding KNOWBASE_HOME: the paused work resumes with the next"
+        " kb add, kb serve or kb worker (kb retry re-runs items that failed)"
+    )
 
 
 class ProviderError(KnowbaseError):

@@ -273,6 +273,7 @@ class Knowledge:
                 asked = time.monotonic()
                 if not self.rt.jobs.tree_active(roots):
                     break
+                self.check_workers()
                 if time.monotonic() > deadline:
                     raise Unavailable(f"jobs still running after {timeout_s:.0f} s", jobs=roots)
                 # The count walks the whole job tree: over a 100k-file import that took half
@@ -281,6 +282,14 @@ class Knowledge:
         finally:
             if started_here:
                 self.stop_workers()
+
+    def check_workers(self) -> None:
+        """Raise ``DiskFull`` while this process's workers are paused on a full disk, so a
+        waiting caller says so now instead of waiting for ever; the unsettled jobs resume once
+        space returns (their kinds recover by ``retry``)."""
+        error = self._worker.disk.error if self._worker is not None else None
+        if error is not None:
+            raise error
 
     def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
         """The jobs and all their descendants (parent links)."""

@@ -433,6 +433,7 @@ def follow(kb: Knowledge, base_id: str, job_ids: list[str], *, quiet: bool = Fal
                         progress.update(task, completed=100, stage=stage)
                 if done:
                     break
+                kb.check_workers()  # a full disk ends the wait with disk_full (issue 26)
                 time.sleep(0.2)
     finally:
         kb.stop_workers()
