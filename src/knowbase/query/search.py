@@ -38,7 +38,11 @@ DEFAULT_RERANK_TOP_N = 6  # the origin's DEFAULT_DOCUMENT_COUNT, deliberately no
 MAX_CANDIDATES = 200
 MAX_LANE = 1000
 #: Runs of one search at most while re-indexes swap its hits' units under it (see search()).
-SWAP_RUNS = 3
+#: A group commit swaps a batch of documents one index transaction each, back to back, so a
+#: search inside that burst can lose a hit on several runs in a row: with 3 runs about 1 in 20
+#: runs of tests/ingestion/test_ingestion_sync_visibility.py still lost a document, with 6
+#: none of 25.
+SWAP_RUNS = 6
 # Keyword lanes that run while the query is embedded (one per concurrent hybrid search).
 _LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
 
