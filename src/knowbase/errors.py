@@ -22,7 +22,8 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   ├── BaseFailed                     the base is failed: restore it first
     │   ├── FileExists                     the target file already exists in raw/
     │   ├── BaseExists                     an import or copy would clash with a base's name
-    │   └── CatalogRevisionUnknown         the catalog was migrated by a newer knowbase
+    │   ├── CatalogRevisionUnknown         the catalog was migrated by a newer knowbase
+    │   └── BaseBusy                       another live process is working on the base (sync)
     ├── Unavailable                    503  a component cannot be reached right now
     │   ├── VectorStoreUnavailable         the base's index cannot be opened
     │   ├── CatalogUnavailable             the catalog is damaged, empty or missing where expected
@@ -30,7 +31,8 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   ├── ProviderUnavailable            embedding / rerank endpoint down or failing
     │   ├── EmbeddingModelChanged          a model switch swapped while an item embedded
     │   ├── MissingExtra                   an optional dependency is not installed
-    │   └── ModelChecksumMismatch          bundled model weights differ from the pinned sha256
+    │   ├── ModelChecksumMismatch          bundled model weights differ from the pinned sha256
+    │   └── DiskFull                   507  no space left on the disk holding the home
     ├── ProviderError                  502  a provider answered something unusable
     │   └── EmbeddingMismatch              wrong vector count / width / empty vector
     └── ItemFailed                     an item could not be processed; ends its job, fails the item
@@ -198,6 +200,14 @@ class CatalogRevisionUnknown(Conflict):
 
 
 # --- 503 -------------------------------------------------------------------------------------
+class BaseBusy(Conflict):
+    """Another live process runs jobs of the base that this operation must not overlap (a
+    sync whose folders are still being indexed elsewhere)."""
+
+    code = "base_busy"
+    hint = "wait for it (kb jobs shows its jobs) or stop that process, then try again"
+
+
 class Unavailable(KnowbaseError):
     """A component cannot be reached right now; retrying later may work."""
 
@@ -252,6 +262,20 @@ class ModelChecksumMismatch(Unavailable):
 
 
 # --- 502 -------------------------------------------------------------------------------------
+class DiskFull(Unavailable):
+    """A write failed for lack of space (ENOSPC, EDQUOT, SQLite's SQLITE_FULL) on the disk
+    holding the home or a base's files. Workers stop claiming until space returns; a job whose
+    outcome can still be written retries, then fails its item with this code; one that cannot
+    stays as it is and resumes once space returns."""
+
+    code = "disk_full"
+    status = 507
+    hint = (
+        "free space on the disk holding KNOWBASE_HOME: the paused work resumes with the next"
+        " kb add, kb serve or kb worker (kb retry re-runs items that failed)"
+    )
+
+
 class ProviderError(KnowbaseError):
     """A provider answered, but with something unusable."""
 

@@ -46,6 +46,7 @@ from knowbase.query.search import SearchConfig, SearchResponse, search
 from knowbase.query.visibility import VisibilityCache
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
+from knowbase.staging import Staging
 from knowbase.tasks import register_all
 
 if TYPE_CHECKING:
@@ -266,6 +267,11 @@ class Knowledge:
             self.wait(result.job_ids, timeout_s=timeout_s)
         return result
 
+    def spool(self, base: str) -> Staging:
+        """A private staging folder in the base for bytes a surface receives (uploads) before
+        :meth:`add`; removed on exit, or by the recovery sweep after a crash."""
+        return Staging(self.rt.storage(self.get_base(base).id))
+
     def add_note(
         self, base: str, content: str, *, title: str | None = None, wait: bool = True
     ) -> Item:
@@ -283,6 +289,7 @@ class Knowledge:
                 asked = time.monotonic()
                 if not self.rt.jobs.tree_active(roots):
                     break
+                self.check_workers()
                 if time.monotonic() > deadline:
                     raise Unavailable(f"jobs still running after {timeout_s:.0f} s", jobs=roots)
                 # The count walks the whole job tree: over a 100k-file import that took half
@@ -291,6 +298,14 @@ class Knowledge:
         finally:
             if started_here:
                 self.stop_workers()
+
+    def check_workers(self) -> None:
+        """Raise ``DiskFull`` while this process's workers are paused on a full disk, so a
+        waiting caller says so now instead of waiting for ever; the unsettled jobs resume once
+        space returns (their kinds recover by ``retry``)."""
+        error = self._worker.disk.error if self._worker is not None else None
+        if error is not None:
+            raise error
 
     def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
         """The jobs and all their descendants (parent links)."""
@@ -329,6 +344,13 @@ class Knowledge:
             job = self.get_job(report.job_id)
             report.urls = dict(job.progress_details.get("pages") or {}) if job else {}
         return report
+
+    def unfinished_before_sync(self, base: str) -> list[str]:
+        """Jobs an interrupted sync or import of the base left to finish before a sync plans
+        (``ingestion/sync_resume.py``); raises ``BaseBusy`` when another process runs them."""
+        from knowbase.ingestion.sync_resume import unfinished_before_sync
+
+        return unfinished_before_sync(self.rt, self.get_base(base).id)
 
     def retry_failed(self, base: str, *, wait: bool = False) -> str | None:
         """Re-run failed items: a reindex of the failed roots, rebuilt from raw/."""

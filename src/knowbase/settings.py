@@ -47,6 +47,9 @@ class Settings:
     # Host names a server (kb serve, kb mcp --http) answers to besides its bound address and,
     # on loopback, localhost/127.0.0.1/[::1]; "*" turns the Host check off (http_guard.py).
     allowed_hosts: tuple[str, ...] = ()
+    # Origins (``http://localhost:6274``) besides a server's own that may change state through
+    # it (a console behind a proxy, a browser tool); "*" turns the Origin check off.
+    allowed_origins: tuple[str, ...] = ()
     # The deterministic ``hash:`` provider is for tests only: off, it is an unknown profile.
     test_providers: bool = False
     # A base with at least this many vectors searches a faiss index re-scored in float32
@@ -140,6 +143,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         workers=pick("workers", "KNOWBASE_WORKERS", 48, int),
         job_retention_days=pick("job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float),
         allowed_hosts=pick("allowed_hosts", "KNOWBASE_ALLOWED_HOSTS", (), names),
+        allowed_origins=pick("allowed_origins", "KNOWBASE_ALLOWED_ORIGINS", (), names),
         test_providers=pick("test_providers", "KNOWBASE_TEST_PROVIDERS", False, truthy),
         quantized_lane_min_rows=pick(
             "quantized_lane_min_rows", "KNOWBASE_QUANTIZED_LANE_MIN_ROWS", 100_000, int

@@ -55,6 +55,15 @@ class Staging:
         """Copy ``src`` to ``tree/<rel>`` (a folder import keeps its layout for one move)."""
         return self._copy(src, self.tree / validate_relative_path(rel))
 
+    def spool_path(self, name: str) -> Path:
+        """A fresh path named ``name`` (its folder made) for bytes the caller writes itself:
+        an HTTP upload is spooled here, so a server killed mid-upload leaves a folder the
+        recovery sweep removes, never a temp folder nobody owns."""
+        self._n += 1
+        path = self.root / "spool" / str(self._n) / name
+        path.parent.mkdir(parents=True)
+        return path
+
     @property
     def tree(self) -> Path:
         """The staged copy of a folder, moved into raw/ as a whole."""

@@ -182,13 +182,14 @@ def test_kill_9_mid_copy_leaves_only_staging_that_the_sweep_removes(
     report = sweep(kb.rt)
     assert report.staging_removed == [f"{bm25_base.id}/{left}"]
     assert staging_dirs(kb, bm25_base) == [] and raw_files(kb, bm25_base) == []
-    # The folder's job follows its policy like any interrupted job; a fresh add of the same
-    # folder then takes the plain name (nothing unowned occupies it).
+    # The folder's job follows its policy like any interrupted job: back to the queue (turn 3,
+    # interrupted work resumes), and its next attempt takes the plain name (nothing unowned
+    # occupies it).
     (folder,) = kb.list_items(bm25_base.id)
-    assert (folder.status, folder.error_code) == ("failed", "indexing_interrupted")
-    kb.delete_items(bm25_base.id, [folder.id], wait=True)
-    again = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=60)
-    assert kb.get_item(bm25_base.id, again.items[0].id).data["relative_path"] == "docs"
+    assert (folder.status, folder.error_code) == ("preparing", None)
+    kb.run_until_idle(timeout_s=60)
+    folder = kb.get_item(bm25_base.id, folder.id)
+    assert (folder.status, folder.data["relative_path"]) == ("completed", "docs")
     assert len(raw_files(kb, bm25_base)) == 12
 
 

@@ -84,8 +84,16 @@ def test_wildcard_bind_checks_host_only_when_names_are_configured() -> None:
     [
         (None, True),  # curl, SDKs, the CLI
         ("http://127.0.0.1:8765", True),  # this server
-        ("http://localhost:3000", True),  # a loopback name, any port
-        ("https://kb.example", True),  # a configured name
+        ("HTTP://127.0.0.1:8765/", True),
+        ("http://localhost:6274", True),  # a configured origin
+        # Issue 26: another program on this machine is another origin.
+        ("http://127.0.0.1:9999", False),  # the same host, another port
+        ("http://localhost:3000", False),  # a loopback name, another port
+        ("http://127.0.0.1", False),  # port 80 is not 8765
+        ("https://127.0.0.1:8765", False),  # another scheme
+        ("http://localhost:8765", False),  # the request named 127.0.0.1:8765
+        ("http://kb.example", False),  # an allowed Host name is not an allowed origin
+        ("http://localhost:6275", False),
         ("http://evil.example", False),
         ("http://127.0.0.1.evil.example:8765", False),
         ("null", False),  # sandboxed frames, file:// pages
@@ -97,8 +105,24 @@ def test_wildcard_bind_checks_host_only_when_names_are_configured() -> None:
     ],
 )
 def test_origin(origin: str | None, allowed: bool) -> None:
-    policy = HostPolicy.for_bind("127.0.0.1", ["kb.example"])
+    policy = HostPolicy.for_bind("127.0.0.1", ["kb.example"], ["http://localhost:6274"])
     assert policy.origin_allowed(origin, "127.0.0.1:8765") is allowed
+
+
+def test_own_origin_follows_the_request_scheme_host_and_port() -> None:
+    policy = HostPolicy.for_bind("127.0.0.1", ["kb.example"])
+    # Behind a TLS proxy that passes Host: the page and the request share scheme and host.
+    assert policy.origin_allowed("https://kb.example", "kb.example", "https")
+    assert not policy.origin_allowed("http://kb.example", "kb.example", "https")
+    assert policy.origin_allowed("https://kb.example:443", "kb.example", "https")
+    assert policy.origin_allowed("http://[::1]:8765", "[::1]:8765")
+    assert not policy.origin_allowed("http://[::1]:8766", "[::1]:8765")
+    assert not policy.origin_allowed("http://127.0.0.1:8765", None)
+    # "*" turns the check off; an unparsable entry is ignored, not a wildcard.
+    assert HostPolicy.for_bind("127.0.0.1", (), ["*"]).origin_allowed("http://x:1", "y:2")
+    assert not HostPolicy.for_bind("127.0.0.1", (), ["nonsense"]).origin_allowed(
+        "http://127.0.0.1:9999", "127.0.0.1:8765"
+    )
 
 
 def test_same_origin_is_allowed_on_a_wildcard_bind() -> None:
@@ -112,11 +136,10 @@ def test_origin_is_checked_only_on_state_changing_methods() -> None:
     foreign = {"host": "127.0.0.1:8765", "origin": "http://evil.example"}
     assert policy.refusal("GET", foreign) is None
     for method in ("POST", "put", "PATCH", "DELETE"):
-        assert policy.refusal(method, foreign) == (
-            403,
-            "origin_not_allowed",
-            "requests from origin 'http://evil.example' may not change anything",
-        )
+        status, code, message = policy.refusal(method, foreign)
+        assert (status, code) == (403, "origin_not_allowed")
+        assert message.startswith("requests from origin 'http://evil.example' may not change")
+        assert "KNOWBASE_ALLOWED_ORIGINS" in message
     assert policy.refusal("GET", foreign, origin_methods=None)[:2] == (403, "origin_not_allowed")
     assert policy.refusal("GET", {"host": "evil.example"})[:2] == (421, "host_not_allowed")
 
@@ -131,7 +154,9 @@ def kb(tmp_path: Path) -> Iterator[Knowledge]:
 @pytest.fixture
 def url(kb: Knowledge, live_server) -> str:  # type: ignore[no-untyped-def]
     kb.create_base("docs", file_processor_id=None)
-    return live_server(create_app(kb, allowed_hosts=["kb.example"]))
+    return live_server(
+        create_app(kb, allowed_hosts=["kb.example"], allowed_origins=["https://kb.example"])
+    )
 
 
 def upload(url: str, **headers: str) -> httpx.Response:
@@ -153,7 +178,18 @@ def test_foreign_host_is_refused_421(url: str) -> None:
 
 
 def test_foreign_origin_upload_is_refused_and_writes_nothing(url: str, kb: Knowledge) -> None:
-    for origin in ("http://evil.example", "null", f"http://evil.example:{url.rsplit(':', 1)[1]}"):
+    port = int(url.rsplit(":", 1)[1])
+    foreign = (
+        "http://evil.example",
+        "null",
+        f"http://evil.example:{port}",
+        # issue 26: a page another program serves on this machine, on another port
+        f"http://127.0.0.1:{port + 1 if port < 65535 else port - 1}",
+        "http://127.0.0.1:9999",
+        "http://localhost:3000",
+        f"https://127.0.0.1:{port}",
+    )
+    for origin in foreign:
         assert_error(upload(url, Origin=origin), 403, "origin_not_allowed")
         r = httpx.post(url + "/bases", json={"name": "x"}, headers={"Origin": origin})
         assert_error(r, 403, "origin_not_allowed")
@@ -169,7 +205,7 @@ def test_foreign_origin_upload_is_refused_and_writes_nothing(url: str, kb: Knowl
 def test_same_origin_and_no_origin_are_accepted(url: str, kb: Knowledge) -> None:
     assert upload(url, Origin=url).status_code == 201  # the console served by this server
     assert upload(url).status_code == 201  # curl, SDKs
-    assert upload(url, Origin="https://kb.example").status_code == 201  # a configured name
+    assert upload(url, Origin="https://kb.example").status_code == 201  # a configured origin
     names = sorted(i.data["relative_path"] for i in kb.list_items("docs"))
     assert names == ["planted.md", "planted_1.md", "planted_2.md"]
 
@@ -214,7 +250,8 @@ def test_kb_serve_reads_allowed_hosts_from_the_environment(tmp_path: Path) -> No
     port = free_port()
     cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--home", str(tmp_path)]
     proc = running([*cmd, "--port", str(port), "--no-workers"], port,
-                   KNOWBASE_ALLOWED_HOSTS="kb.example, other.example")  # fmt: skip
+                   KNOWBASE_ALLOWED_HOSTS="kb.example, other.example",
+                   KNOWBASE_ALLOWED_ORIGINS="https://kb.example")  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
         assert httpx.get(url + "/bases", headers={"Host": "other.example"}).status_code == 200
@@ -224,7 +261,13 @@ def test_kb_serve_reads_allowed_hosts_from_the_environment(tmp_path: Path) -> No
             url + "/bases", json={"name": "x"}, headers={"Origin": "http://evil.example"}
         )
         assert_error(r, 403, "origin_not_allowed")
+        r = httpx.post(
+            url + "/bases", json={"name": "y"}, headers={"Origin": "http://127.0.0.1:9999"}
+        )
+        assert_error(r, 403, "origin_not_allowed")  # issue 26's reproduction
         r = httpx.post(url + "/bases", json={"name": "x"}, headers={"Origin": "https://kb.example"})
+        assert r.status_code == 201, r.text
+        r = httpx.post(url + "/bases", json={"name": "z"}, headers={"Origin": url})
         assert r.status_code == 201, r.text
     finally:
         stop(proc)
@@ -233,7 +276,8 @@ def test_kb_serve_reads_allowed_hosts_from_the_environment(tmp_path: Path) -> No
 def test_kb_mcp_http_uses_the_same_guard(tmp_path: Path) -> None:
     port = free_port()
     cmd = [sys.executable, "-m", "knowbase.interfaces.mcp", "--home", str(tmp_path), "--http"]
-    proc = running([*cmd, "--port", str(port), "--no-workers"], port)
+    proc = running([*cmd, "--port", str(port), "--no-workers"], port,
+                   KNOWBASE_ALLOWED_ORIGINS="http://localhost:6274")  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}/mcp"
         init = {
@@ -256,6 +300,10 @@ def test_kb_mcp_http_uses_the_same_guard(tmp_path: Path) -> None:
         # Origin on every MCP request, as the SDK's own check did: a GET opens a stream too.
         r = httpx.get(url, headers={**accept, "Origin": "http://evil.example"}, timeout=20)
         assert_error(r, 403, "origin_not_allowed")
+        # Another port of this machine is another origin (issue 26), unless configured.
+        assert_error(post(Origin="http://127.0.0.1:9999"), 403, "origin_not_allowed")
+        assert_error(post(Origin="http://localhost:6275"), 403, "origin_not_allowed")
+        assert post(Origin=f"http://127.0.0.1:{port}").status_code == 200  # its own origin
         assert post(Origin="http://localhost:6274").status_code == 200  # MCP Inspector
         assert post().status_code == 200
     finally:

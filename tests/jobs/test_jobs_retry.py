@@ -72,7 +72,6 @@ def test_io_network_and_timeouts_are_transient() -> None:
 
     for exc in (
         OSError(errno.EIO, "I/O error"),
-        OSError(errno.ENOSPC, "No space left on device"),
         ConnectionResetError("reset"),
         TimeoutError("slow"),
         BrokenPipeError(),
@@ -80,6 +79,24 @@ def test_io_network_and_timeouts_are_transient() -> None:
         assert is_transient(exc), exc
         d = decide(PREPARE, 1, exc)
         assert (d.status, d.error_code) == ("pending", "transient_error")
+    # A full disk, whoever reports it, is transient and says so (issue 26).
+    import sqlite3
+
+    import sqlalchemy.exc as sa_exc
+
+    full = sqlite3.OperationalError("database or disk is full")
+    for exc in (
+        OSError(errno.ENOSPC, "No space left on device", "/home/kb/raw/a.md"),
+        OSError(errno.EDQUOT, "Disk quota exceeded"),
+        full,
+        sa_exc.OperationalError("INSERT …", {}, full),
+    ):
+        assert is_transient(exc), exc
+        d = decide(PREPARE, 1, exc)
+        assert (d.status, d.error_code) == ("pending", "disk_full"), exc
+        assert "free space" in (d.error_message or "")
+        last = decide(PREPARE, PREPARE.max_attempts, exc)
+        assert (last.status, last.error_code) == ("failed", "disk_full")
     for exc in (
         FileNotFoundError("gone"),
         PermissionError("no"),
@@ -176,10 +193,11 @@ def test_kind_validates_its_policy() -> None:
 
 def test_spec_kind_table() -> None:
     from knowbase.runtime import queue_of
-    from knowbase.tasks.kinds import ALL_KINDS, DELETE_SUBTREE, PROCESS_FILE, SWITCH_MODEL
+    from knowbase.tasks.kinds import ALL_KINDS, PROCESS_FILE, SYNC_BASE
 
-    # A model switch resumes after a crash (its shadow vectors are kept): issue 15 item 4.
-    assert [k for k in ALL_KINDS if k.recovery == "retry"] == [DELETE_SUBTREE, SWITCH_MODEL]
+    # A model switch resumes after a crash (its shadow vectors are kept): issue 15 item 4; so
+    # does an item's job (issue 26: interrupted work resumes). Only a sync is re-planned.
+    assert [k for k in ALL_KINDS if k.recovery == "abandon"] == [SYNC_BASE]
     assert (PROCESS_FILE.max_attempts, PROCESS_FILE.timeout_s) == (2, 1800)
     assert len({k.name for k in ALL_KINDS}) == len(ALL_KINDS)
     assert queue_of("b1") == "base.b1"

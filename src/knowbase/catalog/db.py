@@ -23,7 +23,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from knowbase.catalog.feed import CHANNEL, ChangeFeed
 from knowbase.catalog.schema import metadata
-from knowbase.errors import CatalogUnavailable
+from knowbase.diskspace import as_disk_full, is_disk_full
+from knowbase.errors import CatalogUnavailable, DiskFull
 
 
 def now_ms() -> int:
@@ -176,7 +177,21 @@ class Catalog:
 
         When it wrote a base, item or job row it publishes on :attr:`feed` after the commit
         (on PostgreSQL also a ``NOTIFY`` that other processes hear at commit). Callables a
-        statement appended to ``conn.info["kb_after_commit"]`` run after the commit."""
+        statement appended to ``conn.info["kb_after_commit"]`` run after the commit.
+
+        A write that fails for lack of space raises :class:`~knowbase.errors.DiskFull`."""
+        try:
+            with self._write_tx() as conn:
+                yield conn
+        except DiskFull:
+            raise
+        except Exception as exc:
+            if is_disk_full(exc):
+                raise as_disk_full(exc) from exc
+            raise
+
+    @contextmanager
+    def _write_tx(self) -> Iterator[Connection]:
         with self._mapped(), self._writer_queue, self.engine.connect() as conn:
             if self.is_sqlite:
                 conn.info["begin_mode"] = "IMMEDIATE"

@@ -20,7 +20,7 @@ from sqlalchemy.ext.compiler import compiles
 
 from knowbase.catalog.db import now_ms
 from knowbase.catalog.models import Item
-from knowbase.catalog.schema import ACTIVE_STATUSES, is_container
+from knowbase.catalog.schema import ACTIVE_STATUSES, SEARCHABLE_STATUSES, is_container
 from knowbase.catalog.schema import item_tombstone as tombstone_t
 from knowbase.catalog.schema import knowledge_item as it
 from knowbase.errors import NotFound
@@ -118,13 +118,14 @@ def find_many(conn: Connection, item_ids: Iterable[str]) -> dict[str, Item]:
     return out
 
 
-def find_completed(conn: Connection, base_id: str, item_ids: Iterable[str]) -> dict[str, Item]:
-    """The ``completed`` items of ``base_id`` among ``item_ids`` (search visibility, §7)."""
+def find_searchable(conn: Connection, base_id: str, item_ids: Iterable[str]) -> dict[str, Item]:
+    """The searchable items (:data:`SEARCHABLE_STATUSES`) of ``base_id`` among ``item_ids``
+    (search visibility, §7)."""
     ids = list(dict.fromkeys(item_ids))
     out: dict[str, Item] = {}
     for part in _chunks(ids):
         for row in conn.execute(sa.select(it).where(it.c.id.in_(part))):
-            if row.base_id == base_id and row.status == "completed":
+            if row.base_id == base_id and row.status in SEARCHABLE_STATUSES:
                 out[row.id] = Item.from_row(row)
     return out
 
@@ -135,8 +136,11 @@ _VERSIONS = sa.select(it.c.id, it.c.updated_at, it.c.base_id, it.c.status).where
 )
 
 
-def completed_versions(conn: Connection, base_id: str, item_ids: Iterable[str]) -> dict[str, int]:
-    """``{id: updated_at}`` of the ``completed`` items of ``base_id`` among ``item_ids``.
+def searchable_versions(
+    conn: Connection, base_id: str, item_ids: Iterable[str]
+) -> dict[str, int]:
+    """``{id: updated_at}`` of the searchable items (:data:`SEARCHABLE_STATUSES`) of
+    ``base_id`` among ``item_ids``.
 
     Cheap (no ``data`` column, which holds a note's whole text): search visibility checks this
     on every query and loads full rows only for items it has not seen at this version.
@@ -150,7 +154,7 @@ def completed_versions(conn: Connection, base_id: str, item_ids: Iterable[str]) 
             {
                 r.id: r.updated_at
                 for r in conn.execute(_VERSIONS, {"ids": part})
-                if r.base_id == base_id and r.status == "completed"
+                if r.base_id == base_id and r.status in SEARCHABLE_STATUSES
             }
         )
     return out
@@ -558,7 +562,7 @@ def scope_rows(
     conn: Connection, base_id: str, *, since_ms: int | None = None
 ) -> list[tuple[str, str, str | None, str | None, int]]:
     """``(id, type, relative_path, indexed_relative_path, updated_at)`` of the base's
-    completed leaf items (updated at or after ``since_ms``): what search filters resolve
+    searchable leaf items (updated at or after ``since_ms``): what search filters resolve
     against. The two paths are read from ``data`` in SQL, so a note's text is never loaded.
     """
     sqlite = conn.dialect.name == "sqlite"
@@ -568,7 +572,7 @@ def scope_rows(
         _JsonText(it.c.data, sa.literal(_json_key("relative_path", sqlite))),
         _JsonText(it.c.data, sa.literal(_json_key("indexed_relative_path", sqlite))),
         it.c.updated_at,
-    ).where(it.c.base_id == base_id, it.c.status == "completed")
+    ).where(it.c.base_id == base_id, it.c.status.in_(SEARCHABLE_STATUSES))
     if since_ms is not None:
         q = q.where(it.c.updated_at >= since_ms)
     return [(r[0], r[1], r[2], r[3], r[4]) for r in conn.execute(q) if not is_container(r[1])]

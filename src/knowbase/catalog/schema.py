@@ -24,6 +24,12 @@ ITEM_STATUSES = (
     "deleting",
 )
 ACTIVE_STATUSES = ("preparing", "processing", "reading", "embedding")
+#: Items whose index units a search shows: completed ones, and leaves being re-indexed in place
+#: (a sync or reindex of a changed file). Those keep their previous version's units until the
+#: rebuild swaps them for the new ones in one transaction, so a search finds the old version or
+#: the new one, never nothing (docs/sync.md; issue 26). A leaf indexed for the first time has
+#: no units yet; failed and deleting items are never shown.
+SEARCHABLE_STATUSES = ("completed", "processing", "reading", "embedding")
 TERMINAL_ITEM_STATUSES = ("completed", "failed")
 JOB_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 TERMINAL_JOB_STATUSES = ("completed", "failed", "cancelled")

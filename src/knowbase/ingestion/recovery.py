@@ -21,6 +21,7 @@ from knowbase.catalog.models import Item
 from knowbase.catalog.schema import ACTIVE_STATUSES
 from knowbase.catalog.schema import job as job_t
 from knowbase.catalog.schema import knowledge_base as base_t
+from knowbase.diskspace import is_disk_full
 from knowbase.jobs.listing import ACTIVE
 from knowbase.runtime import Runtime, queue_of
 from knowbase.staging import remove_stale_staging
@@ -84,8 +85,8 @@ def sweep(rt: Runtime) -> SweepReport:
     report = SweepReport()
     try:
         rt.jobs.recover()
-    except Exception:
-        log.exception("job recovery failed")
+    except Exception as exc:
+        _log_failure("job recovery failed", exc)
     try:
         with rt.catalog.write_tx() as conn:
             # Items first, then the jobs that cover them: an item and its job commit together,
@@ -129,28 +130,28 @@ def sweep(rt: Runtime) -> SweepReport:
                         idempotency_key=kinds.delete_key(base_id, part),
                     )
                     report.deletes_enqueued += 1
-    except Exception:
-        log.exception("item recovery failed")
+    except Exception as exc:
+        _log_failure("item recovery failed", exc)
     try:
         report.jobs_pruned = rt.jobs.prune_terminal(
             retention_s=rt.settings.job_retention_days * 86_400,
             min_interval_s=JOB_PRUNE_INTERVAL_S,
         )
-    except Exception:
-        log.exception("job retention failed")
+    except Exception as exc:
+        _log_failure("job retention failed", exc)
     try:
         with rt.catalog.write_tx() as conn:
             item_changes.prune_tombstones(conn, before_ms=now_ms() - TOMBSTONE_KEEP_MS)
-    except Exception:
-        log.exception("tombstone cleanup failed")
+    except Exception as exc:
+        _log_failure("tombstone cleanup failed", exc)
     try:
         report.orphan_dirs_removed = remove_orphan_base_dirs(rt)
-    except Exception:
-        log.exception("orphan base folder cleanup failed")
+    except Exception as exc:
+        _log_failure("orphan base folder cleanup failed", exc)
     try:
         report.staging_removed = remove_stale_staging_dirs(rt)
-    except Exception:
-        log.exception("staging folder cleanup failed")
+    except Exception as exc:
+        _log_failure("staging folder cleanup failed", exc)
     if report.interrupted or report.deletes_enqueued or report.jobs_pruned:
         log.info(
             "recovery: %d interrupted items failed, %d delete jobs re-enqueued, %d old jobs pruned",
@@ -159,6 +160,14 @@ def sweep(rt: Runtime) -> SweepReport:
             report.jobs_pruned,
         )
     return report
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    # A full disk fails every write of the sweep: one line each, not a traceback each time.
+    if is_disk_full(exc):
+        log.warning("%s: disk full (%s)", what, exc)
+    else:
+        log.exception(what)
 
 
 def remove_stale_staging_dirs(rt: Runtime) -> list[str]:

@@ -121,6 +121,7 @@ def follow(
                     last_line = now
                 if not running:
                     break
+                kb.check_workers()  # a full disk ends the wait with disk_full (issue 26)
                 # Each poll walks the job tree and the files: bound it to a tenth of the time.
                 time.sleep(max(0.3, 9 * (time.monotonic() - asked)))
     finally:

@@ -147,6 +147,7 @@ def serve(
             local_path_roots=roots,
             host=host,
             allowed_hosts=kb.settings.allowed_hosts,
+        allowed_origins=kb.settings.allowed_origins,
         )
         typer.echo(
             f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs); "

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Add new files, reindex changed ones in place, report (or prune) vanished ones."""
-        from knowbase.interfaces.cli import console, emit, follow, open_kb
+        from knowbase.interfaces.cli import console, emit, err_console, follow, open_kb
 
         with open_kb(home) as kb:
             b = kb.get_base(base)
@@ -42,12 +42,31 @@ def register(app: typer.Typer) -> None:
 
                 watch_base(kb, b.id, prune=prune, on_report=show)
                 return
+            if not dry_run:
+                # A killed sync or import left items active: finish that work first (or
+                # refuse, non-zero, when another live process is doing it).
+                unfinished = kb.unfinished_before_sync(b.id)
+                if unfinished:
+                    err_console.print(
+                        f"finishing {len(unfinished)} unfinished job(s) of an interrupted "
+                        "sync or import first"
+                    )
+                    kb.wait(unfinished)
             report = kb.sync(b.id, prune=prune, dry_run=dry_run)
             if report.job_id:
                 follow(kb, b.id, [report.job_id], quiet=as_json)
                 job = kb.get_job(report.job_id)
                 report.urls = dict(job.progress_details.get("pages") or {})
         emit(report, as_json, lambda: _render(console, report))
+        busy = [f["path"] for f in report.failed if f.get("reason") == "busy"]
+        if busy and not dry_run:
+            from knowbase.errors import BaseBusy
+
+            raise BaseBusy(
+                f"{len(busy)} folder(s) or file(s) were busy and not synced: {busy[0]}",
+                base_id=b.id,
+                busy=busy,
+            )
 
 
 def _render(console, report) -> None:  # type: ignore[no-untyped-def]

@@ -227,11 +227,13 @@ def create_app(
     search_concurrency: int | None = None,
     host: str = "127.0.0.1",
     allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
 ) -> FastAPI:
     """The API over ``kb``. The caller owns ``kb`` (open and close it around the server).
 
     ``host``: the address the server binds; with ``allowed_hosts`` (``Settings.allowed_hosts``)
-    it decides which ``Host`` headers are served and which ``Origin`` may change state
+    it decides which ``Host`` headers are served; only the server's own origin and
+    ``allowed_origins`` may change state
     (:class:`~knowbase.interfaces.http_guard.HostPolicy`).
 
     ``token``: when set, every route needs ``Authorization: Bearer <token>``; ``require_token``
@@ -284,7 +286,7 @@ def create_app(
     app.add_exception_handler(Exception, _internal_error)
     app.add_middleware(BodyLimit, limit=max_upload_bytes, json_limit=DEFAULT_MAX_JSON_BYTES)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
-    app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts))
+    app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts, allowed_origins))
     for module in (http_bases, http_items, http_labels, http_query, http_events, http_sync):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console.py)

@@ -11,15 +11,20 @@ Any web page the user opens can send requests to a loopback server. Two checks k
   check off (a proxy that rewrites Host).
 - **Origin** (cross-site writes): a page may POST a form or an upload to any address without
   reading the answer, so a state-changing request (POST, PUT, PATCH, DELETE) that carries an
-  ``Origin`` is refused 403 unless that origin is this server as the browser sees it (the
-  request's own Host) or an ``http(s)`` origin on an allowed host. No Origin (curl, SDKs, the
-  CLI) is allowed: browsers always send one on such requests.
+  ``Origin`` is refused 403 unless that origin is this server's own -- scheme, host AND port
+  equal to the request's scheme and ``Host`` (the browser sets Host to the server it talks to)
+  -- or one of the configured ``allowed_origins``. No Origin (curl, SDKs, the CLI) is allowed:
+  browsers always send one on such requests.
 
-Ports are not compared: the page's port says nothing about who wrote it, and a port-forward
-changes it. The checks are pure functions of plain data; :class:`HostGuard` applies them to
+Ports are compared: every other program on this machine (a dev server on localhost:3000, a
+page some tool serves on 127.0.0.1:9999) is another origin, and trusting "any port of a
+loopback name" let any of them create bases and upload (issue 26). A console behind a proxy,
+or a browser tool such as the MCP Inspector, is added with ``allowed_origins``
+(``KNOWBASE_ALLOWED_ORIGINS``, full origins like ``http://localhost:6274``; ``*`` turns the
+check off). The checks are pure functions of plain data; :class:`HostGuard` applies them to
 every HTTP request of an ASGI app, before routing, auth and body parsing.
 
-    guard = HostPolicy.for_bind("127.0.0.1", ["kb.example"])
+    guard = HostPolicy.for_bind("127.0.0.1", ["kb.example"], ["http://localhost:6274"])
     app = HostGuard(app, guard)
 """
 
@@ -39,6 +44,7 @@ if TYPE_CHECKING:  # `kb --help` imports this module (is_loopback): no web stack
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+DEFAULT_PORTS = {"http": 80, "https": 443}
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ALL_METHODS = None  # HostGuard(origin_methods=ALL_METHODS): check Origin on every request
 HOST_REFUSED = (421, "host_not_allowed")
@@ -98,32 +104,74 @@ def normalise_host(host: str) -> str | None:
     return name or None
 
 
+Origin = tuple[str, str, int]
+"""``(scheme, normalised host, port)``: what browsers compare, the default port filled in."""
+
+
+def parse_origin(origin: str) -> Origin | None:
+    """An ``http(s)://host[:port]`` origin as compared; None for ``null``, paths, userinfo…
+
+    >>> parse_origin("HTTP://LocalHost:8765"), parse_origin("https://kb.example")
+    (('http', 'localhost', 8765), ('https', 'kb.example', 443))
+    """
+    try:
+        parts = urlsplit(origin.strip())
+    except ValueError:
+        return None
+    if parts.scheme not in DEFAULT_PORTS or not parts.netloc:
+        return None
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
+        return None
+    return _authority(parts.scheme, parts.netloc)
+
+
+def _authority(scheme: str, netloc: str) -> Origin | None:
+    """``(scheme, host, port)`` of a ``host[:port]`` authority (a Host header, an origin's)."""
+    name = normalise_host(netloc)
+    if name is None:
+        return None
+    _, bracket, after = netloc.strip().rpartition("]")
+    tail = after if bracket else netloc.strip()
+    _, colon, port = tail.rpartition(":")
+    if colon and port.isdigit():
+        return scheme, name, int(port)
+    return scheme, name, DEFAULT_PORTS.get(scheme, 80)
+
+
 @dataclass(frozen=True)
 class HostPolicy:
-    """The host names a server answers to (normalised); ``any_host``: every Host is served."""
+    """The host names a server answers to (normalised); ``any_host``: every Host is served.
+    ``origins``: the configured origins besides the server's own that may change state;
+    ``any_origin``: every origin may (``allowed_origins = ["*"]``)."""
 
     names: frozenset[str]
     any_host: bool = False
+    origins: frozenset[Origin] = frozenset()
+    any_origin: bool = False
 
     @classmethod
-    def for_bind(cls, bind_host: str, allowed_hosts: Iterable[str] = ()) -> HostPolicy:
-        """The policy of a server bound to ``bind_host`` with the configured ``allowed_hosts``.
+    def for_bind(
+        cls, bind_host: str, allowed_hosts: Iterable[str] = (), allowed_origins: Iterable[str] = ()
+    ) -> HostPolicy:
+        """The policy of a server bound to ``bind_host`` with the configured ``allowed_hosts``
+        and ``allowed_origins``. An origin that cannot be parsed is logged and ignored.
 
         >>> sorted(HostPolicy.for_bind("127.0.0.1", ["kb.example"]).names)
         ['127.0.0.1', '[::1]', 'kb.example', 'localhost']
         """
+        origins, any_origin = _configured_origins(allowed_origins)
         configured = [h for h in (a.strip() for a in allowed_hosts) if h]
         if "*" in configured:
-            return cls(frozenset(), any_host=True)
+            return cls(frozenset(), True, origins, any_origin)
         names = {n for n in map(normalise_host, configured) if n}
         if is_wildcard(bind_host):
-            return cls(frozenset(names | set(LOOPBACK_NAMES)), any_host=not names)
+            return cls(frozenset(names | set(LOOPBACK_NAMES)), not names, origins, any_origin)
         bound = normalise_host(bind_host)
         if bound:
             names.add(bound)
         if is_loopback(bind_host):
             names.update(LOOPBACK_NAMES)
-        return cls(frozenset(names))
+        return cls(frozenset(names), False, origins, any_origin)
 
     def host_allowed(self, host_header: str | None) -> bool:
         """Whether a request with this ``Host`` header is served (a missing one is not)."""
@@ -132,27 +180,25 @@ class HostPolicy:
         name = normalise_host(host_header or "")
         return name is not None and name in self.names
 
-    def origin_allowed(self, origin: str | None, host_header: str | None) -> bool:
+    def origin_allowed(
+        self, origin: str | None, host_header: str | None, scheme: str = "http"
+    ) -> bool:
         """Whether a request carrying ``Origin: origin`` may change state.
 
-        Allowed: no Origin; this server's own origin (the authority equals the request's Host);
-        an ``http``/``https`` origin on an allowed name. ``null`` (sandboxed frames, files) and
-        anything else are refused.
+        Allowed: no Origin; this server's own origin -- the request's ``scheme`` and ``Host``
+        (scheme, host and port all equal, a missing port read as the scheme's default); a
+        configured origin. ``null`` (sandboxed frames, files), another port of the same host
+        and anything else are refused.
         """
-        if origin is None:
+        if origin is None or self.any_origin:
             return True
-        try:
-            parts = urlsplit(origin.strip())
-        except ValueError:
+        theirs = parse_origin(origin)
+        if theirs is None:
             return False
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            return False
-        if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
-            return False
-        if host_header and parts.netloc.lower() == host_header.strip().lower():
+        if theirs in self.origins:
             return True
-        name = normalise_host(parts.netloc)
-        return name is not None and name in self.names
+        own = _authority(scheme, host_header) if host_header else None
+        return own is not None and own == theirs
 
     def refusal(
         self,
@@ -160,11 +206,12 @@ class HostPolicy:
         headers: Mapping[str, str],
         *,
         origin_methods: frozenset[str] | None = STATE_CHANGING,
+        scheme: str = "http",
     ) -> tuple[int, str, str] | None:
         """``(status, code, message)`` when the request must be refused, else None.
 
         ``headers``: lower-case names. ``origin_methods``: the methods whose Origin is checked
-        (None: every method).
+        (None: every method). ``scheme``: the request's own (ASGI ``scope["scheme"]``).
         """
         host = headers.get("host")
         if not self.host_allowed(host):
@@ -172,9 +219,15 @@ class HostPolicy:
             return status, code, f"this server does not answer to Host {host!r}"
         if origin_methods is None or method.upper() in origin_methods:
             origin = headers.get("origin")
-            if not self.origin_allowed(origin, host):
+            if not self.origin_allowed(origin, host, scheme):
                 status, code = ORIGIN_REFUSED
-                return status, code, f"requests from origin {origin!r} may not change anything"
+                return (
+                    status,
+                    code,
+                    f"requests from origin {origin!r} may not change anything: only this"
+                    " server's own origin may (add it to allowed_origins or"
+                    " KNOWBASE_ALLOWED_ORIGINS to trust it)",
+                )
         return None
 
 
@@ -199,7 +252,10 @@ class HostGuard:
             for name, value in scope.get("headers", ()):
                 headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
             refused = self.policy.refusal(
-                scope.get("method", "GET"), headers, origin_methods=self.origin_methods
+                scope.get("method", "GET"),
+                headers,
+                origin_methods=self.origin_methods,
+                scheme=scope.get("scheme") or "http",
             )
             if refused is not None:
                 status, code, message = refused
@@ -207,6 +263,20 @@ class HostGuard:
                 await _send_error(send, status, code, message, headers)
                 return
         await self.app(scope, receive, send)
+
+
+def _configured_origins(allowed: Iterable[str]) -> tuple[frozenset[Origin], bool]:
+    origins: set[Origin] = set()
+    for text in (a.strip() for a in allowed):
+        if text == "*":
+            return frozenset(), True
+        parsed = parse_origin(text) if text else None
+        if parsed is None:
+            if text:
+                log.warning("allowed_origins: %r is not an http(s) origin; ignored", text)
+            continue
+        origins.add(parsed)
+    return frozenset(origins), False
 
 
 async def _send_error(
@@ -236,4 +306,5 @@ __all__ = [
     "is_loopback",
     "is_wildcard",
     "normalise_host",
+    "parse_origin",
 ]

@@ -12,7 +12,6 @@ without an origin (DESIGN.md "Origin": uploads cannot be re-acquired).
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -139,7 +138,9 @@ def upload_items(
     added. Only when every file is rejected is the whole request refused (422).
     """
     kb.get_base(base)
-    with tempfile.TemporaryDirectory(prefix="kb-upload-") as tmp:
+    # Spooled into the base's staging (owned by this process, swept after a crash), not a
+    # temp folder: a server killed mid-upload left a kb-upload-* folder nobody removed.
+    with kb.spool(base) as spool:
         inputs = []
         rejected: list[dict[str, str]] = []
         for n, upload in enumerate(files):
@@ -151,8 +152,7 @@ def upload_items(
                 rejected.append(unsupported(name))
                 continue
             # One folder per file: two uploads may share a name (rename strategy dedupes).
-            target = Path(tmp) / str(n) / safe
-            target.parent.mkdir()
+            target = spool.spool_path(safe)
             with target.open("wb") as out:
                 shutil.copyfileobj(upload.file, out, length=1024 * 1024)
             inputs.append(AddInput("file", source=name, path=str(target), origin=None))
@@ -162,7 +162,7 @@ def upload_items(
                 + ", ".join(r["name"] for r in rejected[:10]),
                 rejected=rejected,
             )
-        # add() copies into raw/ before it returns, so the temp dir may go afterwards.
+        # add() copies into raw/ before it returns, so the spool may go afterwards.
         return _add_response(kb.add(base, inputs, strategy=conflict), rejected)
 
 

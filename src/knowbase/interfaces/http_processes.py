@@ -55,6 +55,7 @@ def app_from_env() -> Any:
         local_path_roots=[Path(p) for p in cfg["roots"]],
         host=cfg["host"],
         allowed_hosts=kb.settings.allowed_hosts,
+        allowed_origins=kb.settings.allowed_origins,
     )
 
     @asynccontextmanager

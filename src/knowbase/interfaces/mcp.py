@@ -439,6 +439,7 @@ def run_http(
     port: int = DEFAULT_HTTP_PORT,
     allowed_hosts: tuple[str, ...] = (),
     path_roots: list[Path] | None = None,
+    allowed_origins: tuple[str, ...] = (),
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted.
 
@@ -459,7 +460,9 @@ def run_http(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=host,
     )
-    guarded = HostGuard(app, HostPolicy.for_bind(host, allowed_hosts), origin_methods=ALL_METHODS)
+    guarded = HostGuard(
+        app, HostPolicy.for_bind(host, allowed_hosts, allowed_origins), origin_methods=ALL_METHODS
+    )
     config = uvicorn.Config(guarded, host=host, port=port, log_level="warning")
     anyio.run(uvicorn.Server(config).serve)
 
@@ -500,6 +503,7 @@ def serve(
                 port=port,
                 allowed_hosts=kb.settings.allowed_hosts,
                 path_roots=roots,
+                allowed_origins=kb.settings.allowed_origins,
             )
         else:
             run_stdio(kb, base_ids=base_ids, allow_writes=allow_writes, path_roots=roots)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from knowbase.diskspace import as_disk_full, is_disk_full
 from knowbase.errors import KnowbaseError, Unavailable
 from knowbase.jobs.model import Cancelled, JobKind
 
@@ -127,6 +128,8 @@ def is_transient(exc: BaseException) -> bool:
     """
     if isinstance(exc, KnowbaseError):
         return isinstance(exc, Unavailable)
+    if is_disk_full(exc):  # space may come back (sqlite3 reports it as an OperationalError)
+        return True
     if isinstance(exc, (JobTimeout, TimeoutError)):
         return True
     if isinstance(exc, OSError):
@@ -135,12 +138,15 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def error_code_of(exc: BaseException) -> str:
-    """The job's ``error_code``: the error's own code, ``job_timeout``, ``transient_error`` for
-    a transient error of a library (OSError, a busy database…), else ``internal_error``."""
+    """The job's ``error_code``: the error's own code, ``job_timeout``, ``disk_full`` for a
+    full disk whatever reported it, ``transient_error`` for another transient error of a
+    library (OSError, a busy database…), else ``internal_error``."""
     if isinstance(exc, JobTimeout):
         return JOB_TIMEOUT
     if isinstance(exc, KnowbaseError):
         return exc.code
+    if is_disk_full(exc):
+        return as_disk_full(exc).code
     if is_transient(exc):
         return TRANSIENT_ERROR
     return INTERNAL_ERROR
@@ -149,6 +155,9 @@ def error_code_of(exc: BaseException) -> str:
 def error_message_of(exc: BaseException) -> str:
     if isinstance(exc, KnowbaseError):
         return exc.message or exc.code
+    if is_disk_full(exc):
+        full = as_disk_full(exc)
+        return f"{full.message}: {full.hint}"
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from knowbase.catalog.db import Catalog
 from knowbase.errors import Unavailable
 from knowbase.jobs.context import JobContext
+from knowbase.jobs.disk_full import DiskFullBackoff, is_disk_full
 from knowbase.jobs.liveness import list_live_workers
 from knowbase.jobs.manager import JobManager, Registration
 from knowbase.jobs.model import Cancelled, Job
@@ -99,6 +100,8 @@ class Worker:
         self._runners: list[threading.Thread] = []
         self._idle_runners = 0
         self._started = False
+        # A full disk pauses claiming (jobs/disk_full.py); waiters read ``disk.error``.
+        self.disk = DiskFullBackoff()
 
     @property
     def poll_s(self) -> float:
@@ -153,6 +156,8 @@ class Worker:
             if att.end():
                 try:
                     self.manager.release(att.job, self.worker_id, "worker stopped")
+                except Exception as exc:  # a full disk: the next sweep releases it instead
+                    self._log_error(exc, f"releasing {att.job.call_string}")
                 finally:
                     self._finish_attempt(att)
                     att.ctx.cancel_event.set()
@@ -169,6 +174,8 @@ class Worker:
             self._idle_runners = 0
         try:
             self.manager.unregister_worker(self.worker_id)
+        except Exception as exc:  # a dead worker's row is dropped by the next sweep
+            self._log_error(exc, "unregistering")
         finally:
             self._started = False
         log.info("worker %s stopped", self.worker_id)
@@ -193,7 +200,12 @@ class Worker:
                 # this call (and missed a job enqueued just before it).
                 target = self._idle_seq + 2
                 self._wake.set()
-                if not self._idle.wait_for(lambda: self._idle_seq >= target, timeout_s):
+                done = self._idle.wait_for(
+                    lambda: self._idle_seq >= target or self.disk.error is not None, timeout_s
+                )
+                if self.disk.error is not None:
+                    raise self.disk.error
+                if not done:
                     raise Unavailable(
                         f"jobs still running after {timeout_s:g} s", worker_id=self.worker_id
                     )
@@ -219,21 +231,26 @@ class Worker:
                 claimed: list[Job] = []
                 if self._stop_claiming.is_set():
                     self._claims_off.set()
+                elif self.disk.paused_s > 0:
+                    with self._idle:  # a waiter gives up on a full disk (run_until_idle)
+                        self._idle.notify_all()
                 else:
                     free = self.threads - len(self._snapshot())
                     if free > 0:
                         claimed = self.manager.claim(self.worker_id, queues=self.queues, limit=free)
+                        if claimed:
+                            self.disk.clear()  # the claim's write went through
                         for job in claimed:
                             self._start_attempt(job)
                     if not claimed and not self._snapshot():
                         with self._idle:
                             self._idle_seq += 1
                             self._idle.notify_all()
-            except Exception:  # the loop must outlive a locked or flaky database
-                log.exception("worker %s loop error", self.worker_id)
+            except Exception as exc:  # the loop must outlive a locked or flaky database
+                self._log_error(exc, "claim")
                 claimed = []
             if not claimed:
-                self._wake.wait(self.poll_s)
+                self._wake.wait(max(self.poll_s, self.disk.paused_s))
 
     def _start_attempt(self, job: Job) -> None:
         reg = self.manager.registration(job.kind)
@@ -303,6 +320,8 @@ class Worker:
     def _settle(self, att: _Attempt, error: BaseException | None, cancel_requested: bool) -> None:
         """Decide, persist, log once. Only the caller that won ``att.end()`` gets here."""
         job = att.job
+        if error is not None and is_disk_full(error):
+            self.disk.hit(error, job.call_string)
         try:
             if att.ctx.completing and error is None:
                 # The handler's final transaction completed the job (JobContext.complete_in).
@@ -337,8 +356,8 @@ class Worker:
                     decision.error_message,
                     exc_info=error if internal else None,
                 )
-        except Exception:
-            log.exception("could not persist the outcome of %s", job.call_string)
+        except Exception as exc:
+            self._log_error(exc, f"persisting the outcome of {job.call_string}")
         finally:
             self._finish_attempt(att)
 
@@ -350,6 +369,14 @@ class Worker:
         att.done.set()
         self._wake.set()
 
+    def _log_error(self, exc: BaseException, where: str) -> None:
+        """A full disk pauses claiming and is logged once per episode; anything else is
+        logged with its traceback."""
+        if is_disk_full(exc):
+            self.disk.hit(exc, where)
+        else:
+            log.exception("worker %s %s error", self.worker_id, where)
+
     # --- heartbeat -----------------------------------------------------------------------
     def _heartbeat_loop(self) -> None:
         next_sweep = time.monotonic() + max(self.manager.heartbeat_s * 2, 1.0)
@@ -359,8 +386,8 @@ class Worker:
                 if time.monotonic() >= next_sweep:
                     self.manager.recover()
                     next_sweep = time.monotonic() + max(self.manager.heartbeat_s * 2, 1.0)
-            except Exception:
-                log.exception("worker %s heartbeat error", self.worker_id)
+            except Exception as exc:
+                self._log_error(exc, "heartbeat")
 
     def _beat(self) -> None:
         # an attempt whose final transaction completes its job has no lease left to renew

@@ -5,8 +5,9 @@ any embedding; derive the mode (``hybrid`` iff an embedder is given and the base
 the model reads at least 90% of the query's letters, see :func:`script_coverage`); run the lanes,
 each restricted to the search filters' materials (``scope``, :mod:`.scope`) before its cut; fuse
 them by the base's fusion settings (``query/fusion.py``: RRF or convex, α, k); keep only hits of
-visible (completed) items; read text and locators of the hits kept (the lanes return ids and
-scores only); rerank before the trim; trim to ``top_k``; apply the threshold to relevance scores
+visible items (completed, or re-indexed in place); read text and locators of the hits kept (the
+lanes return ids and scores only; once more from the lanes when a re-index swapped a hit's units
+meanwhile); rerank before the trim; trim to ``top_k``; apply the threshold to relevance scores
 only; number ranks from 1.
 """
 
@@ -36,6 +37,12 @@ DEFAULT_TOP_K = 10
 DEFAULT_RERANK_TOP_N = 6  # the origin's DEFAULT_DOCUMENT_COUNT, deliberately not 10
 MAX_CANDIDATES = 200
 MAX_LANE = 1000
+#: Runs of one search at most while re-indexes swap its hits' units under it (see search()).
+#: A group commit swaps a batch of documents one index transaction each, back to back, so a
+#: search inside that burst can lose a hit on several runs in a row: with 3 runs about 1 in 20
+#: runs of tests/ingestion/test_ingestion_sync_visibility.py still lost a document, with 6
+#: none of 25.
+SWAP_RUNS = 6
 # Keyword lanes that run while the query is embedded (one per concurrent hybrid search).
 _LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
 
@@ -56,7 +63,7 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class VisibleItem:
-    """A completed item of this base, as the catalog shows it."""
+    """A searchable item of this base, as the catalog shows it."""
 
     item_id: str
     item_type: str
@@ -151,13 +158,41 @@ def search(
     visible: Callable[[set[str]], dict[str, VisibleItem]],
     scope: Scope | None = None,
 ) -> SearchResponse:
-    """Search one base. ``visible`` returns the COMPLETED items of this base among the ids;
+    """Search one base. ``visible`` returns the searchable items of this base among the ids;
     ``scope`` (search filters, :func:`knowbase.query.scope.resolve`) restricts both lanes.
+
+    A document re-indexed while the search runs swaps its units in one transaction; when that
+    lands between a lane and the read of its hits' text, the hits' units are gone and the
+    search would show nothing of a document that has an old version and a new one. Then the
+    search runs again, on the swapped units (at most :data:`SWAP_RUNS` runs in all: an orphan
+    vector of an external lane is skipped for good).
 
     Raises InvalidInput (bad length), NoSearchableTokens (before any embedding) and
     EmbeddingMismatch (query vector of the wrong width). Rerank errors never raise: the
     un-reranked list is returned and ``explain["rerank"]["error"]`` says why.
     """
+    args = (store, query, config, embedder, reranker, visible, scope)
+    response, lost = _search_once(*args)
+    runs = 1
+    while lost and runs < SWAP_RUNS:
+        response, lost = _search_once(*args)
+        runs += 1
+    if runs > 1:
+        response.explain["runs"] = runs  # units were swapped under the earlier runs
+    return response
+
+
+def _search_once(
+    store: IndexStore,
+    query: str,
+    config: SearchConfig,
+    embedder: EmbeddingProvider | None,
+    reranker: RerankProvider | None,
+    visible: Callable[[set[str]], dict[str, VisibleItem]],
+    scope: Scope | None,
+) -> tuple[SearchResponse, bool]:
+    """:func:`search` once; also whether visible hits lost their units before their text
+    was read."""
     q, top_k = _validate(query, config.top_k)
     candidates = min(top_k * 5, MAX_CANDIDATES)
     lane_limit = min(candidates * 5, MAX_LANE)
@@ -192,7 +227,7 @@ def search(
     explain["mode"] = mode
     if within is not None and not within:  # the filters allow no material: nothing to rank
         explain["lanes"] = {"skipped": "filters_match_nothing"}
-        return SearchResponse(results=[], mode=mode, explain=explain)
+        return SearchResponse(results=[], mode=mode, explain=explain), False
 
     first = candidates
     if mode == "hybrid":
@@ -231,10 +266,10 @@ def search(
     # A reranker sees every candidate, so check them all; otherwise only as many as it takes
     # to fill top_k (the catalog lookup is a good part of a search's cost).
     need = len(ranked) if reranker is not None else top_k
-    shown, kept, checked = _visible_hits(store, ranked, need, visible)
+    shown, kept, checked, lost = _visible_hits(store, ranked, need, visible)
     if len(kept) < need and len(ranked) == first < candidates:  # a short BM25 page was full
         ranked = [(h, h.score) for h in store.keyword_lane(q, candidates, within=within)]
-        shown, kept, checked = _visible_hits(store, ranked, need, visible)
+        shown, kept, checked, lost = _visible_hits(store, ranked, need, visible)
     if mode == "bm25":
         explain["lanes"] = {"keyword": len(ranked), "lane_limit": candidates}
     explain["hidden"] = checked - len(kept)
@@ -250,7 +285,7 @@ def search(
         _result(rank, hit, score, kind, shown[hit.material_id])
         for rank, (hit, score, kind) in enumerate(scored, start=1)
     ]
-    return SearchResponse(results=results, mode=mode, explain=explain)
+    return SearchResponse(results=results, mode=mode, explain=explain), lost
 
 
 def _visible_hits(
@@ -258,23 +293,26 @@ def _visible_hits(
     ranked: list[tuple[LaneHit, float]],
     need: int,
     visible: Callable[[set[str]], dict[str, VisibleItem]],
-) -> tuple[dict[str, VisibleItem], list[tuple[SearchHit, float]], int]:
+) -> tuple[dict[str, VisibleItem], list[tuple[SearchHit, float]], int, bool]:
     """The first ``need`` hits of ``ranked`` whose items are visible, with their text.
 
     Text and locators are read for those hits only. A unit deleted since its lane ran (or an
     orphan vector of an external lane) has no text: the walk goes on past it. Returns (the
-    visible items, the kept hits, how many lane hits were checked).
+    visible items, the kept hits, how many lane hits were checked, whether a visible hit had
+    no text).
     """
     shown: dict[str, VisibleItem] = {}
     kept: list[tuple[SearchHit, float]] = []
     pos = 0
+    lost = False
     while pos < len(ranked) and len(kept) < need:
         more, window, end = _visible_prefix(ranked[pos:], need - len(kept), visible)
         shown.update(more)
         full = store.hits_for([(h.unit_id, s) for h, s in window])
+        lost = lost or len(full) < len(window)
         kept.extend((h, h.score) for h in full)
         pos += end
-    return shown, kept, pos
+    return shown, kept, pos, lost
 
 
 def _visible_prefix(

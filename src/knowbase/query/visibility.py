@@ -1,4 +1,5 @@
-"""Which search hits a user may see: the completed items of the base, with their display fields.
+"""Which search hits a user may see: the searchable items of the base (completed, or a leaf
+being re-indexed in place: ``SEARCHABLE_STATUSES``), with their display fields.
 
 Search asks about a handful of items per query. Their ``updated_at`` versions are one cheap
 indexed read; the display fields (type, title, source) are cached per ``(item id, updated_at)``,
@@ -19,7 +20,7 @@ Visible = Callable[[set[str]], dict[str, VisibleItem]]
 
 
 class VisibilityCache:
-    """Display fields of completed items, shared by every base of one ``Knowledge``.
+    """Display fields of searchable items, shared by every base of one ``Knowledge``.
 
     Thread-safe enough for its use: entries are immutable and a lost insert only costs a
     re-read; ``clear`` races are harmless for the same reason.
@@ -30,19 +31,24 @@ class VisibilityCache:
         self._cache: dict[tuple[str, int], VisibleItem] = {}
 
     def for_base(self, base_id: str) -> Visible:
-        """A function: material ids → the completed items of ``base_id`` among them."""
+        """A function: material ids → the searchable items of ``base_id`` among them."""
         cache = self._cache
 
         def visible(material_ids: set[str]) -> dict[str, VisibleItem]:
+            loaded: dict[str, VisibleItem] = {}
             with self.catalog.read() as conn:
-                versions = item_repo.completed_versions(conn, base_id, material_ids)
+                versions = item_repo.searchable_versions(conn, base_id, material_ids)
                 missing = [i for i, v in versions.items() if (i, v) not in cache]
                 if missing:
                     if len(cache) > MAX_CACHED:
                         cache.clear()
-                    for i in item_repo.find_completed(conn, base_id, missing).values():
-                        cache[(i.id, i.updated_at)] = VisibleItem(i.id, i.type, i.title, i.source)
-            found = {i: cache.get((i, v)) for i, v in versions.items()}
+                    for i in item_repo.find_searchable(conn, base_id, missing).values():
+                        loaded[i.id] = VisibleItem(i.id, i.type, i.title, i.source)
+                        cache[(i.id, i.updated_at)] = loaded[i.id]
+            # An item that changed between the two reads (a re-index moves it through several
+            # statuses) is cached under its newer version: it is still searchable, so show the
+            # row just read rather than hide it.
+            found = {i: cache.get((i, v)) or loaded.get(i) for i, v in versions.items()}
             return {i: item for i, item in found.items() if item is not None}
 
         return visible

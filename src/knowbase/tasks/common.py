@@ -10,7 +10,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.jobs.model import Job
-from knowbase.jobs.retry import error_code_of, error_message_of
+from knowbase.jobs.retry import JOB_INTERRUPTED, error_code_of, error_message_of
 from knowbase.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,20 @@ def iso_now(clock: Callable[[], float]) -> str:
     return datetime.fromtimestamp(clock(), UTC).isoformat().replace("+00:00", "Z")
 
 
-def failure_of(status: str, error: BaseException | None) -> tuple[str, str]:
-    """(code, message) an item gets when its job ends ``failed`` or ``cancelled``."""
+def failure_of(
+    status: str, error: BaseException | None, job_code: str | None = None
+) -> tuple[str, str]:
+    """(code, message) an item gets when its job ends ``failed`` or ``cancelled``;
+    ``job_code``: the job's own ``error_code`` (``job_interrupted`` after the recovery sweep
+    released its last attempt)."""
     if status == "cancelled":
         return "indexing_interrupted", "Indexing was interrupted (job cancelled or abandoned)"
+    if error is None and job_code == JOB_INTERRUPTED:
+        return (
+            "indexing_interrupted",
+            "Indexing was interrupted on every attempt (the process running it stopped each"
+            " time): run `kb retry` once the cause is fixed",
+        )
     if error is None:
         code, message = "job_failed", ""
     else:
@@ -59,7 +69,7 @@ def make_item_on_settled(rt: Runtime) -> Callable[[Job, str, BaseException | Non
         item_id = job.payload.get("item_id")
         if not item_id:
             return
-        code, message = failure_of(status, error)
+        code, message = failure_of(status, error, job.error_code)
         with rt.catalog.write_tx() as conn:
             item = item_repo.find(conn, item_id)
             if item is None or item.status == "deleting":

@@ -82,7 +82,7 @@ def make_reindex_on_settled(rt: Runtime):  # type: ignore[no-untyped-def]
     """Roots left ``preparing``/``processing`` with no active child job become ``failed``."""
 
     def on_settled(job: Job, status: str, error: BaseException | None) -> None:
-        code, message = failure_of(status, error)
+        code, message = failure_of(status, error, job.error_code)
         if status != "cancelled":
             message = f"Reindex job {status}: {message}"
         children = {c.payload.get("item_id") for c in rt.jobs.children(job.id) if not c.is_terminal}

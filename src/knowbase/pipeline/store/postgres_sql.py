@@ -14,6 +14,7 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from knowbase.catalog.schema import SEARCHABLE_STATUSES
 from knowbase.errors import InvalidInput, KnowbaseError, Unavailable, VectorStoreUnavailable
 
 SCHEMA_VERSION = 1
@@ -31,8 +32,9 @@ HIT = """u.unit_id, u.material_id, m.relative_path, u.unit_index, u.char_start, 
 LANE = "u.unit_id, u.material_id"  # a lane's columns: the text is read for shown hits only
 JOIN = "JOIN kb_material m ON m.base_id = u.base_id AND m.material_id = u.material_id"
 # Visibility through the catalog in the same database: only completed items of this base.
-VISIBLE = """JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id
-  AND ki.status = 'completed'"""
+# Searchable items (catalog.schema.SEARCHABLE_STATUSES): completed, or re-indexed in place.
+VISIBLE = f"""JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id
+  AND ki.status IN ({", ".join(repr(s) for s in SEARCHABLE_STATUSES)})"""
 
 
 def ef_search_for(limit: int) -> int:

@@ -29,6 +29,7 @@ import numpy as np
 
 from knowbase.errors import (
     Conflict,
+    DiskFull,
     EmbeddingMismatch,
     InvalidInput,
     KnowbaseError,
@@ -86,6 +87,8 @@ def _map_error(exc: apsw.Error, op: str, path: Path) -> KnowbaseError:
     details: dict[str, Any] = {"op": op, "path": str(path), "sqlite_error": type(exc).__name__}
     if isinstance(exc, apsw.CantOpenError | apsw.IOError):
         details["transient"] = True
+    if isinstance(exc, apsw.FullError):
+        return DiskFull(f"no space left for the index ({op}): {exc}", **details)
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return Unavailable(f"index is busy ({op}); retry shortly", **details)
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError | apsw.CantOpenError | apsw.IOError):
