@@ -290,7 +290,8 @@ def create_app(
     for module in (http_bases, http_items, http_labels, http_query, http_events, http_sync):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console.py)
-    external_keys = kb.settings.external_api_keys
+    # kb is None only where a test builds the app for its OpenAPI schema alone
+    external_keys = kb.settings.external_api_keys if kb is not None else ()
     if external_keys:  # Dify's external knowledge API, off until a key is configured
         from knowbase.interfaces.http_external import build_router
 
