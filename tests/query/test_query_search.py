@@ -141,7 +141,7 @@ def test_bm25_mode_without_embedder_or_dims(store: SqliteIndexStore) -> None:
     )
     assert r.mode == "bm25"
     assert [x.item_id for x in r.results][0] == "m1"
-    assert all(x.score_kind == "ranking" for x in r.results)
+    assert all(x.score_kind == "keyword" for x in r.results)
     emb = WordEmbedder()
     r = search(store, "cat", config=SearchConfig(), embedder=emb, reranker=None, visible=everything)
     assert r.mode == "bm25" and emb.calls == []
@@ -251,7 +251,7 @@ def test_rerank_error_keeps_fused_list(store: SqliteIndexStore) -> None:
     rr = ListReranker([], error=ProviderUnavailable("rerank endpoint down"))
     r = search(store, "cat", config=HYBRID, embedder=WordEmbedder(), reranker=rr,
                visible=everything)  # fmt: skip
-    assert r.results and all(x.score_kind == "ranking" for x in r.results)
+    assert r.results and all(x.score_kind == "hybrid" for x in r.results)
     assert r.explain["rerank"]["error"]["code"] == "provider_unavailable"
     boom = ListReranker([], error=RuntimeError("boom"))
     r = search(store, "cat", config=HYBRID, embedder=WordEmbedder(), reranker=boom,

@@ -239,7 +239,7 @@ class SearchResultOut(BaseModel):
     item_type: str
     source: str | None
     score: float
-    score_kind: Literal["ranking", "relevance"]
+    score_kind: Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
     text: str
     unit_index: int
     char_start: int

@@ -27,6 +27,7 @@ class Chunk:
     char_end: int
     unit_index: int
     locator: Locator = field(default_factory=dict)
+    table_header: str = ""  # header row(s) of the table this chunk continues; not part of the slice
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,16 @@ the model reads at least 90% of the query's letters, see :func:`script_coverage`
 each restricted to the search filters' materials (``scope``, :mod:`.scope`) before its cut; fuse
 them by the base's fusion settings (``query/fusion.py``: RRF or convex, α, k); keep only hits of
 visible (completed) items; read text and locators of the hits kept (the lanes return ids and
-scores only); rerank before the trim; trim to ``top_k``; apply the threshold to relevance scores
-only; number ranks from 1.
+scores only); order equal scores by Concept ID and unit order (the same after an export and
+import, where ids change); rerank before the trim; trim to ``top_k``; apply the threshold; number
+ranks from 1.
+
+Scores and ``score_kind`` (:func:`knowbase.query.fusion.score_kind`): ``hybrid`` (convex fusion
+of the cosine and the keyword lane's absolute score), ``keyword`` (the keyword lane alone: a
+BM25-only base, or a query the model cannot read), ``vector`` (convex at α = 1), all three on one
+absolute scale in [0, 1]; ``rrf`` (rank fusion: ranks, no absolute meaning) and ``relevance`` (a
+reranker's). The threshold — the base's, else :data:`DEFAULT_THRESHOLD` — cuts absolute scores;
+a base's own threshold also cuts ``relevance`` scores; ``rrf`` scores are never cut.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.pipeline.store.base import IndexStore, LaneHit, SearchHit
 from knowbase.pipeline.store.fts_query import build_keyword_query, extract_tokens
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
-from knowbase.query.fusion import FULL_COVERAGE, FusionSettings, dense_weight, fuse
+from knowbase.query.fusion import FULL_COVERAGE, FusionSettings, dense_weight, fuse, score_kind
 from knowbase.query.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -40,13 +48,19 @@ MAX_LANE = 1000
 _LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
 
 Mode = Literal["hybrid", "bm25"]
-ScoreKind = Literal["ranking", "relevance"]
+ScoreKind = Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
+ABSOLUTE: frozenset[str] = frozenset({"hybrid", "keyword", "vector"})
+# The cut when a base sets no threshold (absolute scores only). Chosen on the judged sets
+# (docs/eval.md, "Thresholds"): it keeps the answers of the judged queries and drops what a
+# query of made-up words finds.
+DEFAULT_THRESHOLD = 0.2
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """Per-call knobs: ``top_k`` (None → 10), relevance ``threshold``, the base's ``dims``,
-    and how the lanes are fused (None → the defaults of ``query/fusion.py``)."""
+    """Per-call knobs: ``top_k`` (None → 10), ``threshold`` (None → :data:`DEFAULT_THRESHOLD`
+    on absolute scores; 0 cuts nothing), the base's ``dims``, and how the lanes are fused (None
+    → the defaults of ``query/fusion.py``)."""
 
     top_k: int | None = None
     threshold: float | None = None
@@ -238,14 +252,17 @@ def search(
     if mode == "bm25":
         explain["lanes"] = {"keyword": len(ranked), "lane_limit": candidates}
     explain["hidden"] = checked - len(kept)
-    scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, "ranking") for h, s in kept]
+    kind: ScoreKind = score_kind(mode, fusion)  # type: ignore[assignment]
+    # Python's sort is stable: only equal scores move, into Concept ID and unit order.
+    kept.sort(key=lambda t: (-t[1], t[0].relative_path, t[0].unit_index))
+    scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, kind) for h, s in kept]
 
     if reranker is not None and scored:
         scored = _rerank(reranker, q, scored, config.top_k or DEFAULT_RERANK_TOP_N, explain)
 
     scored = scored[:top_k]
-    threshold = config.threshold or 0.0
-    scored = [t for t in scored if t[2] != "relevance" or t[1] >= threshold]
+    explain["score_kind"] = scored[0][2] if scored else kind
+    scored = _cut(scored, config.threshold, explain)
     results = [
         _result(rank, hit, score, kind, shown[hit.material_id])
         for rank, (hit, score, kind) in enumerate(scored, start=1)
@@ -305,6 +322,24 @@ def _visible_prefix(
         kept.extend((h, s) for h, s in ranked[pos:end] if h.material_id in shown)
         pos = end
     return shown, kept, pos
+
+
+def _cut(
+    scored: list[tuple[SearchHit, float, ScoreKind]],
+    threshold: float | None,
+    explain: dict[str, Any],
+) -> list[tuple[SearchHit, float, ScoreKind]]:
+    """Drop hits under the threshold: the base's (absolute and relevance scores) or the
+    default (absolute scores only); ``rrf`` scores are ranks and are never cut."""
+    value = DEFAULT_THRESHOLD if threshold is None else threshold
+    kinds = ABSOLUTE if threshold is None else ABSOLUTE | {"relevance"}
+    kept = [t for t in scored if t[2] not in kinds or t[1] >= value]
+    explain["threshold"] = {
+        "value": value,
+        "source": "default" if threshold is None else "base",
+        "cut": len(scored) - len(kept),
+    }
+    return kept
 
 
 def _rerank(

@@ -8,6 +8,9 @@ floor 1e-6, per query term), computed in SQL from the term frequencies in the ``
 the base's totals in ``kb_index`` — not ``ts_rank_cd``, which has no idf and would change what
 the measured lane ranks first. Differences left: porter (FTS5) vs snowball english stems, and
 PostgreSQL keeps at most 256 positions of one lexeme per unit.
+
+Scores are on :mod:`.keyword_scale`'s absolute scale (BM25 over the query's own bound, in the
+same statement); equal scores go in Concept ID, then unit order, as on SQLite.
 """
 
 from __future__ import annotations
@@ -20,10 +23,8 @@ import regex
 from sqlalchemy.engine import Connection
 
 from knowbase.pipeline.store.fts_query import KeywordQuery, keyword_text
+from knowbase.pipeline.store.keyword_scale import BM25_B, BM25_K1, LIKE_AVG_CHARS
 from knowbase.pipeline.store.postgres_sql import HIT, JOIN
-
-BM25_K1 = 1.2
-BM25_B = 0.75
 
 _WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+")
 _LATIN = regex.compile(r"\p{Latin}")
@@ -69,10 +70,19 @@ def keyword_rows(
         where = " AND ".join(f"u.body LIKE %(l{i})s" for i in range(len(kq.like_terms)))
         params = {f"l{i}": t for i, t in enumerate(kq.like_terms)}
         return conn.exec_driver_sql(
-            f"SELECT {columns}, -length(u.body) FROM kb_unit u {JOIN} {visible}"
+            f"SELECT {columns}, 1.0 / (1.0 + %(k1)s * (1 - %(bb)s + %(bb)s"
+            f" * length(u.body) / %(avg)s)) FROM kb_unit u {JOIN} {visible}"
             f" WHERE u.base_id = %(b)s AND {where}{scope}"
-            " ORDER BY length(u.body), u.unit_id LIMIT %(k)s",
-            {**params, **scope_args, "b": base_id, "k": limit},
+            " ORDER BY length(u.body), m.relative_path, u.unit_index LIMIT %(k)s",
+            {
+                **params,
+                **scope_args,
+                "b": base_id,
+                "k": limit,
+                "k1": BM25_K1,
+                "bb": BM25_B,
+                "avg": float(LIKE_AVG_CHARS),
+            },
         ).all()
     terms = [" ".join(keyword_words(t)) for t in kq.terms]
     args = (columns, scope, scope_args)
@@ -131,15 +141,18 @@ def bm25_rows(
         WHERE x.base_id = %(b)s AND x.keyword @@ quote_literal(q.lexeme)::tsquery) d
     ), tsq AS (
       SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
+    ), bound AS (
+      SELECT NULLIF((%(k1)s + 1) * SUM(idf), 0) AS upper FROM w
     )
-    SELECT {columns}, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
+    SELECT {columns}, LEAST(1.0, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
       / (cardinality(lx.positions)
-         + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s))) AS score
+         + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s)))
+      / (SELECT upper FROM bound)) AS score
     FROM kb_unit u {JOIN} {visible}
     CROSS JOIN LATERAL unnest(u.keyword) AS lx
     JOIN w ON w.lexeme = lx.lexeme
     WHERE u.base_id = %(b)s AND u.keyword @@ (SELECT query FROM tsq){extra}
     GROUP BY u.base_id, u.unit_id, m.relative_path
-    ORDER BY score DESC, u.unit_id LIMIT %(k)s
+    ORDER BY score DESC, m.relative_path, u.unit_index LIMIT %(k)s
     """
     return conn.exec_driver_sql(sql, params).all()
