@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -229,7 +231,8 @@ def test_visibility_drops_hidden_items(store: SqliteIndexStore) -> None:
 
 
 def test_rerank_runs_before_trim(store: SqliteIndexStore) -> None:
-    base = search(store, "cat dog", config=HYBRID, embedder=WordEmbedder(), reranker=None,
+    every = replace(HYBRID, threshold=0.0)  # every candidate, as the reranker sees them
+    base = search(store, "cat dog", config=every, embedder=WordEmbedder(), reranker=None,
                   visible=everything)  # fmt: skip
     fused_ids = [x.item_id for x in base.results]
     assert len(fused_ids) >= 4

@@ -14,8 +14,11 @@ Scores and ``score_kind`` (:func:`knowbase.query.fusion.score_kind`): ``hybrid``
 of the cosine and the keyword lane's absolute score), ``keyword`` (the keyword lane alone: a
 BM25-only base, or a query the model cannot read), ``vector`` (convex at α = 1), all three on one
 absolute scale in [0, 1]; ``rrf`` (rank fusion: ranks, no absolute meaning) and ``relevance`` (a
-reranker's). The threshold — the base's, else :data:`DEFAULT_THRESHOLD` — cuts absolute scores;
-a base's own threshold also cuts ``relevance`` scores; ``rrf`` scores are never cut.
+reranker's). A base's own threshold cuts absolute and ``relevance`` scores. Without one,
+:data:`DEFAULT_THRESHOLD` cuts the hybrid and vector hits that share no word with the query (the
+keyword lane did not find them): a query that matches nothing lexically and nothing closely
+returns nothing, while a hit that matches a word is kept, as BM25 always did. ``rrf`` scores are
+never cut.
 """
 
 from __future__ import annotations
@@ -50,9 +53,9 @@ _LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
 Mode = Literal["hybrid", "bm25"]
 ScoreKind = Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
 ABSOLUTE: frozenset[str] = frozenset({"hybrid", "keyword", "vector"})
-# The cut when a base sets no threshold (absolute scores only). Chosen on the judged sets
-# (docs/eval.md, "Thresholds"): it keeps the answers of the judged queries and drops what a
-# query of made-up words finds.
+# The cut when a base sets no threshold, for hits the keyword lane did not find (their score is
+# α × cosine). Chosen on the judged sets (docs/eval.md, "Thresholds"): at the default fusion such
+# a hit needs a cosine of 0.4, which queries of made-up words never reached there.
 DEFAULT_THRESHOLD = 0.2
 
 
@@ -209,6 +212,7 @@ def search(
         return SearchResponse(results=[], mode=mode, explain=explain)
 
     first = candidates
+    lexical: set[str] | None = None  # hybrid: the hits the keyword lane found
     if mode == "hybrid":
         assert embedder is not None and config.dims
         # Embed and run the vector lane on this thread (the model's) while a pool thread runs
@@ -225,6 +229,7 @@ def search(
         lane: dict[str, LaneHit] = {}
         for h in [*vhits, *khits]:
             lane.setdefault(h.unit_id, h)
+        lexical = {h.unit_id for h in khits}
         fused = fuse(
             [(h.unit_id, h.score) for h in vhits],
             [(h.unit_id, h.score) for h in khits],
@@ -262,7 +267,7 @@ def search(
 
     scored = scored[:top_k]
     explain["score_kind"] = scored[0][2] if scored else kind
-    scored = _cut(scored, config.threshold, explain)
+    scored = _cut(scored, config.threshold, lexical, explain)
     results = [
         _result(rank, hit, score, kind, shown[hit.material_id])
         for rank, (hit, score, kind) in enumerate(scored, start=1)
@@ -327,13 +332,21 @@ def _visible_prefix(
 def _cut(
     scored: list[tuple[SearchHit, float, ScoreKind]],
     threshold: float | None,
+    lexical: set[str] | None,
     explain: dict[str, Any],
 ) -> list[tuple[SearchHit, float, ScoreKind]]:
-    """Drop hits under the threshold: the base's (absolute and relevance scores) or the
-    default (absolute scores only); ``rrf`` scores are ranks and are never cut."""
-    value = DEFAULT_THRESHOLD if threshold is None else threshold
-    kinds = ABSOLUTE if threshold is None else ABSOLUTE | {"relevance"}
-    kept = [t for t in scored if t[2] not in kinds or t[1] >= value]
+    """Drop hits under the threshold: the base's (absolute and relevance scores), or the
+    default (hybrid and vector hits the keyword lane did not find); ``rrf`` never."""
+    if threshold is None:
+        value, found = DEFAULT_THRESHOLD, lexical or set()
+        kept = [
+            t
+            for t in scored
+            if t[2] not in ("hybrid", "vector") or t[0].unit_id in found or t[1] >= value
+        ]
+    else:
+        value, kinds = threshold, ABSOLUTE | {"relevance"}
+        kept = [t for t in scored if t[2] not in kinds or t[1] >= value]
     explain["threshold"] = {
         "value": value,
         "source": "default" if threshold is None else "base",

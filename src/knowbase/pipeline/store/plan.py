@@ -65,8 +65,8 @@ def plan_units(
             chunk.char_end,
         )
         stored = replace(chunk, locator=chunk_locator(chunk), table_header="")
-        text = unit_text(material.title, stored.locator, body)
-        units.append(PlannedUnit(uid, stored, body, hashing.text_hash(body), text))
+        searched = unit_text(material.title, stored.locator, body)
+        units.append(PlannedUnit(uid, stored, body, hashing.text_hash(body), searched))
     return content_hash, units
 
 

@@ -50,6 +50,7 @@ from knowbase.pipeline.store.vector_quantized import describe as describe_lane
 log = logging.getLogger(__name__)
 
 BATCH = 500  # coverage checks and IN lists, as §3
+CANDIDATES = 4  # keyword candidates per hit asked, re-ordered by the absolute score
 RECLAIM_MIN_RATIO = 0.2
 RECLAIM_MIN_BYTES = 8 << 20
 
@@ -507,12 +508,16 @@ class SqliteIndexStore(SqliteModelSets):
                     (*kq.like_terms, *scope.args, limit),
                 ).fetchall()
                 return [LaneHit(u, m, like_score(n)) for u, m, n in rows]
+            # FTS5 ranks a window of candidates with its own idf; they are then ordered by the
+            # absolute score (whose idf never floors), so a lane's order is its scores' order.
+            window = CANDIDATES * limit + 1
             with conn:  # one snapshot for the ranking and its scale
-                rows = self._match(conn, kq.match or "", kq.filters, limit, scope)
+                rows = self._match(conn, kq.match or "", kq.filters, window, scope)
                 if not rows and kq.filters:
-                    rows = self._match(conn, kq.match or "", (), limit, scope)
+                    rows = self._match(conn, kq.match or "", (), window, scope)
                 scores = self._absolute(conn, kq.terms, [r[3] for r in rows]) if rows else {}
-        return [LaneHit(u, m, scores[rowid]) for u, m, _, rowid in rows]
+        rows.sort(key=lambda r: (-scores[r[3]], r[4], r[5]))
+        return [LaneHit(u, m, scores[rowid]) for u, m, _, rowid, *_ in rows[:limit]]
 
     @staticmethod
     def _absolute(
@@ -557,15 +562,16 @@ class SqliteIndexStore(SqliteModelSets):
     def _match(
         conn: apsw.Connection, match: str, filters: Sequence[str], limit: int, scope: _Within
     ) -> list[Any]:
-        """``(unit_id, material_id, bm25, fts rowid)`` rows, best (lowest) first, ties by
-        Concept ID and unit index. The caller holds a read transaction."""
+        """``(unit_id, material_id, bm25, fts rowid, Concept ID, unit index)`` rows, best
+        (lowest) first, ties by Concept ID and unit index. The caller holds a read
+        transaction."""
         if filters or scope.sql:
             # LIKE filters and the material scope need the row before the limit: one joined
             # query, ranked among the rows that pass.
             extra = "".join(" AND st.text LIKE ? ESCAPE '\\'" for _ in filters)
             return conn.execute(
                 "SELECT su.unit_id, su.material_id, bm25(search_text_fts) AS r,"
-                " search_text_fts.rowid FROM search_text_fts"
+                " search_text_fts.rowid, m.relative_path, su.unit_index FROM search_text_fts"
                 " JOIN search_text st ON st.fts_rowid = search_text_fts.rowid"
                 " JOIN search_unit su ON su.unit_id = st.target_id"
                 " JOIN material m ON m.material_id = su.material_id"
@@ -609,7 +615,7 @@ class SqliteIndexStore(SqliteModelSets):
                 ).fetchall()
             )
         rows.sort(key=lambda r: (score[r[2]], r[3], r[4]))
-        return [(u, m, score[r], r) for u, m, r, _, _ in rows[:limit]]
+        return [(u, m, score[r], r, path, idx) for u, m, r, path, idx in rows[:limit]]
 
     def _query_vector(self, vector: np.ndarray | Sequence[float]) -> np.ndarray:
         q = np.asarray(vector, dtype="<f4").ravel()
