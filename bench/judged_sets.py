@@ -207,7 +207,6 @@ def lanes(name: str) -> None:
     from knowbase.pipeline.store.base import MaterialInput
     from knowbase.pipeline.store.hashing import text_hash
     from knowbase.pipeline.store.sqlite import SqliteIndexStore
-
     from knowbase.query.search import script_coverage
 
     provider = _provider(name)

@@ -476,13 +476,24 @@ def search(
             help="Only items updated at or after this ISO date or datetime (UTC unless given).",
         ),
     ] = None,
+    context: Annotated[
+        int | None,
+        typer.Option(
+            "--context",
+            metavar="TOKENS",
+            help="Return each hit with its neighbouring chunks, within TOKENS; hits of one "
+            "document that touch are merged (exact offsets).",
+        ),
+    ] = None,
     explain: Annotated[bool, typer.Option(help="Show how the search ran.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Search a base; prints cited results (Concept ID, locator, score)."""
     with open_kb(home) as kb:
-        response = kb.search(base, query, top_k=top_k, under=under, types=types, since=since)
+        response = kb.search(
+            base, query, top_k=top_k, under=under, types=types, since=since, context=context
+        )
 
     def render() -> None:
         if not response.results:

@@ -224,6 +224,9 @@ class SearchRequest(_Strict):
     since: str | None = Field(
         None, max_length=64, description="only items updated at or after this ISO date/datetime"
     )
+    context: json_int(1, 8000) | None = Field(  # type: ignore[valid-type]
+        None, description="return each hit with its surroundings, within this many tokens"
+    )
 
 
 class MultiSearchRequest(SearchRequest):
@@ -245,6 +248,7 @@ class SearchResultOut(BaseModel):
     char_start: int
     char_end: int
     locator: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] | None = None
     base_id: str
     base_name: str
 

@@ -67,12 +67,16 @@ async def search_get(
         None, alias="type", max_length=32, description="source type (repeatable)"
     ),
     since: str | None = Query(None, max_length=64, description="ISO date/datetime"),
+    context: int | None = Query(
+        None, ge=1, le=8000, description="each hit with its surroundings, in tokens"
+    ),
     kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Hybrid (or BM25-only) search over the base's completed items, with citations.
 
-    ``under``, ``type`` and ``since`` filter inside both lanes (see ``POST``)."""
-    filters = {"under": under, "types": types, "since": since}
+    ``under``, ``type`` and ``since`` filter inside both lanes (see ``POST``); ``context``
+    returns each hit with its neighbouring chunks (``knowbase.query.context``)."""
+    filters = {"under": under, "types": types, "since": since, "context": context}
     return await _run_search(request, _search_body, kb, base, q, top_k, filters)
 
 
@@ -94,7 +98,7 @@ async def search_post(
 
 
 def _filters(body: SearchRequest) -> dict[str, Any]:
-    return {"under": body.under, "types": body.types, "since": body.since}
+    return {"under": body.under, "types": body.types, "since": body.since, "context": body.context}
 
 
 @router.post("/search", response_model=MultiSearchOut, tags=["search"], responses=BODY_ERRORS)

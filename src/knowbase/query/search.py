@@ -97,6 +97,8 @@ class SearchResult:
     char_start: int
     char_end: int
     locator: dict[str, Any] = field(default_factory=dict)
+    # with ``context`` (:mod:`.context`): the hit's own offsets and the chunks merged into it
+    context: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
