@@ -3,14 +3,14 @@
 The index holds the same keyword text as the SQLite store (:func:`.fts_query.keyword_text`, CJK
 runs as bigrams), cut into the words ``unicode61`` would see (:func:`keyword_words`) and stemmed
 by PostgreSQL's english snowball stemmer without stop words (config ``kb_keyword``, migration
-0002s). Ranking is FTS5's own BM25 (k1 = 1.2, b = 0.75, idf = ln((N − n + 0.5)/(n + 0.5)),
-floor 1e-6, per query term), computed in SQL from the term frequencies in the ``tsvector`` and
-the base's totals in ``kb_index`` — not ``ts_rank_cd``, which has no idf and would change what
-the measured lane ranks first. Differences left: porter (FTS5) vs snowball english stems, and
+0002s). Ranking is BM25 (k1 = 1.2, b = 0.75) on :mod:`.keyword_scale`'s absolute scale, per
+query term, computed in SQL from the term frequencies in the ``tsvector`` and the base's totals
+in ``kb_index`` — not ``ts_rank_cd``, which has no idf. Differences left: porter (FTS5) vs snowball english stems, and
 PostgreSQL keeps at most 256 positions of one lexeme per unit.
 
-Scores are on :mod:`.keyword_scale`'s absolute scale (BM25 over the query's own bound, in the
-same statement); equal scores go in Concept ID, then unit order, as on SQLite.
+Scores are on :mod:`.keyword_scale`'s absolute scale (terms weighed by its Lucene idf over the
+query's own bound, in the same statement) and units are ordered by them, as the SQLite lane
+orders its FTS5 candidates; equal scores go in Concept ID, then unit order.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def bm25_rows(
     # term, as FTS5 scores each phrase of an OR query. idf from the GIN index per lexeme,
     # against N read in the same statement: under READ COMMITTED the totals read above can
     # predate units committed since, and a lexeme in more units than N broke ln() (a search
-    # beside concurrent adds failed). An idf at or under 0 is FTS5's floor, 1e-6.
+    # beside concurrent adds failed). The weight is keyword_scale's (Lucene) idf, never 0.
     sql = f"""
     WITH q AS (
       SELECT t.ord, lx.lexeme FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, ord)
@@ -136,15 +136,15 @@ def bm25_rows(
       SELECT unit_count::float8 AS n FROM kb_index WHERE base_id = %(b)s
     ), w AS (
       SELECT q.lexeme,
-        GREATEST(ln(GREATEST(big_n.n - d.n + 0.5, 1e-9) / (d.n + 0.5)), 1e-6) AS idf
+        ln(1 + (GREATEST(big_n.n - d.n, 0) + 0.5) / (d.n + 0.5)) AS weight
       FROM q CROSS JOIN big_n CROSS JOIN LATERAL (SELECT count(*) AS n FROM kb_unit x
         WHERE x.base_id = %(b)s AND x.keyword @@ quote_literal(q.lexeme)::tsquery) d
     ), tsq AS (
       SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
     ), bound AS (
-      SELECT NULLIF((%(k1)s + 1) * SUM(idf), 0) AS upper FROM w
+      SELECT NULLIF((%(k1)s + 1) * SUM(weight), 0) AS upper FROM w
     )
-    SELECT {columns}, LEAST(1.0, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
+    SELECT {columns}, LEAST(1.0, SUM(w.weight * (cardinality(lx.positions) * (%(k1)s + 1))
       / (cardinality(lx.positions)
          + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s)))
       / (SELECT upper FROM bound)) AS score
