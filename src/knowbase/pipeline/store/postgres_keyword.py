@@ -5,8 +5,8 @@ runs as bigrams), cut into the words ``unicode61`` would see (:func:`keyword_wor
 by PostgreSQL's english snowball stemmer without stop words (config ``kb_keyword``, migration
 0002s). Ranking is BM25 (k1 = 1.2, b = 0.75) on :mod:`.keyword_scale`'s absolute scale, per
 query term, computed in SQL from the term frequencies in the ``tsvector`` and the base's totals
-in ``kb_index`` — not ``ts_rank_cd``, which has no idf. Differences left: porter (FTS5) vs snowball english stems, and
-PostgreSQL keeps at most 256 positions of one lexeme per unit.
+in ``kb_index`` — not ``ts_rank_cd``, which has no idf. Differences left: porter (FTS5) vs
+snowball english stems, and PostgreSQL keeps at most 256 positions of one lexeme per unit.
 
 Scores are on :mod:`.keyword_scale`'s absolute scale (terms weighed by its Lucene idf over the
 query's own bound, in the same statement) and units are ordered by them, as the SQLite lane
