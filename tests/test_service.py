@@ -45,7 +45,7 @@ def test_bm25_base_roundtrip(knowledge, tmp_path):
     hits = knowledge.search("NOTES", "llama plateau").results
     assert hits[0].concept_id == "guide.md"
     assert hits[0].item_id == result.items[0].id
-    assert hits[0].rank == 1 and hits[0].score_kind == "ranking"
+    assert hits[0].rank == 1 and hits[0].score_kind == "keyword"  # a BM25-only base
     assert "llama" in hits[0].text
     assert [b.name for b in knowledge.list_bases()] == ["Notes"]
 

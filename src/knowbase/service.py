@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.store.base import UnitRecord
 from knowbase.query import items as items_query
+from knowbase.query.context import check_budget, with_context
 from knowbase.query.fusion import FusionSettings
 from knowbase.query.multi_base import MultiSearch, search_bases
 from knowbase.query.scope import SearchFilters, parse_filters, resolve
@@ -438,6 +440,7 @@ class Knowledge:
         since: str | date | datetime | None = None,
         tags: Iterable[str] | str | None = None,
         where: Any = None,
+        context: int | None = None,
     ) -> SearchResponse:
         """Hybrid (or BM25-only) search over one base's completed items (§7).
 
@@ -446,13 +449,21 @@ class Knowledge:
         ID folder, ``types`` source types (``pdf``, ``md``, ``url``, ``note``…), ``since`` an
         ISO date/datetime of the last update; ``tags`` (all required) and ``where`` metadata
         conditions (``query/label_filters.py``). A malformed filter raises ``InvalidFilter``.
+        ``context`` (tokens) returns each hit with its surroundings (``query/context.py``).
         """
+        check_budget(context)
         filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
         b = base if isinstance(base, Base) else self.get_base(base)
-        return self._search(b, query, top_k=top_k, filters=filters)
+        return self._search(b, query, top_k=top_k, filters=filters, context=context)
 
     def _search(
-        self, b: Base, query: str, *, top_k: int | None, filters: SearchFilters
+        self,
+        b: Base,
+        query: str,
+        *,
+        top_k: int | None,
+        filters: SearchFilters,
+        context: int | None = None,
     ) -> SearchResponse:
         assert_base_runnable(b, "searching")
         config = SearchConfig(
@@ -463,7 +474,7 @@ class Knowledge:
         )
         scope = resolve(self.rt.catalog, b.id, filters)
         with self.rt.lease(b) as store:  # a base update meanwhile closes it after us
-            return search(
+            response = search(
                 store,
                 query,
                 config=config,
@@ -472,6 +483,11 @@ class Knowledge:
                 visible=self._visible.for_base(b.id),
                 scope=scope,
             )
+            if context:
+                response = replace(
+                    response, results=with_context(store, response.results, context)
+                )
+            return response
 
     def eval_context(
         self, base: str, qrels: Mapping[str, Mapping[str, int]], *, model: str | None = None
@@ -496,6 +512,7 @@ class Knowledge:
         since: str | date | datetime | None = None,
         tags: Iterable[str] | str | None = None,
         where: Any = None,
+        context: int | None = None,
     ) -> MultiSearch:
         """Search several bases and merge the results into one list (``query/multi_base.py``).
 
@@ -503,12 +520,13 @@ class Knowledge:
         once (``InvalidFilter`` before any search), then apply in each base as in
         :meth:`search`; ``top_k`` is per base (None: each base's default), ``limit`` bounds
         the merged list (None: no bound). A base whose search fails is listed in ``errors``;
-        the others still merge.
+        the others still merge. ``context`` as in :meth:`search`.
         """
+        check_budget(context)
         filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
         resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
         return search_bases(
-            lambda b: self._search(b, query, top_k=top_k, filters=filters),
+            lambda b: self._search(b, query, top_k=top_k, filters=filters, context=context),
             resolved,
             limit=limit,
             dedupe_text=dedupe_text,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -141,7 +142,7 @@ def test_bm25_mode_without_embedder_or_dims(store: SqliteIndexStore) -> None:
     )
     assert r.mode == "bm25"
     assert [x.item_id for x in r.results][0] == "m1"
-    assert all(x.score_kind == "ranking" for x in r.results)
+    assert all(x.score_kind == "keyword" for x in r.results)
     emb = WordEmbedder()
     r = search(store, "cat", config=SearchConfig(), embedder=emb, reranker=None, visible=everything)
     assert r.mode == "bm25" and emb.calls == []
@@ -229,7 +230,8 @@ def test_visibility_drops_hidden_items(store: SqliteIndexStore) -> None:
 
 
 def test_rerank_runs_before_trim(store: SqliteIndexStore) -> None:
-    base = search(store, "cat dog", config=HYBRID, embedder=WordEmbedder(), reranker=None,
+    every = replace(HYBRID, threshold=0.0)  # every candidate, as the reranker sees them
+    base = search(store, "cat dog", config=every, embedder=WordEmbedder(), reranker=None,
                   visible=everything)  # fmt: skip
     fused_ids = [x.item_id for x in base.results]
     assert len(fused_ids) >= 4
@@ -251,7 +253,7 @@ def test_rerank_error_keeps_fused_list(store: SqliteIndexStore) -> None:
     rr = ListReranker([], error=ProviderUnavailable("rerank endpoint down"))
     r = search(store, "cat", config=HYBRID, embedder=WordEmbedder(), reranker=rr,
                visible=everything)  # fmt: skip
-    assert r.results and all(x.score_kind == "ranking" for x in r.results)
+    assert r.results and all(x.score_kind == "hybrid" for x in r.results)
     assert r.explain["rerank"]["error"]["code"] == "provider_unavailable"
     boom = ListReranker([], error=RuntimeError("boom"))
     r = search(store, "cat", config=HYBRID, embedder=WordEmbedder(), reranker=boom,

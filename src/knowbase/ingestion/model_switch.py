@@ -41,6 +41,7 @@ from knowbase.ingestion.guards import assert_base_runnable, assert_subtrees_term
 from knowbase.jobs.model import Job
 from knowbase.pipeline.documents import Chunk, ChunkSettings
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
+from knowbase.pipeline.indexing.context import unit_text
 from knowbase.pipeline.store.base import MaterialInput, UnitRecord
 from knowbase.pipeline.store.hashing import text_hash
 from knowbase.runtime import Runtime, queue_of
@@ -167,10 +168,15 @@ class ShadowChunks:
 
 
 def missing_bodies(store: Any, plan: SwitchPlan, shadow: ShadowChunks | None) -> dict[str, str]:
-    """``{text_hash: body}`` the new model still has to embed before the swap."""
+    """``{text_hash: text to embed}`` the new model still has to embed before the swap: the
+    contextual unit text of re-chunked units; a store's own answer for unchanged chunking."""
     if shadow is None:
         return store.bodies_without_vectors(plan.to_model)
-    bodies = {text_hash(c.text): c.text for m in shadow.refresh(store) for c in m.chunks}
+    bodies = {
+        text_hash(c.text): unit_text(m.title, c.locator, c.text)  # what the model reads
+        for m in shadow.refresh(store)
+        for c in m.chunks
+    }
     have = store.existing_vectors(plan.to_model, bodies)
     return {h: b for h, b in bodies.items() if h not in have}
 

@@ -86,10 +86,15 @@ def _render(console: Any, reports: list[Any], grid: list[Any], title: str) -> No
         table.add_row(r.lane, r.settings, *(f"{r.metrics[m]:.4f}" for m in METRICS))
     console.print(table)
     if grid:
+        from knowbase.query.fusion import FusionSettings
+
         best = max(grid, key=lambda r: r.metrics["ndcg@10"])
-        sweep = Table("fusion", *METRICS, title="sweep (hybrid, no reranker)")
+        default = FusionSettings().label()
+        sweep = Table(
+            "fusion", *METRICS, title="sweep (hybrid, no reranker; * best, (default) new bases')"
+        )
         for r in grid:
-            mark = " *" if r is best else ""
+            mark = (" *" if r is best else "") + (" (default)" if r.settings == default else "")
             sweep.add_row(r.settings + mark, *(f"{r.metrics[m]:.4f}" for m in METRICS))
         console.print(sweep)
 

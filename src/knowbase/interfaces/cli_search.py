@@ -108,6 +108,15 @@ def search(
     ] = None,
     tag: TagOpt = None,
     where: WhereOpt = None,
+    context: Annotated[
+        int | None,
+        typer.Option(
+            "--context",
+            metavar="TOKENS",
+            help="Return each hit with its neighbouring chunks, within TOKENS; hits of one "
+            "document that touch are merged (exact offsets).",
+        ),
+    ] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show how the search ran.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -121,7 +130,7 @@ def search(
     with cli.open_kb(home) as kb:
         response = kb.search(
             base, query, top_k=top_k, under=under, types=types, since=since,
-            tags=split_tags(tag) or None, where=where or None,
+            tags=split_tags(tag) or None, where=where or None, context=context,
         )
         prefixes = _folder_prefixes(kb, base) if under and not response.results else []
 

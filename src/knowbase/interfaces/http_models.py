@@ -258,6 +258,9 @@ class SearchRequest(_Strict):
         description='metadata conditions, all required: {"year": {"gte": 2020}, "lang": '
         '{"in": ["en", "de"]}, "team": "infra"} or ["year>=2020", "lang in en,de"]',
     )
+    context: json_int(1, 8000) | None = Field(  # type: ignore[valid-type]
+        None, description="return each hit with its surroundings, within this many tokens"
+    )
 
 
 class MultiSearchRequest(SearchRequest):
@@ -273,12 +276,13 @@ class SearchResultOut(BaseModel):
     item_type: str
     source: str | None
     score: float
-    score_kind: Literal["ranking", "relevance"]
+    score_kind: Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
     text: str
     unit_index: int
     char_start: int
     char_end: int
     locator: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] | None = None
     base_id: str
     base_name: str
 

@@ -73,13 +73,24 @@ async def search_get(
     where: list[str] | None = Query(
         None, max_length=32, description="metadata condition, e.g. year>=2020 (repeatable)"
     ),
+    context: int | None = Query(
+        None, ge=1, le=8000, description="each hit with its surroundings, in tokens"
+    ),
     kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Hybrid (or BM25-only) search over the base's completed items, with citations.
 
     ``under``, ``type``, ``since``, ``tag`` and ``where`` filter inside both lanes (see
-    ``POST``)."""
-    filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
+    ``POST``); ``context`` returns each hit with its neighbouring chunks
+    (``knowbase.query.context``)."""
+    filters = {
+        "under": under,
+        "types": types,
+        "since": since,
+        "tags": tags,
+        "where": where,
+        "context": context,
+    }
     return await _run_search(request, _search_body, kb, base, q, top_k, filters)
 
 
@@ -107,6 +118,7 @@ def _filters(body: SearchRequest) -> dict[str, Any]:
         "since": body.since,
         "tags": body.tags,
         "where": body.where,
+        "context": body.context,
     }
 
 

@@ -220,9 +220,25 @@ def build_server(
                 description="Only items updated at or after this ISO date, e.g. 2024-05-01",
             ),
         ] = None,
+        context: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=8000,
+                description="Tokens of surroundings per passage (neighbouring chunks, merged);"
+                f" default {tools.KB_SEARCH_CONTEXT}",
+            ),
+        ] = None,
     ) -> CallToolResult:
         return tools.kb_search(
-            scope, cites, query=query, base_ids=baseIds, under=under, types=types, since=since
+            scope,
+            cites,
+            query=query,
+            base_ids=baseIds,
+            under=under,
+            types=types,
+            since=since,
+            context=context,
         )
 
     @server.tool(

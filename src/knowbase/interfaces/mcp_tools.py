@@ -180,6 +180,11 @@ def kb_list(
 
 
 # --- kb_search ---------------------------------------------------------------------------------
+# An agent gets the paragraph that answers, not only the chunk that matched: each passage comes
+# with its neighbouring chunks within this many tokens (query/context.py; ~2 MiniLM chunks).
+KB_SEARCH_CONTEXT = 512
+
+
 def kb_search(
     scope: Scope,
     cites: _Cites,
@@ -189,10 +194,13 @@ def kb_search(
     under: str | None = None,
     types: list[str] | None = None,
     since: str | None = None,
+    context: int | None = None,
 ) -> Any:
     """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
-    passage text), clamp scores, cite. ``under``/``types``/``since`` filter inside each base's
-    lanes (``query/scope.py``); a malformed one is a tool error naming the filter."""
+    passage text), each passage with ``context`` tokens of surroundings (default
+    :data:`KB_SEARCH_CONTEXT`), clamp scores, cite. ``under``/``types``/``since`` filter
+    inside each base's lanes (``query/scope.py``); a malformed one is a tool error naming the
+    filter."""
     kb = scope.kb
     query = query.strip()
     if not QUERY_MIN_CHARS <= len(query) <= QUERY_MAX_CHARS:
@@ -219,7 +227,13 @@ def kb_search(
 
     try:
         found = kb.search_many(
-            targets, query, dedupe_text=True, under=under, types=types, since=since
+            targets,
+            query,
+            dedupe_text=True,
+            under=under,
+            types=types,
+            since=since,
+            context=context or KB_SEARCH_CONTEXT,
         )
     except InvalidInput as exc:
         return _from_error(exc)

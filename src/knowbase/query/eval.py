@@ -178,7 +178,7 @@ def _lane_hits(
     response = search(
         ctx.store,
         text,
-        config=SearchConfig(top_k=LANE_CHUNKS, dims=ctx.dims, fusion=fusion),
+        config=SearchConfig(top_k=LANE_CHUNKS, threshold=0.0, dims=ctx.dims, fusion=fusion),
         embedder=ctx.embedder if hybrid else None,
         reranker=ctx.reranker if lane.endswith("+rerank") else None,
         visible=ctx.visible,  # type: ignore[arg-type]

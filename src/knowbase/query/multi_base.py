@@ -1,16 +1,17 @@
 """One ranked list from the search results of several bases (HTTP ``POST /search``, ``kb_search``).
 
-The rule. A base's ``ranking`` scores are not comparable with another base's: a hybrid base
-scores by RRF (≈ 0.016 at rank 1), a BM25-only base by −bm25 (unbounded, corpus-dependent) or,
-on its LIKE fallback, by −length (negative). Sorting by raw score lets whichever kind is larger
-take every top place. So:
+The rule. Hybrid, keyword and vector scores are on one absolute scale on every base
+(:mod:`knowbase.query.fusion`: the cosine and BM25 over the query's own bound, fused convexly),
+so:
 
+- when every result is an absolute score (``hybrid``, ``keyword``, ``vector``), merge by score:
+  a base whose best hit is weak gets no top place;
 - when every result is a ``relevance`` score and every base has the same rerank model (one
-  model, one scale; providers do not all answer in [0, 1]), merge by score — a base with
-  nothing relevant gets no top place;
-- otherwise merge by rank, with reciprocal rank fusion over the per-base lists with equal weight
-  (``1 / (K + rank)``, the same K as the lanes' fusion): each base's rank 1 first, then each
-  base's rank 2, and so on. Ranks are the only scale all bases share.
+  model, one scale; providers do not all answer in [0, 1]), merge by score too;
+- otherwise (a base fusing by ``rrf``, whose scores are ranks, or relevance beside absolute
+  scores, or several rerank models) merge by rank, with reciprocal rank fusion over the per-base
+  lists with equal weight (``1 / (K + rank)``, the same K as the lanes' fusion): each base's
+  rank 1 first, then each base's rank 2, and so on. Ranks are the only scale all bases share.
 
 Either way the lists are merged head by head, so each base's own order is kept; ties go to the
 base listed first, then the better rank. Results keep their base's score and ``score_kind``;
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from knowbase.catalog.models import Base
 from knowbase.errors import KnowbaseError
 from knowbase.pipeline.store.rrf import K as RRF_K
-from knowbase.query.search import Mode, SearchResponse, SearchResult
+from knowbase.query.search import ABSOLUTE, Mode, SearchResponse, SearchResult
 
 MAX_PARALLEL = 8  # bases searched at once (a remote embedder's round trip overlaps)
 
@@ -91,9 +92,11 @@ def search_bases(
 def merge_rule(
     per_base: Sequence[tuple[str, Sequence[SearchResult]]], *, same_scale: bool = True
 ) -> str:
-    """``"score"`` when every result is a relevance score and ``same_scale`` (the bases share
-    a rerank model), else ``"rank"`` (see the module)."""
+    """``"score"`` when every result is an absolute score, or a relevance score and
+    ``same_scale`` (the bases share a rerank model), else ``"rank"`` (see the module)."""
     kinds = {r.score_kind for _, results in per_base for r in results}
+    if kinds and kinds <= ABSOLUTE:
+        return "score"
     return "score" if same_scale and kinds == {"relevance"} else "rank"
 
 

@@ -7,8 +7,19 @@ each restricted to the search filters' materials (``scope``, :mod:`.scope`) befo
 them by the base's fusion settings (``query/fusion.py``: RRF or convex, α, k); keep only hits of
 visible items (completed, or re-indexed in place); read text and locators of the hits kept (the
 lanes return ids and scores only; once more from the lanes when a re-index swapped a hit's units
-meanwhile); rerank before the trim; trim to ``top_k``; apply the threshold to relevance scores
-only; number ranks from 1.
+meanwhile); order equal scores by Concept ID and unit order (the same after an export and
+import, where ids change); rerank before the trim; trim to ``top_k``; apply the threshold; number
+ranks from 1.
+
+Scores and ``score_kind`` (:func:`knowbase.query.fusion.score_kind`): ``hybrid`` (convex fusion
+of the cosine and the keyword lane's absolute score), ``keyword`` (the keyword lane alone: a
+BM25-only base, or a query the model cannot read), ``vector`` (convex at α = 1), all three on one
+absolute scale in [0, 1]; ``rrf`` (rank fusion: ranks, no absolute meaning) and ``relevance`` (a
+reranker's). A base's own threshold cuts absolute and ``relevance`` scores. Without one,
+:data:`DEFAULT_THRESHOLD` cuts the hybrid and vector hits that share no word with the query (the
+keyword lane did not find them): a query that matches nothing lexically and nothing closely
+returns nothing, while a hit that matches a word is kept, as BM25 always did. ``rrf`` scores are
+never cut.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.pipeline.store.base import IndexStore, LaneHit, SearchHit
 from knowbase.pipeline.store.fts_query import build_keyword_query, extract_tokens
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
-from knowbase.query.fusion import FULL_COVERAGE, FusionSettings, dense_weight, fuse
+from knowbase.query.fusion import FULL_COVERAGE, FusionSettings, dense_weight, fuse, score_kind
 from knowbase.query.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -47,13 +58,19 @@ SWAP_RUNS = 6
 _LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
 
 Mode = Literal["hybrid", "bm25"]
-ScoreKind = Literal["ranking", "relevance"]
+ScoreKind = Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
+ABSOLUTE: frozenset[str] = frozenset({"hybrid", "keyword", "vector"})
+# The cut when a base sets no threshold, for hits the keyword lane did not find (their score is
+# α × cosine). Chosen on the judged sets (docs/eval.md, "Thresholds"): at the default fusion such
+# a hit needs a cosine of 0.4, which queries of made-up words never reached there.
+DEFAULT_THRESHOLD = 0.2
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """Per-call knobs: ``top_k`` (None → 10), relevance ``threshold``, the base's ``dims``,
-    and how the lanes are fused (None → the defaults of ``query/fusion.py``)."""
+    """Per-call knobs: ``top_k`` (None → 10), ``threshold`` (None → :data:`DEFAULT_THRESHOLD`
+    on absolute scores; 0 cuts nothing), the base's ``dims``, and how the lanes are fused (None
+    → the defaults of ``query/fusion.py``)."""
 
     top_k: int | None = None
     threshold: float | None = None
@@ -87,6 +104,8 @@ class SearchResult:
     char_start: int
     char_end: int
     locator: dict[str, Any] = field(default_factory=dict)
+    # with ``context`` (:mod:`.context`): the hit's own offsets and the chunks merged into it
+    context: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -230,6 +249,7 @@ def _search_once(
         return SearchResponse(results=[], mode=mode, explain=explain), False
 
     first = candidates
+    lexical: set[str] | None = None  # hybrid: the hits the keyword lane found
     if mode == "hybrid":
         assert embedder is not None and config.dims
         # Embed and run the vector lane on this thread (the model's) while a pool thread runs
@@ -246,6 +266,7 @@ def _search_once(
         lane: dict[str, LaneHit] = {}
         for h in [*vhits, *khits]:
             lane.setdefault(h.unit_id, h)
+        lexical = {h.unit_id for h in khits}
         fused = fuse(
             [(h.unit_id, h.score) for h in vhits],
             [(h.unit_id, h.score) for h in khits],
@@ -273,14 +294,17 @@ def _search_once(
     if mode == "bm25":
         explain["lanes"] = {"keyword": len(ranked), "lane_limit": candidates}
     explain["hidden"] = checked - len(kept)
-    scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, "ranking") for h, s in kept]
+    kind: ScoreKind = score_kind(mode, fusion)  # type: ignore[assignment]
+    # Python's sort is stable: only equal scores move, into Concept ID and unit order.
+    kept.sort(key=lambda t: (-t[1], t[0].relative_path, t[0].unit_index))
+    scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, kind) for h, s in kept]
 
     if reranker is not None and scored:
         scored = _rerank(reranker, q, scored, config.top_k or DEFAULT_RERANK_TOP_N, explain)
 
     scored = scored[:top_k]
-    threshold = config.threshold or 0.0
-    scored = [t for t in scored if t[2] != "relevance" or t[1] >= threshold]
+    explain["score_kind"] = scored[0][2] if scored else kind
+    scored = _cut(scored, config.threshold, lexical, explain)
     results = [
         _result(rank, hit, score, kind, shown[hit.material_id])
         for rank, (hit, score, kind) in enumerate(scored, start=1)
@@ -343,6 +367,32 @@ def _visible_prefix(
         kept.extend((h, s) for h, s in ranked[pos:end] if h.material_id in shown)
         pos = end
     return shown, kept, pos
+
+
+def _cut(
+    scored: list[tuple[SearchHit, float, ScoreKind]],
+    threshold: float | None,
+    lexical: set[str] | None,
+    explain: dict[str, Any],
+) -> list[tuple[SearchHit, float, ScoreKind]]:
+    """Drop hits under the threshold: the base's (absolute and relevance scores), or the
+    default (hybrid and vector hits the keyword lane did not find); ``rrf`` never."""
+    if threshold is None:
+        value, found = DEFAULT_THRESHOLD, lexical or set()
+        kept = [
+            t
+            for t in scored
+            if t[2] not in ("hybrid", "vector") or t[0].unit_id in found or t[1] >= value
+        ]
+    else:
+        value, kinds = threshold, ABSOLUTE | {"relevance"}
+        kept = [t for t in scored if t[2] not in kinds or t[1] >= value]
+    explain["threshold"] = {
+        "value": value,
+        "source": "default" if threshold is None else "base",
+        "cut": len(scored) - len(kept),
+    }
+    return kept
 
 
 def _rerank(

@@ -109,6 +109,7 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
     embeddings = {}
     if embedder is not None and base.dimensions:
         from knowbase.pipeline.indexing.batcher import batcher_for
+        from knowbase.pipeline.indexing.context import chunk_text
         from knowbase.pipeline.indexing.embed import embed_missing
 
         def on_progress(done: int, total: int) -> None:
@@ -124,6 +125,7 @@ def index_documents(rt: Runtime, ctx: JobContext) -> None:
             on_progress=on_progress,
             check_cancelled=ctx.check_cancelled,
             batcher=batcher_for(embedder),  # shares model calls with every other index job
+            texts=[chunk_text(item.title, c) for c in chunks],  # title + heading path + slice
         )
     ctx.note_progress("saving", 80)
 

@@ -49,7 +49,7 @@ def switch_model(rt: Runtime, ctx: JobContext) -> None:
             expected=plan.from_model,
             found=base.embedding_model_id,
         )
-    from knowbase.pipeline.indexing.embed import embed_missing
+    from knowbase.pipeline.indexing.embed import embed_unique
     from knowbase.providers.registry import get_embedding_provider
 
     provider = get_embedding_provider(plan.to_model, rt.settings)
@@ -75,8 +75,8 @@ def switch_model(rt: Runtime, ctx: JobContext) -> None:
         for i in range(0, len(hashes), BATCH):
             ctx.check_cancelled()
             part = hashes[i : i + BATCH]
-            vectors = embed_missing(
-                [todo[h] for h in part],
+            vectors = embed_unique(
+                {h: todo[h] for h in part},
                 existing=lambda hs: store.existing_vectors(plan.to_model, hs),  # type: ignore[attr-defined]
                 provider=provider,
                 dims=plan.dims,

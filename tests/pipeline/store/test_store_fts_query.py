@@ -16,6 +16,7 @@ from knowbase.pipeline.store.fts_query import (
     fts_quote,
     keyword_text,
 )
+from knowbase.pipeline.store.keyword_scale import like_score
 from knowbase.pipeline.store.sqlite import SqliteIndexStore
 
 
@@ -149,7 +150,8 @@ def test_katakana(store: SqliteIndexStore) -> None:
 def test_single_char_like_fallback(store: SqliteIndexStore) -> None:
     hits = store.keyword_search("天", 10)
     assert [h.material_id for h in hits] == ["sky", "weather"]  # shortest text first
-    assert hits[0].score == -1.0
+    # a one-character text holding the term once: like_score(1), on the absolute scale
+    assert hits[0].score == pytest.approx(like_score(1)) and 0 < hits[1].score < hits[0].score < 1
     assert ids(store, "天 气") == ["weather"]
 
 

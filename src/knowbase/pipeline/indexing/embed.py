@@ -12,7 +12,7 @@ import contextlib
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -35,8 +35,12 @@ def embed_missing(
     on_progress: Callable[[int, int], None] | None = None,
     check_cancelled: Callable[[], None] | None = None,
     batcher: EmbeddingBatcher | None = None,
+    texts: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray]:
     """Return ``{text_hash: float32 vector}`` for each distinct body the store does not hold yet.
+
+    ``texts`` (same order as ``bodies``) is what the model reads for each body: its contextual
+    unit text (:mod:`.context`); the vector is still keyed by the body's hash. None: the bodies.
 
     ``existing(hashes)`` answers which of the given hashes the store already has (asked 500 at a
     time). Batches use ``provider.batch_size`` when it is set, else ``batch_size``.
@@ -46,10 +50,34 @@ def embed_missing(
     already exists. With a ``batcher`` the missing bodies go to it in one request and share
     provider calls with other jobs' texts (``check_cancelled`` is polled while waiting).
     """
-    _check_dims(dims, provider)
     unique: dict[str, str] = {}
-    for body in bodies:
-        unique.setdefault(text_hash(body), body)
+    for n, body in enumerate(bodies):
+        unique.setdefault(text_hash(body), body if texts is None else texts[n])
+    return embed_unique(
+        unique,
+        existing=existing,
+        provider=provider,
+        dims=dims,
+        batch_size=batch_size,
+        on_progress=on_progress,
+        check_cancelled=check_cancelled,
+        batcher=batcher,
+    )
+
+
+def embed_unique(
+    unique: Mapping[str, str],
+    *,
+    existing: Callable[[list[str]], set[str]],
+    provider: EmbeddingProvider,
+    dims: int,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_progress: Callable[[int, int], None] | None = None,
+    check_cancelled: Callable[[], None] | None = None,
+    batcher: EmbeddingBatcher | None = None,
+) -> dict[str, np.ndarray]:
+    """:func:`embed_missing` for ``{key: text to embed}`` (keys: the bodies' hashes)."""
+    _check_dims(dims, provider)
     if not unique:
         return {}
 

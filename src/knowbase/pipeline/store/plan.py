@@ -8,12 +8,13 @@ transaction starts, so a bad input never leaves a half-written material on any b
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.pipeline.documents import Chunk
+from knowbase.pipeline.indexing.context import chunk_locator, unit_text
 from knowbase.pipeline.store import hashing
 from knowbase.pipeline.store.base import MaterialInput
 
@@ -21,9 +22,10 @@ from knowbase.pipeline.store.base import MaterialInput
 @dataclass(frozen=True)
 class PlannedUnit:
     unit_id: str
-    chunk: Chunk
+    chunk: Chunk  # its locator holds the table header, if any (stored with the unit)
     body: str
     body_hash: str  # = embedding_text_hash
+    text: str = ""  # the contextual unit text the keyword lane indexes (:mod:`..indexing.context`)
 
 
 def plan_units(
@@ -62,7 +64,9 @@ def plan_units(
             chunk.char_start,
             chunk.char_end,
         )
-        units.append(PlannedUnit(uid, chunk, body, hashing.text_hash(body)))
+        stored = replace(chunk, locator=chunk_locator(chunk), table_header="")
+        searched = unit_text(material.title, stored.locator, body)
+        units.append(PlannedUnit(uid, stored, body, hashing.text_hash(body), searched))
     return content_hash, units
 
 

@@ -179,7 +179,7 @@ class PostgresIndexStore(PostgresModelSets):
         b, mid = self.base_id, material.material_id
         rows = []
         for u in units:
-            words = keyword_words(u.body)
+            words = keyword_words(u.text)
             loc = json.dumps(u.chunk.locator, ensure_ascii=False) if u.chunk.locator else None
             rows.append(
                 {
@@ -391,8 +391,8 @@ class PostgresIndexStore(PostgresModelSets):
     def keyword_lane(
         self, query: str, limit: int, *, within: frozenset[str] | None = None
     ) -> list[LaneHit]:
-        """FTS5-equivalent BM25 (score = the positive BM25 sum) or the LIKE fallback
-        (score = −length), ties by unit id, among ``within``'s materials when given; see
+        """FTS5-equivalent BM25 or the LIKE fallback on :mod:`.keyword_scale`'s absolute scale,
+        ties by Concept ID and unit order, among ``within``'s materials when given; see
         :mod:`.postgres_keyword`."""
         return [LaneHit(u, m, float(s)) for u, m, s in self._keyword(query, limit, LANE, within)]
 

@@ -3,11 +3,14 @@
 The index holds the same keyword text as the SQLite store (:func:`.fts_query.keyword_text`, CJK
 runs as bigrams), cut into the words ``unicode61`` would see (:func:`keyword_words`) and stemmed
 by PostgreSQL's english snowball stemmer without stop words (config ``kb_keyword``, migration
-0002s). Ranking is FTS5's own BM25 (k1 = 1.2, b = 0.75, idf = ln((N − n + 0.5)/(n + 0.5)),
-floor 1e-6, per query term), computed in SQL from the term frequencies in the ``tsvector`` and
-the base's totals in ``kb_index`` — not ``ts_rank_cd``, which has no idf and would change what
-the measured lane ranks first. Differences left: porter (FTS5) vs snowball english stems, and
-PostgreSQL keeps at most 256 positions of one lexeme per unit.
+0002s). Ranking is BM25 (k1 = 1.2, b = 0.75) on :mod:`.keyword_scale`'s absolute scale, per
+query term, computed in SQL from the term frequencies in the ``tsvector`` and the base's totals
+in ``kb_index`` — not ``ts_rank_cd``, which has no idf. Differences left: porter (FTS5) vs
+snowball english stems, and PostgreSQL keeps at most 256 positions of one lexeme per unit.
+
+Scores are on :mod:`.keyword_scale`'s absolute scale (terms weighed by its Lucene idf over the
+query's own bound, in the same statement) and units are ordered by them, as the SQLite lane
+orders its FTS5 candidates; equal scores go in Concept ID, then unit order.
 """
 
 from __future__ import annotations
@@ -20,10 +23,8 @@ import regex
 from sqlalchemy.engine import Connection
 
 from knowbase.pipeline.store.fts_query import KeywordQuery, keyword_text
+from knowbase.pipeline.store.keyword_scale import BM25_B, BM25_K1, LIKE_AVG_CHARS
 from knowbase.pipeline.store.postgres_sql import HIT, JOIN
-
-BM25_K1 = 1.2
-BM25_B = 0.75
 
 _WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+")
 _LATIN = regex.compile(r"\p{Latin}")
@@ -69,10 +70,19 @@ def keyword_rows(
         where = " AND ".join(f"u.body LIKE %(l{i})s" for i in range(len(kq.like_terms)))
         params = {f"l{i}": t for i, t in enumerate(kq.like_terms)}
         return conn.exec_driver_sql(
-            f"SELECT {columns}, -length(u.body) FROM kb_unit u {JOIN} {visible}"
+            f"SELECT {columns}, 1.0 / (1.0 + %(k1)s * (1 - %(bb)s + %(bb)s"
+            f" * length(u.body) / %(avg)s)) FROM kb_unit u {JOIN} {visible}"
             f" WHERE u.base_id = %(b)s AND {where}{scope}"
-            " ORDER BY length(u.body), u.unit_id LIMIT %(k)s",
-            {**params, **scope_args, "b": base_id, "k": limit},
+            " ORDER BY length(u.body), m.relative_path, u.unit_index LIMIT %(k)s",
+            {
+                **params,
+                **scope_args,
+                "b": base_id,
+                "k": limit,
+                "k1": BM25_K1,
+                "bb": BM25_B,
+                "avg": float(LIKE_AVG_CHARS),
+            },
         ).all()
     terms = [" ".join(keyword_words(t)) for t in kq.terms]
     args = (columns, scope, scope_args)
@@ -117,7 +127,7 @@ def bm25_rows(
     # term, as FTS5 scores each phrase of an OR query. idf from the GIN index per lexeme,
     # against N read in the same statement: under READ COMMITTED the totals read above can
     # predate units committed since, and a lexeme in more units than N broke ln() (a search
-    # beside concurrent adds failed). An idf at or under 0 is FTS5's floor, 1e-6.
+    # beside concurrent adds failed). The weight is keyword_scale's (Lucene) idf, never 0.
     sql = f"""
     WITH q AS (
       SELECT t.ord, lx.lexeme FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, ord)
@@ -126,20 +136,23 @@ def bm25_rows(
       SELECT unit_count::float8 AS n FROM kb_index WHERE base_id = %(b)s
     ), w AS (
       SELECT q.lexeme,
-        GREATEST(ln(GREATEST(big_n.n - d.n + 0.5, 1e-9) / (d.n + 0.5)), 1e-6) AS idf
+        ln(1 + (GREATEST(big_n.n - d.n, 0) + 0.5) / (d.n + 0.5)) AS weight
       FROM q CROSS JOIN big_n CROSS JOIN LATERAL (SELECT count(*) AS n FROM kb_unit x
         WHERE x.base_id = %(b)s AND x.keyword @@ quote_literal(q.lexeme)::tsquery) d
     ), tsq AS (
       SELECT string_agg(DISTINCT quote_literal(lexeme), ' | ')::tsquery AS query FROM q
+    ), bound AS (
+      SELECT NULLIF((%(k1)s + 1) * SUM(weight), 0) AS upper FROM w
     )
-    SELECT {columns}, SUM(w.idf * (cardinality(lx.positions) * (%(k1)s + 1))
+    SELECT {columns}, LEAST(1.0, SUM(w.weight * (cardinality(lx.positions) * (%(k1)s + 1))
       / (cardinality(lx.positions)
-         + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s))) AS score
+         + %(k1)s * (1 - %(bb)s + %(bb)s * u.keyword_len / %(avgdl)s)))
+      / (SELECT upper FROM bound)) AS score
     FROM kb_unit u {JOIN} {visible}
     CROSS JOIN LATERAL unnest(u.keyword) AS lx
     JOIN w ON w.lexeme = lx.lexeme
     WHERE u.base_id = %(b)s AND u.keyword @@ (SELECT query FROM tsq){extra}
     GROUP BY u.base_id, u.unit_id, m.relative_path
-    ORDER BY score DESC, u.unit_id LIMIT %(k)s
+    ORDER BY score DESC, m.relative_path, u.unit_index LIMIT %(k)s
     """
     return conn.exec_driver_sql(sql, params).all()

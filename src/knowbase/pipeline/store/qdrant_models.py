@@ -200,7 +200,7 @@ class QdrantModelSets:
             conn = inner._writer
             with inner._edge("replace_units"), write_tx(conn):
                 for material, content_hash, units in planned:
-                    rows = [(u.unit_id, u.chunk, u.body, u.body_hash) for u in units]
+                    rows = [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in units]
                     inner._write_material(
                         conn, material, content_hash, rows, {}, model_id="", vectors=False
                     )

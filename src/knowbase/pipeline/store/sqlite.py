@@ -38,7 +38,8 @@ from knowbase.errors import (
 )
 from knowbase.pipeline.store import hashing
 from knowbase.pipeline.store.base import LaneHit, MaterialInput, SearchHit, UnitRecord
-from knowbase.pipeline.store.fts_query import build_keyword_query, keyword_text
+from knowbase.pipeline.store.fts_query import build_keyword_query, fts_quote, keyword_text
+from knowbase.pipeline.store.keyword_scale import absolute, idf, like_score, scale_idf
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
 from knowbase.pipeline.store.sqlite_models import SqliteModelSets, check_coverage, present
@@ -57,6 +58,7 @@ from knowbase.sqlite_files import header_problem
 log = logging.getLogger(__name__)
 
 BATCH = 500  # coverage checks and IN lists, as §3
+CANDIDATES = 4  # keyword candidates per hit asked, re-ordered by the absolute score
 RECLAIM_MIN_RATIO = 0.2
 RECLAIM_MIN_BYTES = 8 << 20
 
@@ -136,6 +138,19 @@ def _first(cursor: apsw.Cursor) -> Any:
 def _batches(items: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def _fts_row_count(conn: apsw.Connection) -> int:
+    """FTS5's own N (the first varint of its averages record, ``_data`` row 1), as its bm25()
+    reads it; ``count(*)`` of the table when the record is absent."""
+    row = _first(conn.execute("SELECT block FROM search_text_fts_data WHERE id = 1"))
+    if row is not None and row[0]:
+        value = 0
+        for byte in bytes(row[0])[:8]:  # SQLite varint, big-endian 7 bits a byte
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                return value
+    return int(_first(conn.execute("SELECT count(*) FROM search_text_fts"))[0])
 
 
 def _marks(n: int) -> str:
@@ -291,8 +306,8 @@ class SqliteIndexStore(SqliteModelSets):
         EmbeddingMismatch is raised and the previous state of the material stays intact.
         """
         content_hash, planned = plan_units(material, self.dims, bool(embeddings))
-        units = [(u.unit_id, u.chunk, u.body, u.body_hash) for u in planned]
-        needed = sorted({h for *_, h in units})
+        units = [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in planned]
+        needed = sorted({u[3] for u in units})
         blobs = self._encode(embeddings, needed) if self.dims is not None else {}
         conn = self._writer
         with self._edge("rebuild_material"), write_tx(conn):
@@ -308,7 +323,7 @@ class SqliteIndexStore(SqliteModelSets):
         conn: apsw.Connection,
         material: MaterialInput,
         content_hash: str,
-        units: list[tuple[str, Any, str, str]],
+        units: list[tuple[Any, ...]],
         blobs: Mapping[str, bytes],
         *,
         model_id: str,
@@ -318,7 +333,7 @@ class SqliteIndexStore(SqliteModelSets):
         Coverage is checked against ``model_id``'s vectors when ``vectors`` (default: on a
         vector base)."""
         text = material.content_text
-        needed = sorted({h for *_, h in units})
+        needed = sorted({u[3] for u in units})
         now = utc_now()
         row = _first(
             conn.execute(
@@ -387,11 +402,11 @@ class SqliteIndexStore(SqliteModelSets):
         conn: apsw.Connection,
         material: MaterialInput,
         content_hash: str,
-        units: list[tuple[str, Any, str, str]],
+        units: list[tuple[Any, ...]],
         now: str,
     ) -> None:
         rowid = int(_first(conn.execute("SELECT COALESCE(MAX(fts_rowid), 0) FROM search_text"))[0])
-        for uid, chunk, body, body_hash in units:
+        for uid, chunk, body, body_hash, *text in units:
             rowid += 1
             loc = json.dumps(chunk.locator, ensure_ascii=False) if chunk.locator else None
             conn.execute(
@@ -418,7 +433,7 @@ class SqliteIndexStore(SqliteModelSets):
             )
             conn.execute(
                 "INSERT INTO search_text_fts (rowid, text) VALUES (?, ?)",
-                (rowid, keyword_text(body)),
+                (rowid, keyword_text(text[0] if text else body)),
             )
 
     def delete_materials(self, material_ids: Iterable[str]) -> None:
@@ -495,7 +510,9 @@ class SqliteIndexStore(SqliteModelSets):
     def keyword_lane(
         self, query: str, limit: int, *, within: frozenset[str] | None = None
     ) -> list[LaneHit]:
-        """The BM25 lane (score = −bm25) or its LIKE fallback (score = −length); see fts_query.
+        """The BM25 lane on the absolute scale of :mod:`.keyword_scale` (its LIKE fallback:
+        :func:`.keyword_scale.like_score`). Equal scores in Concept ID, then unit order (the
+        same after an export and import, where unit ids change).
 
         ``within`` restricts the hits to those materials inside the ranking query, before the
         limit (search filters).
@@ -511,15 +528,54 @@ class SqliteIndexStore(SqliteModelSets):
                 rows = conn.execute(
                     f"SELECT su.unit_id, su.material_id, length(st.text) FROM search_text st"
                     " JOIN search_unit su ON su.unit_id = st.target_id"
+                    " JOIN material m ON m.material_id = su.material_id"
                     f" WHERE st.kind = 'body' AND {where}{scope.sql}"
-                    " ORDER BY length(st.text), su.unit_id LIMIT ?",
+                    " ORDER BY length(st.text), m.relative_path, su.unit_index LIMIT ?",
                     (*kq.like_terms, *scope.args, limit),
                 ).fetchall()
-                return [LaneHit(u, m, -float(n)) for u, m, n in rows]
-            rows = self._match(conn, kq.match or "", kq.filters, limit, scope)
-            if not rows and kq.filters:
-                rows = self._match(conn, kq.match or "", (), limit, scope)
-        return [LaneHit(u, m, -float(r)) for u, m, r in rows]
+                return [LaneHit(u, m, like_score(n)) for u, m, n in rows]
+            # FTS5 ranks a window of candidates with its own idf; they are then ordered by the
+            # absolute score (whose idf never floors), so a lane's order is its scores' order.
+            window = CANDIDATES * limit + 1
+            with conn:  # one snapshot for the ranking and its scale
+                rows = self._match(conn, kq.match or "", kq.filters, window, scope)
+                if not rows and kq.filters:
+                    rows = self._match(conn, kq.match or "", (), window, scope)
+                scores = self._absolute(conn, kq.terms, [r[3] for r in rows]) if rows else {}
+        rows.sort(key=lambda r: (-scores[r[3]], r[4], r[5]))
+        return [LaneHit(u, m, scores[rowid]) for u, m, _, rowid, *_ in rows[:limit]]
+
+    @staticmethod
+    def _absolute(
+        conn: apsw.Connection, terms: Sequence[str], rowids: Sequence[int]
+    ) -> dict[int, float]:
+        """The absolute keyword score of each FTS row (:mod:`.keyword_scale`): each term's
+        BM25 alone (a one-phrase query, FTS5's idf over the whole index) gives its ``tfpart``
+        in the row; the terms are then weighed by :func:`.keyword_scale.scale_idf`."""
+        n_rows = _fts_row_count(conn)
+        parts: dict[int, list[tuple[float, float]]] = {r: [] for r in rowids}
+        for term in terms:
+            phrase = fts_quote(term)
+            (n_hit,) = _first(
+                conn.execute(
+                    "SELECT count(*) FROM search_text_fts WHERE search_text_fts MATCH ?",
+                    (phrase,),
+                )
+            )
+            weight, fts_idf = scale_idf(n_rows, int(n_hit)), idf(n_rows, int(n_hit))
+            found: dict[int, float] = {}
+            for i in range(0, len(rowids), BATCH):
+                batch = rowids[i : i + BATCH]
+                found.update(
+                    conn.execute(
+                        "SELECT rowid, bm25(search_text_fts) FROM search_text_fts"
+                        f" WHERE search_text_fts MATCH ? AND rowid IN ({_marks(len(batch))})",
+                        (phrase, *batch),
+                    ).fetchall()
+                )
+            for rowid, pairs in parts.items():
+                pairs.append((weight, -found[rowid] / fts_idf if rowid in found else 0.0))
+        return {rowid: absolute(pairs) for rowid, pairs in parts.items()}
 
     def keyword_search(
         self, query: str, limit: int, *, within: frozenset[str] | None = None
@@ -532,57 +588,60 @@ class SqliteIndexStore(SqliteModelSets):
     def _match(
         conn: apsw.Connection, match: str, filters: Sequence[str], limit: int, scope: _Within
     ) -> list[Any]:
-        """``(unit_id, material_id, bm25)`` rows, best (lowest) first, ties by unit id."""
+        """``(unit_id, material_id, bm25, fts rowid, Concept ID, unit index)`` rows, best
+        (lowest) first, ties by Concept ID and unit index. The caller holds a read
+        transaction."""
         if filters or scope.sql:
             # LIKE filters and the material scope need the row before the limit: one joined
             # query, ranked among the rows that pass.
             extra = "".join(" AND st.text LIKE ? ESCAPE '\\'" for _ in filters)
             return conn.execute(
-                "SELECT su.unit_id, su.material_id, bm25(search_text_fts) AS r"
-                " FROM search_text_fts"
+                "SELECT su.unit_id, su.material_id, bm25(search_text_fts) AS r,"
+                " search_text_fts.rowid, m.relative_path, su.unit_index FROM search_text_fts"
                 " JOIN search_text st ON st.fts_rowid = search_text_fts.rowid"
                 " JOIN search_unit su ON su.unit_id = st.target_id"
-                f" WHERE search_text_fts MATCH ?{extra}{scope.sql} ORDER BY r, su.unit_id LIMIT ?",
+                " JOIN material m ON m.material_id = su.material_id"
+                f" WHERE search_text_fts MATCH ?{extra}{scope.sql}"
+                " ORDER BY r, m.relative_path, su.unit_index LIMIT ?",
                 (match, *filters, *scope.args, limit),
             ).fetchall()
         # Rank inside FTS5 first, then join only the winners: joining every match before the
         # sort cost ~3x the ranking itself (a 2-word query over 10k chunks: 2.3 of 3.0 ms).
-        # One read transaction, so both statements see the same snapshot.
-        with conn:
-            want = 4 * limit + 1  # room for the usual ties in one pass
-            while True:
-                ranked = conn.execute(
-                    "SELECT rowid, bm25(search_text_fts) AS r FROM search_text_fts"
-                    " WHERE search_text_fts MATCH ? ORDER BY r LIMIT ?",
-                    (match, want),
+        want = 4 * limit + 1  # room for the usual ties in one pass
+        while True:
+            ranked = conn.execute(
+                "SELECT rowid, bm25(search_text_fts) AS r FROM search_text_fts"
+                " WHERE search_text_fts MATCH ? ORDER BY r LIMIT ?",
+                (match, want),
+            ).fetchall()
+            # Equal scores are common (short chunks, one hit each). When a tie spans the
+            # cut, widen until it ends, so the tie-break below sees every tied row and picks
+            # what the joined query would.
+            if len(ranked) < want or ranked[-1][1] != ranked[limit - 1][1]:
+                break
+            want *= 4
+        if len(ranked) > limit:
+            cut = ranked[limit - 1][1]
+            ranked = [r for r in ranked if r[1] <= cut]
+        score = dict(ranked)
+        rows: list[Any] = []
+        rowids = list(score)
+        for i in range(0, len(rowids), BATCH):
+            batch = rowids[i : i + BATCH]
+            rows.extend(
+                conn.execute(
+                    # no target_type test (the CHECK makes it constant): with it the
+                    # planner scans the (target_type, ...) index instead of fts_rowid's
+                    "SELECT su.unit_id, su.material_id, st.fts_rowid, m.relative_path,"
+                    " su.unit_index FROM search_text st"
+                    " JOIN search_unit su ON su.unit_id = st.target_id"
+                    " JOIN material m ON m.material_id = su.material_id"
+                    f" WHERE st.fts_rowid IN ({_marks(len(batch))})",
+                    batch,
                 ).fetchall()
-                # Equal scores are common (short chunks, one hit each). When a tie spans the
-                # cut, widen until it ends, so the unit-id tie-break below sees every tied row
-                # and picks what the joined query would.
-                if len(ranked) < want or ranked[-1][1] != ranked[limit - 1][1]:
-                    break
-                want *= 4
-            if len(ranked) > limit:
-                cut = ranked[limit - 1][1]
-                ranked = [r for r in ranked if r[1] <= cut]
-            score = dict(ranked)
-            rows: list[Any] = []
-            rowids = list(score)
-            for i in range(0, len(rowids), BATCH):
-                batch = rowids[i : i + BATCH]
-                rows.extend(
-                    conn.execute(
-                        # no target_type test (the CHECK makes it constant): with it the
-                        # planner scans the (target_type, ...) index instead of fts_rowid's
-                        "SELECT su.unit_id, su.material_id, st.fts_rowid FROM search_text st"
-                        " JOIN search_unit su ON su.unit_id = st.target_id"
-                        f" WHERE st.fts_rowid IN ({_marks(len(batch))})",
-                        batch,
-                    ).fetchall()
-                )
-        out = [(u, m, score[r]) for u, m, r in rows]
-        out.sort(key=lambda r: (r[2], r[0]))
-        return out[:limit]
+            )
+        rows.sort(key=lambda r: (score[r[2]], r[3], r[4]))
+        return [(u, m, score[r], r, path, idx) for u, m, r, path, idx in rows[:limit]]
 
     def _query_vector(self, vector: np.ndarray | Sequence[float]) -> np.ndarray:
         q = np.asarray(vector, dtype="<f4").ravel()

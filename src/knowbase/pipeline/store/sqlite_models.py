@@ -153,7 +153,11 @@ class SqliteModelSets:
         for material in materials:
             content_hash, units = plan_units(material, None, False)
             planned.append(
-                (material, content_hash, [(u.unit_id, u.chunk, u.body, u.body_hash) for u in units])
+                (
+                    material,
+                    content_hash,
+                    [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in units],
+                )
             )
         conn = self._writer
         with self._edge("replace_units"), write_tx(conn):
