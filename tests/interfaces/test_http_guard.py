@@ -275,7 +275,8 @@ def test_kb_serve_reads_allowed_hosts_from_the_environment(tmp_path: Path) -> No
 
 def test_kb_mcp_http_uses_the_same_guard(tmp_path: Path) -> None:
     port = free_port()
-    cmd = [sys.executable, "-m", "knowbase.interfaces.mcp", "--home", str(tmp_path), "--http"]
+    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "mcp", "--home", str(tmp_path)]
+    cmd.append("--http")
     proc = running([*cmd, "--port", str(port), "--no-workers"], port,
                    KNOWBASE_ALLOWED_ORIGINS="http://localhost:6274")  # fmt: skip
     try:

@@ -44,7 +44,8 @@ def http_url(home: Path, docs: Base) -> Iterator[str]:
     cmd = [
         sys.executable,
         "-m",
-        "knowbase.interfaces.mcp",
+        "knowbase.interfaces.cli",
+        "mcp",
         "--home",
         str(home),
         "--http",

@@ -1,4 +1,4 @@
-"""End to end over stdio: the SDK's client against ``python -m knowbase.interfaces.mcp``.
+"""End to end over stdio: the SDK's client against ``kb mcp``.
 
 One server process per session (each start costs ~2 s on 2 cores), so a session runs a story:
 list the tools, call each, check results, errors and the approval path.
@@ -38,7 +38,7 @@ def docs(kb: Knowledge, src: Path) -> Base:
 
 
 def server(home: Path, *extra: str) -> StdioServerParameters:
-    args = ["-m", "knowbase.interfaces.mcp", "--home", str(home), *extra]
+    args = ["-m", "knowbase.interfaces.cli", "mcp", "--home", str(home), *extra]
     # The SDK passes only a few variables on: keep PYTHONPATH, so the server runs this tree.
     env = {"HF_HUB_OFFLINE": "1"}
     if os.environ.get("PYTHONPATH"):
@@ -88,8 +88,10 @@ def test_stdio_tools_end_to_end(home: Path, docs: Base) -> None:
     async def story() -> None:
         async with Client(server(home), elicitation_callback=approver) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
-            assert set(tools) == {"kb_list", "kb_search", "kb_read", "kb_manage"}
-            for name in ("kb_list", "kb_search", "kb_read"):
+            assert set(tools) == {
+                "kb_list", "kb_tree", "kb_search", "kb_read", "kb_grep", "kb_manage",
+            }
+            for name in ("kb_list", "kb_tree", "kb_search", "kb_read", "kb_grep"):
                 assert tools[name].annotations.read_only_hint is True
             assert tools["kb_manage"].annotations.destructive_hint is True
             assert tools["kb_manage"].annotations.read_only_hint is False
@@ -283,7 +285,8 @@ def test_a_damaged_catalog_still_serves_and_says_why(home: Path, docs: Base) -> 
 
 def test_base_list_matching_nothing_refuses_to_start(home: Path, docs: Base) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "knowbase.interfaces.mcp", "--home", str(home), "--base", "nope"],
+        [sys.executable, "-m", "knowbase.interfaces.cli", "mcp", "--home", str(home),
+         "--base", "nope"],  # fmt: skip
         input="",
         capture_output=True,
         text=True,
@@ -335,5 +338,49 @@ def test_stdio_newcomer_errors_and_compact_output(home: Path, docs: Base, kb: Kn
             )
             assert data(deleted)["notFound"] == ["nope.md"]
             assert "1 document(s)" in approver.asked[0] and "nope.md" not in approver.asked[0]
+
+    anyio.run(story)
+
+
+def test_kb_tree_kb_grep_capabilities_and_search_details(
+    home: Path, docs: Base, kb: Knowledge
+) -> None:
+    """Issue 27: the six tools' new parts over a real client session."""
+    notes = [i for i in kb.list_items(docs.id) if i.type == "note"]
+    kb.set_labels(docs.id, notes[0].id, tags=["geo"], metadata={"year": 2024})
+
+    async def story() -> None:
+        async with Client(server(home)) as c:
+            listed = data(await c.call_tool("kb_list", {}))["items"][0]
+            assert listed["mode"] == "bm25" and "keyword" in listed["capabilities"]
+            assert listed["itemCounts"] == {"completed": 2} and listed["updatedAt"]
+
+            tree = data(await c.call_tool("kb_tree", {"baseId": "docs", "maxDepth": 0}))
+            assert [n.get("conceptId") for n in tree["nodes"]] == [
+                "guide.md",
+                "Paris is in France.md",
+            ]
+            grep = data(await c.call_tool(
+                "kb_grep", {"baseId": "docs", "conceptId": "guide.md", "pattern": "pip|twice"}
+            ))
+            assert [m["line"] for m in grep["matches"]] == [3, 7]
+
+            query = {"query": "install pip", "baseIds": ["docs"]}
+            found = data(await c.call_tool("kb_search", query))
+            top = found["items"][0]
+            assert top["scoreKind"] == "keyword" and top["conceptId"] == "guide.md"
+            assert any("Keyword-only" in n for n in found["notices"])
+
+            tagged = data(await c.call_tool(
+                "kb_search",
+                {"query": "Paris France", "baseIds": ["docs"], "tags": ["geo"],
+                 "where": {"year": {"gte": 2020}}},
+            ))
+            assert [h["conceptId"] for h in tagged["items"]] == ["Paris is in France.md"]
+            assert any("tags=" in n for n in tagged["notices"])
+            none = data(await c.call_tool(
+                "kb_search", {"query": "install pip", "baseIds": ["docs"], "tags": ["geo"]}
+            ))
+            assert none["items"] == []
 
     anyio.run(story)

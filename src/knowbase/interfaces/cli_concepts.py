@@ -197,7 +197,7 @@ def mcp(
     home: HomeOpt = None,
 ) -> None:
     """Run the MCP server (kb_list, kb_search, kb_read, kb_manage) over stdio or HTTP."""
-    from knowbase.interfaces.mcp import serve
+    from knowbase.interfaces.mcp_run import serve
 
     serve(
         home=home,

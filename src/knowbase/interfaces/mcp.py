@@ -1,10 +1,12 @@
-"""The MCP server: four agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
+"""The MCP server: six agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
 
-Tools (arguments keep the origin's camelCase): ``kb_list`` (bases, or one base's outline),
-``kb_search`` (several bases, merged), ``kb_read`` (a slice, or grep with ``pattern``) and
-``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID). This module registers
-them (argument schemas, approval) and runs the server; their bodies and result shapes live in
-:mod:`.mcp_tools`.
+Tools (arguments keep the origin's camelCase): ``kb_list`` (bases with their mode, model and
+freshness, or one base's outline), ``kb_tree`` (the outline), ``kb_search`` (several bases,
+merged), ``kb_read`` (a slice, or grep with ``pattern``), ``kb_grep`` (a regex inside one
+document) and ``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID, sync).
+This module registers them (argument schemas, approval); their bodies and result shapes live in
+:mod:`.mcp_tools` and :mod:`.mcp_listing`, the scope in :mod:`.mcp_scope`, running the server
+in :mod:`.mcp_run`.
 
 Scope: the server sees the bases it was started with (``base_ids``), or every base when that is
 None; an empty list sees none and every tool fails closed. A base outside the scope answers
@@ -16,25 +18,27 @@ declares it; a client without elicitation is refused unless the server runs with
 mid-call request before 2026-07-28, ``InputRequiredResult`` after): the SDK's ``Resolve``
 machinery picks it.
 
-    python -m knowbase.interfaces.mcp --home ~/kb --base docs            # stdio
-    python -m knowbase.interfaces.mcp --http --port 8765 --allow-writes  # streamable HTTP
+    kb mcp --home ~/kb --base docs            # stdio (interfaces/mcp_run.py)
+    kb mcp --http --port 8765 --allow-writes  # streamable HTTP
 """
 
 # No `from __future__ import annotations`: the SDK evaluates tool annotations, and
 # `Resolve(approval)` names a closure that string annotations could not see.
-import argparse
 import logging
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from knowbase.catalog.models import Base
-from knowbase.errors import KnowbaseError, NotFound
+from knowbase.errors import KnowbaseError
+from knowbase.interfaces import mcp_listing as listing
 from knowbase.interfaces import mcp_tools as tools
+from knowbase.interfaces.mcp_listing import _decode_cursor as _decode_cursor  # re-exported
 from knowbase.interfaces.mcp_paths import check_local_file
+from knowbase.interfaces.mcp_scope import Scope as Scope  # re-exported (tests)
+from knowbase.interfaces.mcp_scope import resolve_scope as resolve_scope  # re-exported
 from knowbase.interfaces.mcp_tools import (
     LIST_DEFAULT_LIMIT,
     LIST_MAX_LIMIT,
@@ -50,7 +54,6 @@ from knowbase.interfaces.mcp_tools import (
     _manage_problem,
 )
 from knowbase.interfaces.mcp_tools import _camel as _camel  # re-exported (tests)
-from knowbase.interfaces.mcp_tools import _decode_cursor as _decode_cursor  # re-exported (tests)
 from knowbase.service import Knowledge
 
 log = logging.getLogger(__name__)
@@ -64,42 +67,6 @@ INSTRUCTIONS = (
     "kb_read to read or grep a document by Concept ID. kb_manage changes a base and needs "
     "the user's approval."
 )
-
-
-# --- scope -------------------------------------------------------------------------------------
-@dataclass
-class Scope:
-    """Which bases the server may see: ``None`` = every base, else exactly these ids."""
-
-    kb: Knowledge
-    base_ids: list[str] | None = None
-    _allowed: frozenset[str] | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self._allowed = None if self.base_ids is None else frozenset(self.base_ids)
-
-    @property
-    def empty(self) -> bool:
-        return self._allowed is not None and not self._allowed
-
-    def bases(self) -> list[Base]:
-        if self.empty:
-            return []
-        return [b for b in self.kb.list_bases() if self._allowed is None or b.id in self._allowed]
-
-    def base(self, ref: str) -> Base:
-        """The base ``ref`` names (name or id) when in scope; else :class:`OutOfScope`."""
-        if self.empty:
-            raise OutOfScope(ref)
-        try:
-            b = self.kb.get_base(ref)
-        except NotFound:
-            if self._allowed is None:
-                raise
-            raise OutOfScope(ref) from None
-        if self._allowed is not None and b.id not in self._allowed:
-            raise OutOfScope(ref)
-        return b
 
 
 # --- approval ----------------------------------------------------------------------------------
@@ -134,7 +101,7 @@ def build_server(
     allow_writes: bool,
     path_roots: list[Path] | None = None,
 ) -> Any:
-    """An ``MCPServer`` with the four tools, scoped to ``base_ids`` (None: every base); local
+    """An ``MCPServer`` with the six tools, scoped to ``base_ids`` (None: every base); local
     file adds follow ``path_roots`` (:mod:`.mcp_paths`)."""
     # The SDK is imported here, not at module level: importing it takes seconds, and
     # `kb mcp --base nope` should refuse at once (and `kb --help` never import it).
@@ -152,10 +119,10 @@ def build_server(
         name="kb_list",
         title="List knowledge bases / outline one base",
         description=(
-            "Without baseId: list the knowledge bases you may use (id, name, item count, sample "
-            "sources), filtered by an optional query, paged with limit/cursor. With baseId: that "
-            "base's outline as a depth-first list; documents carry the conceptId to use with "
-            "kb_read and kb_manage."
+            "Without baseId: list the knowledge bases you may use (id, name, item counts, sample "
+            "sources, retrieval mode hybrid/bm25/switching, model, capabilities, updatedAt), "
+            "filtered by an optional query, paged with limit/cursor. With baseId: that base's "
+            "outline (as kb_tree)."
         ),
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
@@ -171,8 +138,53 @@ def build_server(
         ] = None,
         maxDepth: Annotated[int | None, Field(ge=0, le=64, description="Outline depth")] = None,
     ) -> CallToolResult:
-        return tools.kb_list(
+        return listing.kb_list(
             scope, query=query, limit=limit, cursor=cursor, base_id=baseId, max_depth=maxDepth
+        )
+
+    @server.tool(
+        name="kb_tree",
+        title="Outline of a knowledge base",
+        description=(
+            "The outline of one knowledge base: its folders and documents depth-first, each "
+            "document with the conceptId to use with kb_read, kb_grep and kb_manage. maxDepth "
+            "limits how deep it goes (0: the top level only)."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_tree(
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        maxDepth: Annotated[int | None, Field(ge=0, le=64, description="Outline depth")] = None,
+    ) -> CallToolResult:
+        return listing.kb_tree(scope, base_id=baseId, max_depth=maxDepth)
+
+    @server.tool(
+        name="kb_grep",
+        title="Search inside one document",
+        description=(
+            "A regular-expression search inside one document of a knowledge base, by conceptId: "
+            "matching lines with line numbers, character offsets and snippets "
+            "(case-insensitive unless ignoreCase=false). Read around a match with kb_read."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_grep(
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
+        pattern: Annotated[str, Field(min_length=1, max_length=200, description="A regex")],
+        ignoreCase: bool = True,
+        maxMatches: Annotated[int | None, Field(ge=1, le=200)] = None,
+    ) -> CallToolResult:
+        return tools.kb_read(
+            scope,
+            cites,
+            base_id=baseId,
+            concept_id=conceptId,
+            char_start=None,
+            char_end=None,
+            pattern=pattern,
+            ignore_case=ignoreCase,
+            max_matches=maxMatches,
         )
 
     @server.tool(
@@ -180,8 +192,10 @@ def build_server(
         title="Search knowledge bases",
         description=(
             "Search one or more knowledge bases (hybrid keyword + vector search). Returns passages "
-            "with a cite id, baseId, conceptId, title and a score in [0, 1], best first. Cite "
-            "passages by their id; read around a passage with kb_read."
+            "with a cite id, baseId, conceptId, title, locator (page, sheet, heading path), a "
+            "score in [0, 1] and its scoreKind, best first, plus notices on how the search ran. "
+            "Filter by folder (under), type, date, tags and metadata (where). Cite passages by "
+            "their id; read around a passage with kb_read."
         ),
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
@@ -229,6 +243,17 @@ def build_server(
                 f" default {tools.KB_SEARCH_CONTEXT}",
             ),
         ] = None,
+        tags: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
+            Field(max_length=32, description="Only documents carrying every one of these tags"),
+        ] = None,
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='Metadata conditions, all required, e.g. {"year": {"gte": 2023}, '
+                '"lang": {"in": ["en", "de"]}, "team": "infra"}'
+            ),
+        ] = None,
     ) -> CallToolResult:
         return tools.kb_search(
             scope,
@@ -239,6 +264,8 @@ def build_server(
             types=types,
             since=since,
             context=context,
+            tags=tags,
+            where=where,
         )
 
     @server.tool(
@@ -410,152 +437,3 @@ def _approval_text(
         )
     listed = ", ".join((ids or [])[:10]) + (" …" if len(ids or []) > 10 else "")
     return f"Allow the assistant to {action} {len(ids or [])} document(s) in {b.name!r}: {listed}?"
-
-
-# --- running -----------------------------------------------------------------------------------
-def resolve_scope(kb: Knowledge, refs: list[str] | None) -> list[str] | None:
-    """``--base`` names/ids → ids. None → every base; a list matching nothing refuses to start."""
-    if refs is None:
-        return None
-    ids: list[str] = []
-    for ref in refs:
-        try:
-            ids.append(kb.get_base(ref).id)
-        except NotFound:
-            log.warning("--base %r matches no knowledge base; ignored", ref)
-    if not ids:
-        raise NotFound(
-            f"--base {', '.join(refs)} matches no knowledge base; refusing to start",
-            hint="list the bases with kb base list",
-            bases=refs,
-        )
-    return list(dict.fromkeys(ids))
-
-
-def run_stdio(
-    kb: Knowledge,
-    *,
-    base_ids: list[str] | None,
-    allow_writes: bool,
-    path_roots: list[Path] | None = None,
-) -> None:
-    """Serve over stdin/stdout until the client closes the stream."""
-    import anyio
-
-    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes, path_roots=path_roots)
-    anyio.run(server.run_stdio_async)
-
-
-def run_http(
-    kb: Knowledge,
-    *,
-    base_ids: list[str] | None,
-    allow_writes: bool,
-    host: str = "127.0.0.1",
-    port: int = DEFAULT_HTTP_PORT,
-    allowed_hosts: tuple[str, ...] = (),
-    path_roots: list[Path] | None = None,
-    allowed_origins: tuple[str, ...] = (),
-) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted.
-
-    Host and Origin are checked by :mod:`.http_guard`, the rules ``kb serve`` uses (the SDK's
-    own check is turned off rather than kept as a second, different copy); Origin on every
-    request, as the SDK did, since an MCP session is state however it is reached.
-    """
-    import anyio
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from knowbase.interfaces.http_guard import ALL_METHODS, HostGuard, HostPolicy, is_loopback
-
-    if not is_loopback(host):
-        log.warning("MCP over HTTP on %s: anyone who can reach it can use the tools", host)
-    server = build_server(kb, base_ids=base_ids, allow_writes=allow_writes, path_roots=path_roots)
-    app = server.streamable_http_app(
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        host=host,
-    )
-    guarded = HostGuard(
-        app, HostPolicy.for_bind(host, allowed_hosts, allowed_origins), origin_methods=ALL_METHODS
-    )
-    config = uvicorn.Config(guarded, host=host, port=port, log_level="warning")
-    anyio.run(uvicorn.Server(config).serve)
-
-
-def serve(
-    *,
-    home: str | None = None,
-    bases: list[str] | None = None,
-    allow_writes: bool = False,
-    http: bool = False,
-    host: str = "127.0.0.1",
-    port: int = DEFAULT_HTTP_PORT,
-    workers: bool = True,
-    allow_path: list[str] | None = None,
-) -> None:
-    """``kb mcp``: open the home, check the scope, run workers, serve until the client leaves.
-
-    A catalog that cannot be opened does not stop it: every tool answers with the reason
-    (``catalog_unavailable``), and ``--base`` is kept as given (ids match once it is back)."""
-    from knowbase.interfaces.mcp_paths import resolve_roots
-    from knowbase.settings import load_settings
-
-    roots = resolve_roots(allow_path)
-    with Knowledge(load_settings(home)) as kb:
-        if kb.catalog_problem is not None:
-            log.error("%s: %s; serving anyway", kb.catalog_problem.code, kb.catalog_problem)
-            base_ids = bases
-        else:
-            base_ids = resolve_scope(kb, bases)
-        if workers:
-            kb.start_workers()
-        if http:
-            run_http(
-                kb,
-                base_ids=base_ids,
-                allow_writes=allow_writes,
-                host=host,
-                port=port,
-                allowed_hosts=kb.settings.allowed_hosts,
-                path_roots=roots,
-                allowed_origins=kb.settings.allowed_origins,
-            )
-        else:
-            run_stdio(kb, base_ids=base_ids, allow_writes=allow_writes, path_roots=roots)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m knowbase.interfaces.mcp``: the same options as ``kb mcp``."""
-    parser = argparse.ArgumentParser(prog="kb mcp", description="knowbase MCP server")
-    parser.add_argument("--home", default=None, help="home directory (env KNOWBASE_HOME)")
-    parser.add_argument("--base", action="append", default=None, help="a base it may see")
-    parser.add_argument("--allow-writes", action="store_true")
-    parser.add_argument("--allow-path", action="append", default=None, help="a root for adds")
-    parser.add_argument("--http", action="store_true")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
-    parser.add_argument("--no-workers", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    try:
-        serve(
-            home=args.home,
-            bases=args.base,
-            allow_writes=args.allow_writes,
-            http=args.http,
-            host=args.host,
-            port=args.port,
-            workers=not args.no_workers,
-            allow_path=args.allow_path,
-        )
-    except KnowbaseError as exc:
-        print(f"{exc.code}: {exc.message}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

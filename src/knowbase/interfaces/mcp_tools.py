@@ -1,22 +1,18 @@
-"""The bodies of the four MCP tools (§8) and the shape of their results.
+"""The bodies of the MCP tools (§8) and the shape of their results.
 
 :mod:`.mcp` registers the tools (names, argument schemas, approval) and calls these functions;
-they take a :class:`~knowbase.interfaces.mcp.Scope` and return a ``CallToolResult``: the
-structured data plus a text block, with an ``error`` (and guidance) on failure.
-
-This module never imports :mod:`.mcp`: under ``python -m knowbase.interfaces.mcp`` that module
-is ``__main__``, and a second copy would carry a second :class:`OutOfScope` class that the
-``except`` clauses here would not catch. The SDK is imported inside functions only, so that
-``kb --help`` never imports it.
+they take a :class:`~knowbase.interfaces.mcp_scope.Scope` and return a ``CallToolResult``: the
+structured data plus a text block, with an ``error`` (and guidance) on failure. ``kb_tree`` and
+``kb_grep`` share ``kb_list``'s outline and ``kb_read``'s grep. The SDK is imported inside
+functions only, so that ``kb --help`` never imports it.
 """
 
 from __future__ import annotations
 
-import base64
 import os
 from typing import TYPE_CHECKING, Any
 
-from knowbase.catalog.models import Base, Item
+from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
 from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.mcp_results import _camel, _fail, _from_error, _ok
@@ -24,7 +20,7 @@ from knowbase.interfaces.mcp_results import _camel, _fail, _from_error, _ok
 # --- result shapes (the JSON helpers live in mcp_results.py) ------------------------------------
 
 if TYPE_CHECKING:
-    from knowbase.interfaces.mcp import Scope
+    from knowbase.interfaces.mcp_scope import Scope
     from knowbase.query.search import SearchResult
     from knowbase.service import Knowledge
 
@@ -68,117 +64,6 @@ class _Cites:
         return f"{CITE_PREFIX}-{self.n}"
 
 
-# --- listing helpers ---------------------------------------------------------------------------
-def _sample(item: Item) -> str:
-    if item.type in ("url", "sitemap"):
-        return str(item.data.get("url") or item.source)
-    if item.type == "note":
-        first = next(
-            (ln.strip() for ln in str(item.data.get("content") or "").splitlines() if ln.strip()),
-            item.source,
-        )
-        return first if len(first) <= 79 else first[:79] + "…"
-    return item.source or str(item.relative_path or "")
-
-
-def _haystack(item: Item) -> list[str]:
-    d = item.data
-    return [str(v) for v in (d.get("source"), d.get("url"), d.get("relative_path"),
-                             d.get("content")) if v]  # fmt: skip
-
-
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> int | None:
-    try:
-        kind, _, num = base64.urlsafe_b64decode(cursor.encode()).decode().partition(":")
-        return int(num) if kind == "o" and int(num) >= 0 else None
-    except (ValueError, UnicodeError):
-        return None
-
-
-# --- kb_list -----------------------------------------------------------------------------------
-def _list_bases(scope: Scope, query: str | None, limit: int, cursor: str | None) -> Any:
-    kb = scope.kb
-    bases = scope.bases()
-    if not bases:
-        return _ok(
-            {"items": [], "total": 0},
-            "No knowledge base is configured for this assistant. Ask the user to create "
-            "one (kb base create) or to start the server with access to one.",
-        )
-    rows = []
-    needle = query.casefold() if query else None
-    for b in bases:
-        roots = [] if b.status == "failed" else kb.list_items(b.id, roots_only=True)
-        done = [r for r in roots if r.status == "completed"]
-        name_hit = not needle or needle in b.name.casefold()
-        if not name_hit and (
-            b.status != "completed"
-            or not any(needle in h.casefold() for r in done for h in _haystack(r))
-        ):
-            continue
-        row: dict[str, Any] = {"id": b.id, "name": b.name, "status": b.status}
-        if b.status == "failed":
-            row.update(itemCount=0, itemsUnavailable=True)
-        else:
-            row["itemCount"] = len(roots)
-        row["sampleSources"] = [_sample(r) for r in done[:SAMPLE_SOURCES]]
-        rows.append(row)
-    offset = 0
-    if cursor is not None:
-        decoded = _decode_cursor(cursor)
-        if decoded is None or (decoded >= len(rows) and rows):
-            return _ok(
-                {"items": [], "total": len(rows)},
-                "This cursor is stale or invalid. Call kb_list again without a cursor.",
-            )
-        offset = decoded
-    if not rows:
-        return _ok(
-            {"items": [], "total": 0},
-            f"No knowledge base matches {query!r}. Call kb_list without a query to see all "
-            "bases, or use kb_search to search inside them.",
-        )
-    page = rows[offset : offset + limit]
-    data: dict[str, Any] = {"items": page, "total": len(rows)}
-    if offset + limit < len(rows):
-        data["nextCursor"] = _encode_cursor(offset + limit)
-    return _ok(data)
-
-
-def kb_list(
-    scope: Scope,
-    *,
-    query: str | None,
-    limit: int,
-    cursor: str | None,
-    base_id: str | None,
-    max_depth: int | None,
-) -> Any:
-    """The bases in scope (filtered, paged), or with ``base_id`` that base's outline."""
-    try:
-        if base_id is None:
-            return _list_bases(scope, query, limit, cursor)
-        b = scope.base(base_id)
-        tree = _camel(scope.kb.concepts.organization_tree(b.id, max_depth=max_depth))
-        if not tree["nodes"]:
-            return _ok(
-                tree,
-                f"Knowledge base {b.name!r} is empty. Items can be added with kb_manage "
-                "(action add), with the user's approval.",
-            )
-        return _ok(tree)
-    except OutOfScope as exc:
-        return _fail(str(exc))
-    except NotFound as exc:
-        return _from_error(exc, _not_found_guidance(exc))
-    except KnowbaseError as exc:
-        return _from_error(exc)
-
-
 # --- kb_search ---------------------------------------------------------------------------------
 # An agent gets the paragraph that answers, not only the chunk that matched: each passage comes
 # with its neighbouring chunks within this many tokens (query/context.py; ~2 MiniLM chunks).
@@ -195,6 +80,8 @@ def kb_search(
     types: list[str] | None = None,
     since: str | None = None,
     context: int | None = None,
+    tags: list[str] | None = None,
+    where: dict[str, Any] | list[str] | None = None,
 ) -> Any:
     """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
     passage text), each passage with ``context`` tokens of surroundings (default
@@ -233,6 +120,8 @@ def kb_search(
             under=under,
             types=types,
             since=since,
+            tags=tags,
+            where=where,
             context=context or KB_SEARCH_CONTEXT,
         )
     except InvalidInput as exc:
@@ -262,20 +151,46 @@ def kb_search(
     data: dict[str, Any] = {"items": items}
     if errors:
         data["failedBases"] = errors
+    filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
+    notices = scope_notices(targets, found.modes, {k: v for k, v in filters.items() if v})
+    if notices:
+        data["notices"] = notices
     if not items:
-        filtered = under is not None or bool(types) or since is not None
+        filtered = any(filters.values())
         return _ok(
             data,
             f"No passages match {query!r}"
-            + (" within the filters (under/types/since); try without them" if filtered else "")
+            + (" within the filters (under/types/since/tags/where); try without them"
+               if filtered else "")
             + ". Try other words, or call kb_list (with baseId for an outline) to see what "
             "these bases hold.",
         )
     return _ok(data)
 
 
+def scope_notices(
+    targets: list[Base], modes: dict[str, str], filters: dict[str, Any]
+) -> list[str]:
+    """What an agent should know about how its search ran: the filters that narrowed it, and
+    the bases that answered keyword-only (no model, or one that cannot read the query)."""
+    notices = []
+    if filters:
+        shown = ", ".join(f"{k}={v}" for k, v in filters.items())
+        notices.append(f"Only documents matching {shown} were searched.")
+    keyword_only = [b.name for b in targets if modes.get(b.id) == "bm25"]
+    if keyword_only:
+        notices.append(
+            "Keyword-only search (no embedding model, or one that cannot read this query) in: "
+            + ", ".join(keyword_only)
+            + ". Use the words the documents would use."
+        )
+    return notices
+
+
 def _hit(base_id: str, r: SearchResult) -> dict[str, Any]:
-    """A search result as ``kb_search`` shows it: camelCase, the score clamped to [0, 1]."""
+    """A search result as ``kb_search`` shows it: camelCase, the score clamped to [0, 1] and
+    its kind (``hybrid``, ``keyword``, ``vector``: one absolute scale; ``rrf``: ranks only;
+    ``relevance``: a reranker's), and the locator (page, sheet, heading path…)."""
     return {
         "baseId": base_id,
         "conceptId": r.concept_id,
@@ -283,6 +198,7 @@ def _hit(base_id: str, r: SearchResult) -> dict[str, Any]:
         "type": r.item_type,
         "content": r.text,
         "score": min(max(float(r.score), 0.0), 1.0),
+        "scoreKind": r.score_kind,
         "charStart": r.char_start,
         "charEnd": r.char_end,
         "locator": r.locator or {},
