@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,26 +23,26 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.feed import ChangeFeed
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import CatalogUnavailable, KnowbaseError, NotFound, Unavailable
+from knowbase.errors import CatalogUnavailable, KnowbaseError, NotFound
 from knowbase.ingestion import bases
 from knowbase.ingestion.add import AddResult, Strategy, add_items
 from knowbase.ingestion.delete import delete_items
-from knowbase.ingestion.guards import assert_base_runnable
 from knowbase.ingestion.inputs import AddInput
-from knowbase.ingestion.recovery import SweepReport, sweep
+from knowbase.ingestion.recovery import SweepReport
 from knowbase.ingestion.reindex import reindex_items, retry_failed
 from knowbase.ingestion.restore import RestoreResult, restore_base
+from knowbase.ingestion.workers import WorkerHost
 from knowbase.jobs.liveness import LiveWorker, list_live_workers
 from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Job
 from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.store.base import UnitRecord
 from knowbase.query import items as items_query
-from knowbase.query.context import check_budget, with_context
-from knowbase.query.fusion import FusionSettings
+from knowbase.query.base_search import search_base
+from knowbase.query.context import check_budget
 from knowbase.query.multi_base import MultiSearch, search_bases
-from knowbase.query.scope import SearchFilters, parse_filters, resolve
-from knowbase.query.search import SearchConfig, SearchResponse, search
+from knowbase.query.scope import SearchFilters, parse_filters
+from knowbase.query.search import SearchResponse
 from knowbase.query.visibility import VisibilityCache
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
@@ -59,7 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SWEEP_INTERVAL_S = 15.0
 
 
 class Knowledge:
@@ -96,11 +93,9 @@ class Knowledge:
             clock=clock,
         )
         register_all(self.rt)
-        self._worker: Any = None
+        self._workers = WorkerHost(self.rt, settings.workers)
         self._concepts: ConceptService | None = None
         self._visible = VisibilityCache(catalog)
-        self._sweeper: threading.Thread | None = None
-        self._stop_sweeper = threading.Event()
         if start_workers:
             self.start_workers()
 
@@ -118,45 +113,18 @@ class Knowledge:
 
     def start_workers(self, *, threads: int | None = None) -> None:
         """Run job workers in this process (and the periodic recovery sweep)."""
-        if self._worker is not None:
-            return
-        if self.rt.catalog.problem is not None:
-            log.error("no job workers: %s", self.rt.catalog.problem.message)
-            return
-        from knowbase.jobs.worker import Worker
-
-        self.recover()
-        self._worker = Worker(self.rt.jobs, threads=threads or self.settings.workers)
-        self._worker.start()
-        self._stop_sweeper.clear()
-        self._sweeper = threading.Thread(target=self._sweep_loop, name="kb-sweep", daemon=True)
-        self._sweeper.start()
+        self._workers.start(threads=threads)
 
     def stop_workers(self, grace_s: float = 10) -> None:
-        if self._worker is None:
-            return
-        self._stop_sweeper.set()
-        self._worker.stop(grace_s=grace_s)
-        self._worker = None
-
-    def _sweep_loop(self) -> None:
-        while not self._stop_sweeper.wait(SWEEP_INTERVAL_S):
-            self.recover()
+        self._workers.stop(grace_s)
 
     def recover(self) -> SweepReport:
         """Recover interrupted jobs and items (also run at worker start)."""
-        return sweep(self.rt)
+        return self._workers.recover()
 
     def run_until_idle(self, timeout_s: float = 600) -> None:
         """Process jobs in this process until nothing is claimable (tests, ``kb add``)."""
-        started_here = self._worker is None
-        if started_here:
-            self.start_workers()
-        try:
-            self._worker.run_until_idle(timeout_s=timeout_s)
-        finally:
-            if started_here:
-                self.stop_workers()
+        self._workers.run_until_idle(timeout_s)
 
     # --- bases (ingestion/bases.py) -----------------------------------------------------------
     def create_base(
@@ -281,33 +249,11 @@ class Knowledge:
 
     def wait(self, job_ids: Iterable[str], *, timeout_s: float = 3600) -> None:
         """Block until the jobs and every job they spawned are terminal (runs workers here)."""
-        started_here = self._worker is None
-        if started_here:
-            self.start_workers()
-        try:
-            deadline = time.monotonic() + timeout_s
-            roots = list(job_ids)
-            while True:
-                asked = time.monotonic()
-                if not self.rt.jobs.tree_active(roots):
-                    break
-                self.check_workers()
-                if time.monotonic() > deadline:
-                    raise Unavailable(f"jobs still running after {timeout_s:.0f} s", jobs=roots)
-                # The count walks the whole job tree: over a 100k-file import that took half
-                # the process's CPU at 4 polls/s. Asking at most a tenth of the time bounds it.
-                time.sleep(max(0.25, 9 * (time.monotonic() - asked)))
-        finally:
-            if started_here:
-                self.stop_workers()
+        self._workers.wait(job_ids, timeout_s=timeout_s)
 
     def check_workers(self) -> None:
-        """Raise ``DiskFull`` while this process's workers are paused on a full disk, so a
-        waiting caller says so now instead of waiting for ever; the unsettled jobs resume once
-        space returns (their kinds recover by ``retry``)."""
-        error = self._worker.disk.error if self._worker is not None else None
-        if error is not None:
-            raise error
+        """Raise ``DiskFull`` while this process's workers are paused on a full disk."""
+        self._workers.check()
 
     def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
         """The jobs and all their descendants (parent links)."""
@@ -465,29 +411,9 @@ class Knowledge:
         filters: SearchFilters,
         context: int | None = None,
     ) -> SearchResponse:
-        assert_base_runnable(b, "searching")
-        config = SearchConfig(
-            top_k=top_k or b.document_count,
-            threshold=b.threshold,
-            dims=b.dimensions,
-            fusion=FusionSettings.of_base(b),
+        return search_base(
+            self.rt, self._visible, b, query, top_k=top_k, filters=filters, context=context
         )
-        scope = resolve(self.rt.catalog, b.id, filters)
-        with self.rt.lease(b) as store:  # a base update meanwhile closes it after us
-            response = search(
-                store,
-                query,
-                config=config,
-                embedder=self.rt.embedder(b),
-                reranker=self.rt.reranker(b),
-                visible=self._visible.for_base(b.id),
-                scope=scope,
-            )
-            if context:
-                response = replace(
-                    response, results=with_context(store, response.results, context)
-                )
-            return response
 
     def eval_context(
         self, base: str, qrels: Mapping[str, Mapping[str, int]], *, model: str | None = None

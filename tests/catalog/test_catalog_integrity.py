@@ -69,7 +69,7 @@ def test_a_damaged_catalog_is_reported_never_recreated(used_home: Path, damage: 
         assert catalog_row["component"] == "catalog" and catalog_row["status"] == "unavailable"
         assert "not recreated" in catalog_row["reason"]
         kb.start_workers()  # refuses quietly to run jobs against it
-        assert kb._worker is None
+        assert not kb._workers.running
 
     assert (catalog.read_bytes() if catalog.exists() else None) == before  # left as it was
     assert any((used_home / "bases").iterdir())  # the bases' files are untouched
