@@ -4,23 +4,42 @@ Rules enforced here, for every writer:
 - nothing leaves ``deleting`` (a write that tries is ignored);
 - writing ``failed`` over a subtree skips ``deleting`` rows;
 - after a child's status changes its containers are reconciled (the roll-up).
+
+Tree walks (:mod:`~knowbase.catalog.item_tree`) and base-wide reads
+(:mod:`~knowbase.catalog.item_scope`) are modules of their own, re-exported here.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import posixpath
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.compiler import compiles
 
 from knowbase.catalog.db import now_ms
+from knowbase.catalog.item_scope import (
+    active_items,
+    count_by_status,
+    find_searchable,
+    list_items,
+    reserved_relative_paths,
+    scope_rows,
+    searchable_versions,
+)
+from knowbase.catalog.item_tree import (
+    children,
+    count_visible,
+    deleting_roots,
+    orphans_of_deleting,
+    subtree_ids,
+    tree_page,
+)
+from knowbase.catalog.item_tree import chunks as _chunks
 from knowbase.catalog.models import Item
-from knowbase.catalog.schema import ACTIVE_STATUSES, SEARCHABLE_STATUSES, is_container
+from knowbase.catalog.schema import ACTIVE_STATUSES, is_container
 from knowbase.catalog.schema import item_tombstone as tombstone_t
 from knowbase.catalog.schema import knowledge_item as it
 from knowbase.errors import NotFound
@@ -29,12 +48,6 @@ from knowbase.ids import new_time_id
 log = logging.getLogger(__name__)
 
 CHILD_FAILED = ("child_failed", "One or more child items failed")
-_CHUNK = 500
-
-
-def _chunks(values: Sequence[str], size: int = _CHUNK) -> Iterable[Sequence[str]]:
-    for i in range(0, len(values), size):
-        yield values[i : i + size]
 
 
 def _new_row(
@@ -116,82 +129,6 @@ def find_many(conn: Connection, item_ids: Iterable[str]) -> dict[str, Item]:
         for row in conn.execute(sa.select(it).where(it.c.id.in_(part))):
             out[row.id] = Item.from_row(row)
     return out
-
-
-def find_searchable(conn: Connection, base_id: str, item_ids: Iterable[str]) -> dict[str, Item]:
-    """The searchable items (:data:`SEARCHABLE_STATUSES`) of ``base_id`` among ``item_ids``
-    (search visibility, §7)."""
-    ids = list(dict.fromkeys(item_ids))
-    out: dict[str, Item] = {}
-    for part in _chunks(ids):
-        for row in conn.execute(sa.select(it).where(it.c.id.in_(part))):
-            if row.base_id == base_id and row.status in SEARCHABLE_STATUSES:
-                out[row.id] = Item.from_row(row)
-    return out
-
-
-# Built once (an expanding IN): it runs on every search; building it cost more than running it.
-_VERSIONS = sa.select(it.c.id, it.c.updated_at, it.c.base_id, it.c.status).where(
-    it.c.id.in_(sa.bindparam("ids", expanding=True))
-)
-
-
-def searchable_versions(
-    conn: Connection, base_id: str, item_ids: Iterable[str]
-) -> dict[str, int]:
-    """``{id: updated_at}`` of the searchable items (:data:`SEARCHABLE_STATUSES`) of
-    ``base_id`` among ``item_ids``.
-
-    Cheap (no ``data`` column, which holds a note's whole text): search visibility checks this
-    on every query and loads full rows only for items it has not seen at this version.
-    Filters by base and status here, not in SQL: with them in the WHERE, SQLite plans the
-    ``(base_id, id)`` index and the lookup costs ~12x the primary-key one (measured).
-    """
-    ids = list(dict.fromkeys(item_ids))
-    out: dict[str, int] = {}
-    for part in _chunks(ids):
-        out.update(
-            {
-                r.id: r.updated_at
-                for r in conn.execute(_VERSIONS, {"ids": part})
-                if r.base_id == base_id and r.status in SEARCHABLE_STATUSES
-            }
-        )
-    return out
-
-
-def list_items(
-    conn: Connection,
-    base_id: str,
-    *,
-    statuses: Iterable[str] | None = None,
-    include_deleting: bool = False,
-    roots_only: bool = False,
-) -> list[Item]:
-    q = sa.select(it).where(it.c.base_id == base_id)
-    if statuses is not None:
-        q = q.where(it.c.status.in_(list(statuses)))
-    elif not include_deleting:
-        q = q.where(it.c.status != "deleting")
-    if roots_only:
-        q = q.where(it.c.group_id.is_(None))
-    return [Item.from_row(r) for r in conn.execute(q.order_by(it.c.created_at, it.c.id))]
-
-
-def children(conn: Connection, item_id: str) -> list[Item]:
-    q = sa.select(it).where(it.c.group_id == item_id).order_by(it.c.created_at, it.c.id)
-    return [Item.from_row(r) for r in conn.execute(q)]
-
-
-def subtree_ids(conn: Connection, root_ids: Iterable[str]) -> list[str]:
-    """Roots and every descendant (recursive CTE; portable to PostgreSQL)."""
-    roots = list(dict.fromkeys(root_ids))
-    found: list[str] = []
-    for part in _chunks(roots):
-        tree = sa.select(it.c.id).where(it.c.id.in_(part)).cte("tree", recursive=True)
-        tree = tree.union_all(sa.select(it.c.id).where(it.c.group_id == tree.c.id))
-        found.extend(r[0] for r in conn.execute(sa.select(tree.c.id)))
-    return list(dict.fromkeys(found))
 
 
 def subtree(conn: Connection, root_ids: Iterable[str]) -> list[Item]:
@@ -432,148 +369,34 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
         container_id = row.group_id
 
 
-def reserved_relative_paths(
-    conn: Connection,
-    base_id: str,
-    *,
-    processes: bool,
-    exclude_item_id: str | None = None,
-    processable: frozenset[str] = frozenset(),
-) -> set[str]:
-    """Paths taken by every row, plus prospective ``<stem>.md`` of unprocessed files.
-
-    ``deleting`` rows count too (the origin skipped them): their files stay on disk until the
-    purge job runs, so reusing the name would fail the copy — or, for a folder prefix, mix new
-    files into a directory that the purge is about to remove.
-    """
-    reserved: set[str] = set()
-    for item in list_items(conn, base_id, include_deleting=True):
-        if item.id == exclude_item_id:
-            continue
-        rel = item.data.get("relative_path")
-        if rel:
-            reserved.add(rel)
-        indexed = item.data.get("indexed_relative_path")
-        if indexed:
-            reserved.add(indexed)
-        elif (
-            processes
-            and item.type == "file"
-            and rel
-            and posixpath.splitext(rel)[1].lower() in processable
-        ):
-            reserved.add(posixpath.splitext(rel)[0] + ".md")
-    return reserved
-
-
-def active_items(conn: Connection) -> list[Item]:
-    rows = conn.execute(sa.select(it).where(it.c.status.in_(ACTIVE_STATUSES)))
-    return [Item.from_row(r) for r in rows]
-
-
-def deleting_roots(conn: Connection) -> list[Item]:
-    """``deleting`` rows whose parent is null, missing, or not deleting (§5 boot recovery)."""
-    parent = it.alias("parent")
-    q = (
-        sa.select(it)
-        .select_from(it.outerjoin(parent, parent.c.id == it.c.group_id))
-        .where(it.c.status == "deleting")
-        .where(
-            sa.or_(it.c.group_id.is_(None), parent.c.id.is_(None), parent.c.status != "deleting")
-        )
-    )
-    return [Item.from_row(r) for r in conn.execute(q)]
-
-
-def count_by_status(conn: Connection, base_id: str) -> dict[str, int]:
-    q = sa.select(it.c.status, sa.func.count()).where(it.c.base_id == base_id).group_by(it.c.status)
-    return {r[0]: r[1] for r in conn.execute(q)}
-
-
-# --- organisation tree pages (query/concepts.py walks them; never the whole base) ---------------
-def tree_page(
-    conn: Connection,
-    base_id: str,
-    parent_id: str | None,
-    *,
-    after: tuple[int, str] | None,
-    limit: int,
-) -> list[Item]:
-    """Up to ``limit`` non-deleting children of ``parent_id`` (None: roots), after the
-    ``(created_at, id)`` cursor, in that order. Uses ``(base_id, group_id, created_at)``."""
-    q = sa.select(it).where(it.c.base_id == base_id, it.c.status != "deleting")
-    q = q.where(it.c.group_id.is_(None) if parent_id is None else it.c.group_id == parent_id)
-    if after is not None:
-        q = q.where(
-            sa.or_(
-                it.c.created_at > after[0],
-                sa.and_(it.c.created_at == after[0], it.c.id > after[1]),
-            )
-        )
-    q = q.order_by(it.c.created_at, it.c.id).limit(limit)
-    return [Item.from_row(r) for r in conn.execute(q)]
-
-
-def orphans_of_deleting(conn: Connection, base_id: str, *, limit: int) -> list[Item]:
-    """Non-deleting items whose container is ``deleting`` (the tree shows them as roots)."""
-    parent = it.alias("parent")
-    q = (
-        sa.select(it)
-        .join(parent, parent.c.id == it.c.group_id)
-        .where(parent.c.base_id == base_id, parent.c.status == "deleting")
-        .where(it.c.status != "deleting")
-        .order_by(it.c.created_at, it.c.id)
-        .limit(limit)
-    )
-    return [Item.from_row(r) for r in conn.execute(q)]
-
-
-def count_visible(conn: Connection, base_id: str) -> int:
-    """How many items of the base are not ``deleting`` (counted in SQL, nothing loaded)."""
-    q = sa.select(sa.func.count()).where(it.c.base_id == base_id, it.c.status != "deleting")
-    return int(conn.execute(q).scalar_one())
-
-
-class _JsonText(sa.sql.expression.FunctionElement[str]):
-    """``data``'s top-level string field ``key`` as text, in either dialect (``data`` is TEXT)."""
-
-    type = sa.String()
-    inherit_cache = True
-    name = "kb_json_text"
-
-
-@compiles(_JsonText, "sqlite")
-def _json_text_sqlite(element: _JsonText, compiler: Any, **kw: Any) -> str:
-    col, key = list(element.clauses)
-    return f"json_extract({compiler.process(col, **kw)}, {compiler.process(key, **kw)})"
-
-
-@compiles(_JsonText, "postgresql")
-def _json_text_pg(element: _JsonText, compiler: Any, **kw: Any) -> str:
-    col, key = list(element.clauses)
-    return f"(CAST({compiler.process(col, **kw)} AS json) ->> {compiler.process(key, **kw)})"
-
-
-def _json_key(key: str, dialect_sqlite: bool) -> str:
-    return f"$.{key}" if dialect_sqlite else key
-
-
-def scope_rows(
-    conn: Connection, base_id: str, *, since_ms: int | None = None
-) -> list[tuple[str, str, str | None, str | None, int]]:
-    """``(id, type, relative_path, indexed_relative_path, updated_at)`` of the base's
-    searchable leaf items (updated at or after ``since_ms``): what search filters resolve
-    against. The two paths are read from ``data`` in SQL, so a note's text is never loaded.
-    """
-    sqlite = conn.dialect.name == "sqlite"
-    q = sa.select(
-        it.c.id,
-        it.c.type,
-        _JsonText(it.c.data, sa.literal(_json_key("relative_path", sqlite))),
-        _JsonText(it.c.data, sa.literal(_json_key("indexed_relative_path", sqlite))),
-        it.c.updated_at,
-    ).where(it.c.base_id == base_id, it.c.status.in_(SEARCHABLE_STATUSES))
-    if since_ms is not None:
-        q = q.where(it.c.updated_at >= since_ms)
-    return [(r[0], r[1], r[2], r[3], r[4]) for r in conn.execute(q) if not is_container(r[1])]
-
+# The reads live in their own modules; ``item_repo.X`` keeps naming them for every caller.
+__all__ = [
+    "CHILD_FAILED",
+    "active_items",
+    "advance_active",
+    "children",
+    "count_by_status",
+    "count_visible",
+    "delete_rows",
+    "deleting_roots",
+    "fail_items",
+    "find",
+    "find_many",
+    "find_searchable",
+    "get",
+    "insert_active",
+    "insert_active_many",
+    "list_items",
+    "mark_deleting",
+    "orphans_of_deleting",
+    "reconcile_containers",
+    "reserved_relative_paths",
+    "scope_rows",
+    "searchable_versions",
+    "set_status",
+    "set_statuses_raw",
+    "subtree",
+    "subtree_ids",
+    "tree_page",
+    "update_data",
+]

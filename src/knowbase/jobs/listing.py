@@ -1,4 +1,4 @@
-"""Reads over many jobs and job retention (mixed into :class:`~knowbase.jobs.manager.JobManager`).
+"""Job reads and retention: a collaborator of :class:`~knowbase.jobs.manager.JobManager`.
 
 Nothing here reads "the first N" and stops: listings are newest first with a cursor, and
 whatever must see every matching job (cancel a base's jobs, the sweep's coverage) walks them in
@@ -14,6 +14,7 @@ terminal root whose children still run keeps them reachable.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +22,9 @@ import sqlalchemy as sa
 
 from knowbase.catalog.schema import TERMINAL_JOB_STATUSES
 from knowbase.catalog.schema import job as job_t
-from knowbase.errors import NotFound
+from knowbase.errors import NotFound, Unavailable
 from knowbase.jobs.model import Job
+from knowbase.jobs.recovery import chunks
 
 if TYPE_CHECKING:
     from knowbase.catalog.db import Catalog
@@ -48,14 +50,87 @@ def _filtered(
 
 
 class JobQueries:
-    """Listings, counts, paged walks, changes since a time, and retention."""
+    """Jobs by id and by tree, listings, counts, paged walks, changes since a time, and
+    retention."""
 
-    catalog: Catalog
-    _ms: Callable[[], int]
-    clock: Callable[[], float]
-    _prune_lock: threading.Lock
-    _last_prune: float
+    def __init__(self, catalog: Catalog, clock: Callable[[], float], ms: Callable[[], int]) -> None:
+        self.catalog = catalog
+        self.clock = clock
+        self._ms = ms
+        self._prune_lock = threading.Lock()
+        self._last_prune = float("-inf")
 
+    # --- by id and by tree -------------------------------------------------------------------
+    def get(self, job_id: str) -> Job | None:
+        with self.catalog.read() as conn:
+            row = conn.execute(sa.select(job_t).where(job_t.c.id == job_id)).first()
+        return None if row is None else Job.from_row(row)
+
+    def get_many(self, job_ids: Iterable[str]) -> dict[str, Job]:
+        ids = list(dict.fromkeys(job_ids))
+        out: dict[str, Job] = {}
+        with self.catalog.read() as conn:
+            for chunk in chunks(ids):
+                for row in conn.execute(sa.select(job_t).where(job_t.c.id.in_(chunk))):
+                    out[row.id] = Job.from_row(row)
+        return out
+
+    def children(self, job_id: str) -> list[Job]:
+        """Jobs enqueued with ``parent_id=job_id``, in creation order."""
+        q = sa.select(job_t).where(job_t.c.parent_id == job_id)
+        with self.catalog.read() as conn:
+            rows = conn.execute(q.order_by(job_t.c.created_at, job_t.c.id)).all()
+        return [Job.from_row(r) for r in rows]
+
+    def tree(self, job_ids: Iterable[str]) -> list[Job]:
+        """The jobs and all their descendants by ``parent_id`` (one recursive query)."""
+        roots = list(dict.fromkeys(job_ids))
+        if not roots:
+            return []
+        tree = sa.select(job_t.c.id).where(job_t.c.id.in_(roots)).cte("tree", recursive=True)
+        tree = tree.union_all(sa.select(job_t.c.id).where(job_t.c.parent_id == tree.c.id))
+        q = sa.select(job_t).where(job_t.c.id.in_(sa.select(tree.c.id)))
+        with self.catalog.read() as conn:
+            rows = conn.execute(q.order_by(job_t.c.created_at, job_t.c.id)).all()
+        return [Job.from_row(r) for r in rows]
+
+    def tree_active(self, job_ids: Iterable[str]) -> int:
+        """How many of the jobs and their descendants are not terminal: one aggregate query, so
+        a waiter polling a 100k-job import reads a number, not 100k rows."""
+        roots = list(dict.fromkeys(job_ids))
+        if not roots:
+            return 0
+        tree = sa.select(job_t.c.id).where(job_t.c.id.in_(roots)).cte("tree", recursive=True)
+        tree = tree.union_all(sa.select(job_t.c.id).where(job_t.c.parent_id == tree.c.id))
+        q = sa.select(sa.func.count()).where(
+            job_t.c.id.in_(sa.select(tree.c.id)), job_t.c.status.not_in(TERMINAL_JOB_STATUSES)
+        )
+        with self.catalog.read() as conn:
+            return int(conn.execute(q).scalar_one())
+
+    def wait_for(
+        self, job_ids: Iterable[str], *, timeout_s: float | None = None, poll_s: float = 0.1
+    ) -> list[Job]:
+        """Block until every job is terminal (their children are not implied); return them in
+        the order given. Raises ``Unavailable`` on timeout, ``NotFound`` for an unknown id."""
+        ids = list(dict.fromkeys(job_ids))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            jobs = self.get_many(ids)
+            missing = [i for i in ids if i not in jobs]
+            if missing:
+                raise NotFound(f"no job {missing[0]}", job_ids=missing)
+            if all(j.is_terminal for j in jobs.values()):
+                return [jobs[i] for i in ids]
+            if deadline is not None and time.monotonic() >= deadline:
+                waiting = [i for i in ids if not jobs[i].is_terminal]
+                raise Unavailable(
+                    f"{len(waiting)} job(s) did not finish within {timeout_s:g} s",
+                    job_ids=waiting,
+                )
+            time.sleep(poll_s)
+
+    # --- listings ---------------------------------------------------------------------------
     def list_jobs(
         self,
         *,

@@ -1,4 +1,4 @@
-"""Leases, heartbeats and the recovery sweep of :class:`~knowbase.jobs.manager.JobManager`.
+"""Leases, heartbeats and the recovery sweep: a collaborator of :class:`~.manager.JobManager`.
 
 Recovery follows jobs, never a blanket UPDATE: each orphaned running job is released by its own
 conditional UPDATE (still running, same ``locked_by``, same ``attempts``), so a sweep racing a
@@ -23,7 +23,7 @@ from knowbase.jobs.retry import JOB_CANCELLED, JOB_INTERRUPTED
 
 if TYPE_CHECKING:
     from knowbase.catalog.db import Catalog
-    from knowbase.jobs.manager import Registration
+    from knowbase.jobs.registry import JobRegistry
     from knowbase.jobs.wakeups import JobWakeups
 
 log = logging.getLogger("knowbase.jobs")
@@ -51,15 +51,23 @@ class RecoveryReport:
         return len(self.cancelled) + len(self.requeued) + len(self.failed)
 
 
-class LeaseOps:
-    """Worker rows, lease renewal, release and the sweep (mixed into JobManager)."""
+class Leases:
+    """Worker rows, lease renewal, release and the recovery sweep."""
 
-    catalog: Catalog
-    lease_s: float
-    _registry: dict[str, Registration]
-    _ms: Callable[[], int]
-    wakeups: JobWakeups
-    call_on_settled: Callable[[Job, str, BaseException | None], None]
+    def __init__(
+        self,
+        catalog: Catalog,
+        registry: JobRegistry,
+        wakeups: JobWakeups,
+        ms: Callable[[], int],
+        *,
+        lease_s: float,
+    ) -> None:
+        self.catalog = catalog
+        self.registry = registry
+        self.wakeups = wakeups
+        self._ms = ms
+        self.lease_s = lease_s
 
     def register_worker(self, worker_id: str) -> None:
         wid = parse_worker_id(worker_id)
@@ -112,7 +120,7 @@ class LeaseOps:
         """End a running attempt that will not finish, by its kind's recovery policy:
         ``abandon`` (or a cancel was requested) → cancelled; ``retry`` → pending while attempts
         remain, else failed. Conditional on the attempt still owning the job."""
-        reg = self._registry.get(job.kind)
+        reg = self.registry.get(job.kind)
         if reg is None:
             return None
         owner = job_t.c.locked_by.is_(None) if worker_id is None else job_t.c.locked_by == worker_id
@@ -136,7 +144,7 @@ class LeaseOps:
         after = Job.from_row(row)
         log.warning("%s released (%s) → %s", job.call_string, reason, after.status)
         if after.status in ("failed", "cancelled"):
-            self.call_on_settled(after, after.status, None)
+            self.registry.call_on_settled(after, after.status, None)
         return after
 
     def recover(self) -> RecoveryReport:
@@ -168,7 +176,7 @@ class LeaseOps:
                 reason = f"worker {job.locked_by} is dead"
             else:
                 continue
-            if job.kind not in self._registry:
+            if job.kind not in self.registry:
                 skipped.append(job.id)
                 continue
             after = self.release(job, job.locked_by, reason)
@@ -214,4 +222,4 @@ def _recovery_values(job: Job, kind: JobKind, reason: str, now: int) -> dict[str
     }
 
 
-__all__ = ["LeaseOps", "RecoveryReport", "chunks"]
+__all__ = ["Leases", "RecoveryReport", "chunks"]

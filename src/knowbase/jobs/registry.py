@@ -1,0 +1,65 @@
+"""Which job kinds this process runs: each kind's handler and its ``on_settled`` callback."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from knowbase.errors import KnowbaseError
+from knowbase.jobs.context import JobContext
+from knowbase.jobs.model import Job, JobKind
+
+log = logging.getLogger("knowbase.jobs")
+
+Handler = Callable[[JobContext], None]
+OnSettled = Callable[[Job, str, BaseException | None], None]
+
+
+@dataclass(frozen=True)
+class Registration:
+    kind: JobKind
+    handler: Handler
+    on_settled: OnSettled | None
+
+
+class JobRegistry:
+    """Kinds by name. A process claims and recovers only the kinds it has registered."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Registration] = {}
+
+    def register(self, kind: JobKind, handler: Handler, on_settled: OnSettled | None) -> None:
+        self._by_name[kind.name] = Registration(kind, handler, on_settled)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._by_name
+
+    def get(self, kind: str) -> Registration | None:
+        return self._by_name.get(kind)
+
+    def registration(self, kind: str) -> Registration:
+        """The kind's registration; a ``KnowbaseError`` when this process does not know it."""
+        try:
+            return self._by_name[kind]
+        except KeyError:
+            raise KnowbaseError(
+                f"job kind {kind!r} is not registered with this JobManager", kind=kind
+            ) from None
+
+    def names(self) -> list[str]:
+        """The registered kind names, in registration order."""
+        return list(self._by_name)
+
+    def call_on_settled(self, job: Job, status: str, error: BaseException | None) -> None:
+        """Run the kind's ``on_settled`` outside any transaction; its errors are logged."""
+        reg = self._by_name.get(job.kind)
+        if reg is None or reg.on_settled is None:
+            return
+        try:
+            reg.on_settled(job, status, error)
+        except Exception:
+            log.exception("on_settled of %s raised; ignored", job.call_string)
+
+
+__all__ = ["Handler", "JobRegistry", "OnSettled", "Registration"]
