@@ -27,6 +27,7 @@ from knowbase.errors import CatalogUnavailable, KnowbaseError, NotFound
 from knowbase.ingestion import bases
 from knowbase.ingestion.add import AddResult, Strategy, add_items
 from knowbase.ingestion.delete import delete_items
+from knowbase.ingestion.guards import assert_base_runnable
 from knowbase.ingestion.inputs import AddInput
 from knowbase.ingestion.recovery import SweepReport
 from knowbase.ingestion.reindex import reindex_items, retry_failed
@@ -411,6 +412,7 @@ class Knowledge:
         filters: SearchFilters,
         context: int | None = None,
     ) -> SearchResponse:
+        assert_base_runnable(b, "searching")
         return search_base(
             self.rt, self._visible, b, query, top_k=top_k, filters=filters, context=context
         )

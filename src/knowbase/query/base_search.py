@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from knowbase.catalog.models import Base
-from knowbase.ingestion.guards import assert_base_runnable
 from knowbase.query.context import with_context
 from knowbase.query.fusion import FusionSettings
 from knowbase.query.scope import SearchFilters, resolve
@@ -28,8 +27,8 @@ def search_base(
     filters: SearchFilters,
     context: int | None = None,
 ) -> SearchResponse:
-    """Search ``b`` with its own settings; filters resolved in the catalog first."""
-    assert_base_runnable(b, "searching")
+    """Search ``b`` with its own settings; filters resolved in the catalog first. The caller
+    has checked that the base can be searched (``ingestion.guards.assert_base_runnable``)."""
     config = SearchConfig(
         top_k=top_k or b.document_count,
         threshold=b.threshold,
