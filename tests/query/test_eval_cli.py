@@ -83,5 +83,5 @@ def test_sweep_rows_equal_the_hybrid_lane_under_each_setting(tmp_path: Path) -> 
         hybrid = next(x for x in json.loads(r.stdout)["lanes"] if x["lane"] == "hybrid")
         assert hybrid["metrics"] == grid[label]
     table = runner.invoke(app, [*ask, "--sweep"])
-    assert table.exit_code == 0 and "sweep (hybrid, no reranker)" in table.stdout
+    assert table.exit_code == 0 and "sweep (hybrid, no reranker" in table.stdout
     assert table.stdout.count(" *") == 1
