@@ -91,7 +91,7 @@ def _render(console: Any, reports: list[Any], grid: list[Any], title: str) -> No
         best = max(grid, key=lambda r: r.metrics["ndcg@10"])
         default = FusionSettings().label()
         sweep = Table(
-            "fusion", *METRICS, title="sweep (hybrid, no reranker; * best, (default) new bases')"
+            "fusion", *METRICS, title="sweep (hybrid, no reranker; * best, (default): new bases' setting)"
         )
         for r in grid:
             mark = (" *" if r is best else "") + (" (default)" if r.settings == default else "")
