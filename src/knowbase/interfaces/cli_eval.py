@@ -90,9 +90,8 @@ def _render(console: Any, reports: list[Any], grid: list[Any], title: str) -> No
 
         best = max(grid, key=lambda r: r.metrics["ndcg@10"])
         default = FusionSettings().label()
-        sweep = Table(
-            "fusion", *METRICS, title="sweep (hybrid, no reranker; * best, (default): new bases' setting)"
-        )
+        title = "sweep (hybrid, no reranker; * best, (default): new bases' setting)"
+        sweep = Table("fusion", *METRICS, title=title)
         for r in grid:
             mark = (" *" if r is best else "") + (" (default)" if r.settings == default else "")
             sweep.add_row(r.settings + mark, *(f"{r.metrics[m]:.4f}" for m in METRICS))

@@ -25,16 +25,15 @@ machinery picks it.
 # No `from __future__ import annotations`: the SDK evaluates tool annotations, and
 # `Resolve(approval)` names a closure that string annotations could not see.
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from knowbase.catalog.models import Base
 from knowbase.errors import KnowbaseError
 from knowbase.interfaces import mcp_listing as listing
 from knowbase.interfaces import mcp_tools as tools
+from knowbase.interfaces.mcp_approval import Approve, _approval_text, _client_elicits, _Decision
 from knowbase.interfaces.mcp_listing import _decode_cursor as _decode_cursor  # re-exported
 from knowbase.interfaces.mcp_paths import check_local_file
 from knowbase.interfaces.mcp_scope import Scope as Scope  # re-exported (tests)
@@ -67,30 +66,6 @@ INSTRUCTIONS = (
     "kb_read to read or grep a document by Concept ID. kb_manage changes a base and needs "
     "the user's approval."
 )
-
-
-# --- approval ----------------------------------------------------------------------------------
-class Approve(BaseModel):
-    """What the user answers (form elicitation)."""
-
-    approve: bool = Field(default=True, description="Allow this change to the knowledge base")
-
-
-@dataclass(frozen=True)
-class _Decision:
-    """A resolver outcome that is not an elicitation: a refusal or a pre-granted write."""
-
-    granted: bool
-    error: dict[str, Any] | None = None
-
-
-def _client_elicits(ctx: Any) -> bool:
-    try:
-        caps = ctx.client_capabilities
-    except Exception:  # no request context (a direct call): no client to ask
-        return False
-    e = caps.elicitation if caps is not None else None
-    return e is not None and (e.form is not None or e.url is None)
 
 
 # --- the server --------------------------------------------------------------------------------
@@ -363,10 +338,11 @@ def build_server(
         description=(
             "Change a knowledge base (always asks the user for approval). action=add with "
             "type=file (absolute path on the user's machine), type=url (http/https) or type=note "
-            "(content, optional title); action=delete or action=refresh with conceptIds (from "
-            "kb_list outline or kb_search); action=sync brings the base up to date with the "
-            "folders, files and pages it was built from (adds new files, reindexes changed ones; "
-            "never deletes). Adds and syncs run in the background."
+            "(content, optional title), each optionally with tags and metadata; action=delete "
+            "or action=refresh with conceptIds (from kb_list outline or kb_search); action=sync "
+            "brings the base up to date with the folders, files and pages it was built from "
+            "(adds new files, reindexes changed ones; never deletes). Adds and syncs run in the "
+            "background."
         ),
         annotations=ToolAnnotations(
             readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
@@ -384,6 +360,14 @@ def build_server(
         conceptIds: Annotated[
             list[Annotated[str, Field(min_length=1, max_length=1000)]] | None,
             Field(min_length=1, max_length=MANAGE_MAX_IDS),
+        ] = None,
+        tags: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
+            Field(max_length=64, description="add: tags for the new item"),
+        ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description="add: metadata for the new item (text, numbers, lists of them)"),
         ] = None,
     ) -> CallToolResult:
         import anyio
@@ -414,26 +398,10 @@ def build_server(
                 content=content,
                 title=title,
                 concept_ids=conceptIds,
+                tags=tags,
+                metadata=metadata,
             )
 
         return await anyio.to_thread.run_sync(run)
 
     return server
-
-
-def _approval_text(
-    b: Base,
-    action: str,
-    type: str | None,
-    path: str | None,
-    url: str | None,
-    title: str | None,
-    ids: list[str] | None,
-) -> str:
-    if action == "add":
-        what = {"file": path, "url": url, "note": f"note {title!r}" if title else "a note"}
-        return (
-            f"Allow the assistant to add {what.get(type or '', '')} to knowledge base {b.name!r}?"
-        )
-    listed = ", ".join((ids or [])[:10]) + (" …" if len(ids or []) > 10 else "")
-    return f"Allow the assistant to {action} {len(ids or [])} document(s) in {b.name!r}: {listed}?"

@@ -256,13 +256,18 @@ def kb_manage(
     content: str | None,
     title: str | None,
     concept_ids: list[str] | None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> Any:
-    """Apply an approved change (blocking: run it off the event loop)."""
+    """Apply an approved change (blocking: run it off the event loop). An add may carry tags
+    and metadata (a re-added source gets them added)."""
     kb = scope.kb
     try:
         b = scope.base(base_id)
         if action == "add":
             inp = _add_input(kb, b, type, path, url, content, title)
+            if tags or metadata:
+                inp = inp.with_labels(tags, metadata)
             # A URL already in the base is fetched again, not copied (DESIGN turn 3).
             result = kb.add(b.id, [inp], strategy="update")
             return _ok(
