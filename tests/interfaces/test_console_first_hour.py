@@ -204,3 +204,33 @@ def test_kb_serve_prints_the_console_address(tmp_path) -> None:  # type: ignore[
         proc.terminate()
         proc.wait(20)
     assert f"knowbase console: http://127.0.0.1:{port}/" in first, first
+
+
+def test_the_add_cards_tags_label_notes_files_and_folders(page, served, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27: tags set in the console at add time reach the items and the tag filter."""
+    expect_ = playwright_api.expect
+    create(served, "tagged")
+    goto(page, served + "/console/bases/tagged")
+    page.get_by_label("Tags").fill("team, ops")
+    page.get_by_label("Note text").fill("The alpaca VPN key rotates weekly.")
+    page.get_by_role("button", name="Add note").click()
+    expect_(page.locator("#notice")).to_contain_text("Added a note.")
+    (tmp_path / "f.md").write_text("Alpaca file.")
+    page.set_input_files("#pick-files", [str(tmp_path / "f.md")])
+    expect_(page.locator("#notice")).to_contain_text("Added 1 file(s).")
+    (tmp_path / "dir" / "sub").mkdir(parents=True)
+    (tmp_path / "dir" / "sub" / "g.md").write_text("Alpaca folder file.")
+    page.set_input_files("#pick-folder", str(tmp_path / "dir"))
+    expect_(page.locator("#notice")).to_contain_text("Added 1 file(s).")
+    roots = httpx.get(served + "/bases/tagged/items").json()
+    assert roots and all(i["tags"] == ["ops", "team"] for i in roots if i["type"] != "file"
+                         or i["group_id"] is None)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        found = httpx.post(
+            served + "/bases/tagged/search", json={"query": "alpaca", "tags": ["ops"]}
+        ).json()["results"]
+        if len(found) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(found) == 3

@@ -66,9 +66,11 @@ def upload_folders(
         min_length=1, description="one relative path per file, e.g. docs/sub/a.pdf"
     ),
     conflict: ConflictStrategy = Form("rename"),
+    tags: str = Form("", max_length=2000, description="comma-separated tags for each folder"),
     kb: Knowledge = Depends(get_kb),
 ) -> Any:
-    """Add dropped folders: one directory item per top folder, relative paths kept."""
+    """Add dropped folders: one directory item per top folder, relative paths kept; ``tags``
+    label each folder (and so every file in it)."""
     kb.get_base(base)
     if len(paths) != len(files):
         raise InvalidInput("give one relative path per file", files=len(files), paths=len(paths))
@@ -90,8 +92,9 @@ def upload_folders(
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("wb") as out:
                 shutil.copyfileobj(upload.file, out, length=1024 * 1024)
+        labels = [t.strip() for t in tags.split(",") if t.strip()]
         inputs = [
-            AddInput("directory", source=name, path=str(p), origin=str(p))
+            AddInput("directory", source=name, path=str(p), origin=str(p)).with_labels(labels)
             for name, p in tops.items()
         ]
         if not inputs:

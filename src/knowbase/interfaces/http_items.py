@@ -130,9 +130,11 @@ def upload_items(
     base: str,
     files: list[UploadFile] = File(min_length=1, description="the files to store into the base"),
     conflict: ConflictStrategy = Form("rename"),
+    tags: str = Form("", max_length=2000, description="comma-separated tags for every file"),
     kb: Knowledge = Depends(get_kb),
 ) -> Any:
-    """Store uploaded files into the base like local files (no origin: not re-acquirable).
+    """Store uploaded files into the base like local files (no origin: not re-acquirable),
+    each labelled with ``tags``.
 
     Files of a type no reader knows are left out and listed in ``rejected``; the others are
     added. Only when every file is rejected is the whole request refused (422).
@@ -155,7 +157,10 @@ def upload_items(
             target = spool.spool_path(safe)
             with target.open("wb") as out:
                 shutil.copyfileobj(upload.file, out, length=1024 * 1024)
-            inputs.append(AddInput("file", source=name, path=str(target), origin=None))
+            labels = [t.strip() for t in tags.split(",") if t.strip()]
+            inputs.append(
+                AddInput("file", source=name, path=str(target), origin=None).with_labels(labels)
+            )
         if not inputs:
             raise UnsupportedFileType(
                 "no uploaded file has a supported type: "

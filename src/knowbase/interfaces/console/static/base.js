@@ -298,6 +298,11 @@ function uploadNotice(added, rejected) {
   return text;
 }
 
+function addTags() {
+  // the Add card's tags, for every upload, URL and note added from it
+  return document.getElementById("add-tags").value.split(",").map((t) => t.trim()).filter(Boolean);
+}
+
 async function upload(entries) {
   // entries: [{file, path}], path "" for a loose file, "folder/…/name" inside a dropped folder
   const loose = entries.filter((e) => !e.path.includes("/"));
@@ -313,6 +318,7 @@ async function upload(entries) {
       const batch = loose.slice(i, i + 50);
       const form = new FormData();
       for (const e of batch) form.append("files", e.file, e.file.name);
+      if (addTags().length) form.append("tags", addTags().join(","));
       try {
         collect(batch.length, await send(`/bases/${enc(baseId)}/uploads`, form));
       } catch (err) {
@@ -329,6 +335,7 @@ async function upload(entries) {
         form.append("files", e.file, e.file.name);
         form.append("paths", e.path);
       }
+      if (addTags().length) form.append("tags", addTags().join(","));
       collect(inFolders.length, await send(`/bases/${enc(baseId)}/uploads/folders`, form));
     }
     notify(uploadNotice(added, rejected), rejected.length > 0 && added === 0);
@@ -381,6 +388,8 @@ function pickerEntries(input) {
 }
 
 async function addInputs(inputs, what) {
+  const tags = addTags();
+  if (tags.length) inputs = inputs.map((i) => ({ ...i, tags }));
   try {
     await api(`/bases/${enc(baseId)}/items`, { method: "POST", json: { inputs } });
     notify(`Added ${what}.`, false);
