@@ -194,6 +194,7 @@ class QdrantModelSets:
         from knowbase.pipeline.store.postgres import PostgresIndexStore
         from knowbase.pipeline.store.sqlite import SqliteIndexStore
         from knowbase.pipeline.store.sqlite_schema import write_tx
+        from knowbase.pipeline.store.sqlite_writes import bump, write_material
 
         inner = self.inner
         if isinstance(inner, SqliteIndexStore):
@@ -201,10 +202,10 @@ class QdrantModelSets:
             with inner._edge("replace_units"), write_tx(conn):
                 for material, content_hash, units in planned:
                     rows = [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in units]
-                    inner._write_material(
+                    write_material(
                         conn, material, content_hash, rows, {}, model_id="", vectors=False
                     )
-                inner._bump(conn)
+                bump(conn)
         elif isinstance(inner, PostgresIndexStore):
             pg_rows = [
                 (material, content_hash, inner._unit_rows(material, content_hash, units))
