@@ -208,13 +208,15 @@ class QdrantModelSets:
                 bump(conn)
         elif isinstance(inner, PostgresIndexStore):
             pg_rows = [
-                (material, content_hash, inner._unit_rows(material, content_hash, units))
+                (material, content_hash, inner.writes.unit_rows(material, content_hash, units))
                 for material, content_hash, units in planned
             ]
             with inner._tx("replace_units") as pg:
-                inner._lock_base(pg)
+                inner.writes.lock_base(pg)
                 for material, content_hash, rows in pg_rows:
-                    inner._write_material(pg, material, content_hash, rows, {}, "", None, gc=False)
+                    inner.writes.write_material(
+                        pg, material, content_hash, rows, {}, "", None, gc=False
+                    )
         else:  # pragma: no cover - the registry opens only these two
             raise TypeError(f"no re-chunk for an inner store of type {type(inner).__name__}")
 
