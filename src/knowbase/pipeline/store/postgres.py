@@ -3,12 +3,10 @@
 Tables (migration ``0002s``): ``kb_index`` (one row per base: versions and the BM25 totals),
 ``kb_content``, ``kb_material``, ``kb_unit`` (one row per search unit: its body, the hash of the
 body's embedding and the keyword ``tsvector``), all keyed by base id and deleted with the base.
-Vectors: ``kb_vec_<dims>`` with HNSW (:mod:`.postgres_sql`). Keyword lane: the SQLite lane's
-keyword text and FTS5's BM25 recomputed in SQL (:mod:`.postgres_keyword`).
-
-Vector lane: ``ORDER BY embedding <=> q`` over the base's rows with ``hnsw.ef_search`` set per
-query (:func:`ef_search_for`) and ``hnsw.iterative_scan = strict_order`` (the width table is
-shared by bases: the scan goes on until enough rows of this base are found).
+Vectors: ``kb_vec_<dims>`` with HNSW (:mod:`.postgres_sql`). The store composes its parts: the
+writes (:mod:`.postgres_writes`), the keyword lane (the SQLite lane's keyword text and FTS5's
+BM25 recomputed in SQL, :mod:`.postgres_keyword`), the vector lane (:mod:`.postgres_vectors`)
+and the vector sets by model id (:mod:`.postgres_models`).
 
 Every write is one transaction that first locks the base's ``kb_index`` row, so writers of one
 base queue there even across machines. Without the ``vector`` extension a vector base cannot be
@@ -19,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -29,12 +26,19 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from knowbase.errors import Conflict, EmbeddingMismatch, InvalidInput, VectorStoreUnavailable
-from knowbase.pipeline.store.base import LaneHit, MaterialInput, SearchHit, UnitRecord
+from knowbase.errors import InvalidInput, VectorStoreUnavailable
+from knowbase.pipeline.store import postgres_vectors
+from knowbase.pipeline.store.base import (
+    LaneHit,
+    MaterialInput,
+    SearchHit,
+    StoredMaterial,
+    UnitRecord,
+)
 from knowbase.pipeline.store.fts_query import build_keyword_query
 from knowbase.pipeline.store.lease import Leases
 from knowbase.pipeline.store.plan import check_vectors, plan_units
-from knowbase.pipeline.store.postgres_keyword import keyword_rows, keyword_words, within_sql
+from knowbase.pipeline.store.postgres_keyword import keyword_rows, keyword_words
 from knowbase.pipeline.store.postgres_models import PostgresModelSets
 from knowbase.pipeline.store.postgres_sql import (
     HIT,
@@ -44,14 +48,17 @@ from knowbase.pipeline.store.postgres_sql import (
     VISIBLE,
     ef_search_for,
     ensure_vector_table,
+    hits,
     map_error,
-    vector_literal,
 )
+from knowbase.pipeline.store.postgres_writes import PostgresWriter
+
+__all__ = ["PostgresIndexStore", "ef_search_for", "keyword_words"]
 
 log = logging.getLogger(__name__)
 
 
-class PostgresIndexStore(PostgresModelSets):
+class PostgresIndexStore:
     """The IndexStore protocol over the ``kb_*`` tables. Open with :meth:`open`."""
 
     def __init__(
@@ -71,6 +78,8 @@ class PostgresIndexStore(PostgresModelSets):
         self.visibility_join = visibility_join
         self.vec_table = f"kb_vec_{dims}" if dims is not None else None
         self.leases = Leases(lambda: None, what=f"postgres index of {base_id}")
+        self.writes = PostgresWriter(base_id, self.vec_table, self.model_id)
+        self._models = PostgresModelSets(self)
 
     # --- lifecycle -----------------------------------------------------------------------
     @staticmethod
@@ -151,13 +160,6 @@ class PostgresIndexStore(PostgresModelSets):
             except sa.exc.SQLAlchemyError as exc:
                 raise map_error(exc, op, self.base_id) from exc
 
-    def _lock_base(self, conn: Connection) -> None:
-        row = conn.exec_driver_sql(
-            "SELECT 1 FROM kb_index WHERE base_id = %(b)s FOR UPDATE", {"b": self.base_id}
-        ).first()
-        if row is None:
-            raise VectorStoreUnavailable("the base's index rows are gone", base_id=self.base_id)
-
     # --- writes ----------------------------------------------------------------------------
     def rebuild_material(
         self, material: MaterialInput, embeddings: Mapping[str, np.ndarray | Sequence[float]]
@@ -166,169 +168,12 @@ class PostgresIndexStore(PostgresModelSets):
         content_hash, units = plan_units(material, self.dims, bool(embeddings))
         needed = sorted({u.body_hash for u in units})
         vectors = check_vectors(embeddings, needed, self.dims) if self.dims is not None else {}
-        rows = self._unit_rows(material, content_hash, units)
+        rows = self.writes.unit_rows(material, content_hash, units)
         with self._tx("rebuild_material") as conn:
-            self._lock_base(conn)
-            self._write_material(
+            self.writes.lock_base(conn)
+            self.writes.write_material(
                 conn, material, content_hash, rows, vectors, self.model_id, self.vec_table
             )
-
-    def _unit_rows(
-        self, material: MaterialInput, content_hash: str, units: Sequence[Any]
-    ) -> list[dict[str, Any]]:
-        b, mid = self.base_id, material.material_id
-        rows = []
-        for u in units:
-            words = keyword_words(u.text)
-            loc = json.dumps(u.chunk.locator, ensure_ascii=False) if u.chunk.locator else None
-            rows.append(
-                {
-                    "b": b,
-                    "u": u.unit_id,
-                    "m": mid,
-                    "c": content_hash,
-                    "i": u.chunk.unit_index,
-                    "t": material.title,
-                    "s": u.chunk.char_start,
-                    "e": u.chunk.char_end,
-                    "l": loc,
-                    "body": u.body,
-                    "h": u.body_hash,
-                    "kw": " ".join(words),
-                    "n": len(words),
-                }
-            )
-        return rows
-
-    def _write_material(
-        self,
-        conn: Connection,
-        material: MaterialInput,
-        content_hash: str,
-        rows: list[dict[str, Any]],
-        vectors: Mapping[str, np.ndarray],
-        model_id: str,
-        vec_table: str | None,
-        *,
-        gc: bool = True,
-    ) -> None:
-        """The rebuild's statements in the caller's transaction (base row locked); coverage
-        is checked against ``model_id``'s vectors in ``vec_table`` when it is set."""
-        b, mid = self.base_id, material.material_id
-        needed = sorted({r["h"] for r in rows})
-        conn.exec_driver_sql(
-            "INSERT INTO kb_content (base_id, content_hash, text) VALUES (%(b)s, %(c)s, %(t)s)"
-            " ON CONFLICT DO NOTHING",
-            {"b": b, "c": content_hash, "t": material.content_text},
-        )
-        other = conn.exec_driver_sql(
-            "SELECT material_id FROM kb_material WHERE base_id = %(b)s"
-            " AND relative_path = %(p)s AND material_id <> %(m)s",
-            {"b": b, "p": material.relative_path, "m": mid},
-        ).first()
-        if other:
-            raise Conflict(
-                "another material already has this relative path",
-                relative_path=material.relative_path,
-                material_id=other[0],
-            )
-        prior = conn.exec_driver_sql(
-            "SELECT current_content_hash FROM kb_material"
-            " WHERE base_id = %(b)s AND material_id = %(m)s",
-            {"b": b, "m": mid},
-        ).first()
-        conn.exec_driver_sql(
-            "INSERT INTO kb_material (base_id, material_id, relative_path,"
-            " current_content_hash) VALUES (%(b)s, %(m)s, %(p)s, %(c)s)"
-            " ON CONFLICT (base_id, material_id) DO UPDATE SET"
-            " relative_path = excluded.relative_path,"
-            " current_content_hash = excluded.current_content_hash, updated_at = now()",
-            {"b": b, "m": mid, "p": material.relative_path, "c": content_hash},
-        )
-        old = conn.exec_driver_sql(
-            "DELETE FROM kb_unit WHERE base_id = %(b)s AND material_id = %(m)s"
-            " RETURNING embedding_text_hash, content_hash, keyword_len",
-            {"b": b, "m": mid},
-        ).all()
-        if rows:
-            conn.exec_driver_sql(
-                "INSERT INTO kb_unit (base_id, unit_id, material_id, content_hash,"
-                " unit_index, title, char_start, char_end, locator_json, body,"
-                " embedding_text_hash, keyword, keyword_len) VALUES (%(b)s, %(u)s, %(m)s,"
-                " %(c)s, %(i)s, %(t)s, %(s)s, %(e)s, %(l)s, %(body)s, %(h)s,"
-                " to_tsvector('kb_keyword', %(kw)s), %(n)s)",
-                rows,
-            )
-        if vectors:
-            conn.exec_driver_sql(
-                f"INSERT INTO {vec_table} (base_id, model_id, embedding_text_hash, embedding)"
-                " VALUES (%(b)s, %(mo)s, %(h)s, %(v)s::vector) ON CONFLICT DO NOTHING",
-                [
-                    {"b": b, "mo": model_id, "h": h, "v": vector_literal(v)}
-                    for h, v in vectors.items()
-                ],
-            )
-        if vec_table is not None:
-            self._check_coverage(conn, needed, mid, model_id, vec_table)
-        hashes = {r[0] for r in old} if gc else set()
-        contents = {r[1] for r in old} | ({prior[0]} if prior else set())
-        self._gc(conn, hashes, contents - {content_hash})
-        self._account(
-            conn, len(rows) - len(old), sum(r["n"] for r in rows) - sum(r[2] for r in old)
-        )
-
-    def _check_coverage(
-        self,
-        conn: Connection,
-        needed: Sequence[str],
-        material_id: str,
-        model_id: str,
-        vec_table: str,
-    ) -> None:
-        found = {
-            r[0]
-            for r in conn.exec_driver_sql(
-                f"SELECT embedding_text_hash FROM {vec_table} WHERE base_id = %(b)s"
-                " AND model_id = %(mo)s AND embedding_text_hash = ANY(%(h)s)",
-                {"b": self.base_id, "mo": model_id, "h": list(needed)},
-            )
-        }
-        missing = [h for h in needed if h not in found]
-        if missing:
-            raise EmbeddingMismatch(
-                f"{len(missing)} chunk(s) have no embedding; nothing was changed",
-                material_id=material_id,
-                missing=missing[:10],
-            )
-
-    def _gc(self, conn: Connection, hashes: set[str], contents: set[str]) -> None:
-        """Drop the vectors and texts that the rows just deleted were the last users of."""
-        b = self.base_id
-        if hashes and self.vec_table is not None:
-            # The serving model's set only: a switch's shadow set is dropped as a whole.
-            conn.exec_driver_sql(
-                f"DELETE FROM {self.vec_table} v WHERE v.base_id = %(b)s AND v.model_id = %(mo)s"
-                " AND v.embedding_text_hash = ANY(%(h)s) AND NOT EXISTS (SELECT 1 FROM kb_unit u"
-                " WHERE u.base_id = v.base_id AND u.embedding_text_hash = v.embedding_text_hash)",
-                {"b": b, "mo": self.model_id, "h": sorted(hashes)},
-            )
-        if contents:
-            conn.exec_driver_sql(
-                "DELETE FROM kb_content c WHERE c.base_id = %(b)s AND c.content_hash = ANY(%(c)s)"
-                " AND NOT EXISTS (SELECT 1 FROM kb_material m WHERE m.base_id = c.base_id"
-                " AND m.current_content_hash = c.content_hash)"
-                " AND NOT EXISTS (SELECT 1 FROM kb_unit u WHERE u.base_id = c.base_id"
-                " AND u.content_hash = c.content_hash)",
-                {"b": b, "c": sorted(contents)},
-            )
-
-    def _account(self, conn: Connection, units: int, tokens: int) -> None:
-        conn.exec_driver_sql(
-            "UPDATE kb_index SET vectors_version = vectors_version + 1, updated_at = now(),"
-            " unit_count = unit_count + %(u)s, token_count = token_count + %(t)s"
-            " WHERE base_id = %(b)s",
-            {"b": self.base_id, "u": units, "t": tokens},
-        )
 
     def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]:
         wanted = sorted(set(hashes))
@@ -355,22 +200,8 @@ class PostgresIndexStore(PostgresModelSets):
         if not ids:
             return
         with self._tx("delete_materials") as conn:
-            self._lock_base(conn)
-            params = {"b": self.base_id, "m": ids}
-            old = conn.exec_driver_sql(
-                "DELETE FROM kb_unit WHERE base_id = %(b)s AND material_id = ANY(%(m)s)"
-                " RETURNING embedding_text_hash, content_hash, keyword_len",
-                params,
-            ).all()
-            gone = conn.exec_driver_sql(
-                "DELETE FROM kb_material WHERE base_id = %(b)s AND material_id = ANY(%(m)s)"
-                " RETURNING current_content_hash",
-                params,
-            ).all()
-            if not old and not gone:
-                return
-            self._gc(conn, {r[0] for r in old}, {r[1] for r in old} | {r[0] for r in gone})
-            self._account(conn, -len(old), -sum(r[2] for r in old))
+            self.writes.lock_base(conn)
+            self.writes.delete_materials(conn, ids)
 
     def reclaim(self) -> None:
         """Nothing to do: autovacuum reclaims PostgreSQL's dead rows."""
@@ -378,15 +209,6 @@ class PostgresIndexStore(PostgresModelSets):
     # --- reads -----------------------------------------------------------------------------
     def _visible(self) -> str:
         return VISIBLE if self.visibility_join else ""
-
-    def _hits(self, rows: Iterable[Sequence[Any]]) -> list[SearchHit]:
-        out = []
-        for uid, mid, path, idx, start, end, text, title, loc, score in rows:
-            locator = json.loads(loc) if loc else {}
-            out.append(
-                SearchHit(uid, mid, path, idx, start, end, text, float(score), title, locator)
-            )
-        return out
 
     def keyword_lane(
         self, query: str, limit: int, *, within: frozenset[str] | None = None
@@ -400,7 +222,7 @@ class PostgresIndexStore(PostgresModelSets):
         self, query: str, limit: int, *, within: frozenset[str] | None = None
     ) -> list[SearchHit]:
         """:meth:`keyword_lane` with text, Concept ID and locator per hit."""
-        return self._hits(self._keyword(query, limit, HIT, within))
+        return hits(self._keyword(query, limit, HIT, within))
 
     def _keyword(
         self, query: str, limit: int, columns: str, within: frozenset[str] | None
@@ -425,57 +247,29 @@ class PostgresIndexStore(PostgresModelSets):
         self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
     ) -> list[SearchHit]:
         """:meth:`vector_lane` with text, Concept ID and locator per hit."""
-        return self._hits(self._vector(vector, limit, HIT, within))
+        return hits(self._vector(vector, limit, HIT, within))
 
     def _vector(
         self, vector: np.ndarray, limit: int, columns: str, within: frozenset[str] | None
     ) -> list[Any]:
         if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
-        q = np.asarray(vector, dtype="<f4").ravel()
-        if q.shape[0] != self.dims:
-            raise EmbeddingMismatch(
-                "query vector width does not match the base", dims=self.dims, got=q.shape[0]
-            )
-        norm = float(np.linalg.norm(q.astype(np.float64)))
-        if not math.isfinite(norm) or norm == 0.0:
+        q = postgres_vectors.query_vector(vector, self.dims)
+        if q is None:
             return []  # matches nothing, as the SQLite lane
-        params = {"b": self.base_id, "mo": self.model_id, "q": vector_literal(q), "k": limit}
+        assert self.vec_table is not None
         with self._tx("vector_search") as conn:
-            if within is not None:
-                # Exact over the scope: a MATERIALIZED CTE keeps the planner off the HNSW
-                # index, whose candidate list would be cut before the scope's rows are found.
-                scope, scope_args = within_sql(within)
-                return conn.exec_driver_sql(
-                    f"""WITH cand AS MATERIALIZED (
-                      SELECT u.unit_id, v.embedding <=> %(q)s::vector AS dist
-                      FROM kb_unit u JOIN {self.vec_table} v ON v.base_id = u.base_id
-                        AND v.embedding_text_hash = u.embedding_text_hash AND v.model_id = %(mo)s
-                      WHERE u.base_id = %(b)s{scope})
-                    SELECT {columns}, 1 - cand.dist FROM cand
-                    JOIN kb_unit u ON u.base_id = %(b)s AND u.unit_id = cand.unit_id
-                    {JOIN} {self._visible()}
-                    WHERE cand.dist IS NOT NULL AND cand.dist = cand.dist
-                    ORDER BY cand.dist, u.unit_id LIMIT %(k)s""",
-                    {**params, **scope_args},
-                ).all()
-            conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {ef_search_for(limit)}")
-            conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = strict_order")
-            # The k nearest distinct vectors, then their units: a vector shared by equal bodies
-            # is one row of the index and one or more units.
-            return conn.exec_driver_sql(
-                f"""WITH near AS MATERIALIZED (
-                  SELECT v.embedding_text_hash, v.embedding <=> %(q)s::vector AS dist
-                  FROM {self.vec_table} v WHERE v.base_id = %(b)s AND v.model_id = %(mo)s
-                  ORDER BY v.embedding <=> %(q)s::vector LIMIT %(k)s)
-                SELECT {columns}, 1 - near.dist FROM near
-                JOIN kb_unit u ON u.base_id = %(b)s
-                  AND u.embedding_text_hash = near.embedding_text_hash
-                {JOIN} {self._visible()}
-                WHERE near.dist IS NOT NULL AND near.dist = near.dist
-                ORDER BY near.dist, u.unit_id LIMIT %(k)s""",
-                params,
-            ).all()
+            return postgres_vectors.vector_rows(
+                conn,
+                q,
+                limit,
+                base_id=self.base_id,
+                model_id=self.model_id,
+                vec_table=self.vec_table,
+                columns=columns,
+                visible=self._visible(),
+                within=within,
+            )
 
     def hits_for(self, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
         """Full hits for ``(unit_id, score)`` pairs, in their order (the hits a search shows,
@@ -488,7 +282,7 @@ class PostgresIndexStore(PostgresModelSets):
                 " WHERE u.base_id = %(b)s AND u.unit_id = ANY(%(u)s)",
                 {"b": self.base_id, "u": [uid for uid, _ in pairs]},
             ).all()
-        found = {h.unit_id: h for h in self._hits(rows)}
+        found = {h.unit_id: h for h in hits(rows)}
         return [replace(found[uid], score=score) for uid, score in pairs if uid in found]
 
     def _one(self, op: str, sql: str, **params: Any) -> Any:
@@ -553,3 +347,46 @@ class PostgresIndexStore(PostgresModelSets):
         if version is None:
             raise VectorStoreUnavailable("the base's index rows are gone", base_id=self.base_id)
         return int(version)
+
+    # --- vector sets by model id (ModelVectorSets, :mod:`.postgres_models`) ------------------
+    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
+        """``{embedding_text_hash: float32 vector}`` of ``model_id`` for the hashes with one."""
+        return self._models.vectors_for(hashes, model_id)
+
+    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
+        """The subset of ``hashes`` that has a vector of ``model_id``."""
+        return self._models.existing_vectors(model_id, hashes)
+
+    def put_vectors(
+        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
+    ) -> None:
+        """Store ``model_id``'s vectors (a shadow set); the caller holds the base lock."""
+        self._models.put_vectors(model_id, dims, vectors)
+
+    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
+        """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
+        return self._models.bodies_without_vectors(model_id, limit)
+
+    def body_count(self) -> int:
+        """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
+        return self._models.body_count()
+
+    def stored_materials(self) -> list[StoredMaterial]:
+        """Every material with its current content hash and title (a re-chunk's input)."""
+        return self._models.stored_materials()
+
+    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
+        """Re-chunked units for ``materials`` in one transaction, covered by ``model_id``."""
+        self._models.replace_units(materials, model_id)
+
+    def drop_vectors(self, model_id: str) -> int:
+        """Delete ``model_id``'s whole vector set; refuses the serving model's."""
+        return self._models.drop_vectors(model_id)
+
+    def model_ids(self) -> set[str]:
+        """The models that have vectors in this base."""
+        return self._models.model_ids()
+
+    def for_model(self, model_id: str, dims: int) -> PostgresIndexStore:
+        """Another handle on the same base whose vector lane serves ``model_id``."""
+        return self._models.for_model(model_id, dims)

@@ -22,47 +22,49 @@ if TYPE_CHECKING:
 
 
 class PostgresModelSets:
-    """Vector sets by model id, mixed into :class:`~.postgres.PostgresIndexStore`."""
+    """Vector sets by model id of one :class:`~.postgres.PostgresIndexStore`, which owns one
+    of these and hands its ``ModelVectorSets`` methods to it."""
 
-    def vectors_for(self: PostgresIndexStore, hashes: Iterable[str], model_id: str) -> dict:
+    def __init__(self, store: PostgresIndexStore) -> None:
+        self._store = store
+
+    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
         """``{embedding_text_hash: float32 vector}`` of ``model_id`` for those that have one."""
         wanted = sorted(set(hashes))
         out: dict[str, np.ndarray] = {}
         if not wanted:
             return out
-        with self._tx("vectors_for") as conn:
+        with self._store._tx("vectors_for") as conn:
             for table in vector_tables(conn):
                 for h, v in conn.exec_driver_sql(
                     # real[]: float32 as stored, no decimal round trip
                     f"SELECT embedding_text_hash, embedding::real[] FROM {table}"
                     " WHERE base_id = %(b)s AND model_id = %(mo)s"
                     " AND embedding_text_hash = ANY(%(h)s)",
-                    {"b": self.base_id, "mo": model_id, "h": wanted},
+                    {"b": self._store.base_id, "mo": model_id, "h": wanted},
                 ):
                     out[h] = np.asarray(v, dtype="<f4")
         return out
 
-    def existing_vectors(
-        self: PostgresIndexStore, model_id: str, hashes: Iterable[str]
-    ) -> set[str]:
+    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
         wanted = sorted(set(hashes))
         if not wanted:
             return set()
         found: set[str] = set()
-        with self._tx("existing_vectors") as conn:
+        with self._store._tx("existing_vectors") as conn:
             for table in vector_tables(conn):
                 found.update(
                     r[0]
                     for r in conn.exec_driver_sql(
                         f"SELECT embedding_text_hash FROM {table} WHERE base_id = %(b)s"
                         " AND model_id = %(mo)s AND embedding_text_hash = ANY(%(h)s)",
-                        {"b": self.base_id, "mo": model_id, "h": wanted},
+                        {"b": self._store.base_id, "mo": model_id, "h": wanted},
                     )
                 )
         return found
 
     def put_vectors(
-        self: PostgresIndexStore,
+        self,
         model_id: str,
         dims: int,
         vectors: Mapping[str, np.ndarray | Sequence[float]],
@@ -73,21 +75,19 @@ class PostgresModelSets:
         checked = check_vectors(vectors, list(vectors), dims)
         if not checked:
             return
-        with self._tx("put_vectors") as conn:
-            table = ensure_vector_table(conn, self.base_id, dims)
+        with self._store._tx("put_vectors") as conn:
+            table = ensure_vector_table(conn, self._store.base_id, dims)
             conn.exec_driver_sql(
                 f"INSERT INTO {table} (base_id, model_id, embedding_text_hash, embedding)"
                 " VALUES (%(b)s, %(mo)s, %(h)s, %(v)s::vector) ON CONFLICT DO NOTHING",
                 [
-                    {"b": self.base_id, "mo": model_id, "h": h, "v": vector_literal(v)}
+                    {"b": self._store.base_id, "mo": model_id, "h": h, "v": vector_literal(v)}
                     for h, v in checked.items()
                 ],
             )
 
-    def bodies_without_vectors(
-        self: PostgresIndexStore, model_id: str, limit: int | None = None
-    ) -> dict[str, str]:
-        with self._tx("bodies_without_vectors") as conn:
+    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
+        with self._store._tx("bodies_without_vectors") as conn:
             missing = "".join(
                 f" AND NOT EXISTS (SELECT 1 FROM {t} v WHERE v.base_id = u.base_id"
                 " AND v.model_id = %(mo)s AND v.embedding_text_hash = u.embedding_text_hash)"
@@ -97,87 +97,91 @@ class PostgresModelSets:
                 "SELECT u.embedding_text_hash, MIN(u.body) FROM kb_unit u"
                 f" WHERE u.base_id = %(b)s{missing} GROUP BY u.embedding_text_hash"
                 " ORDER BY u.embedding_text_hash" + (" LIMIT %(k)s" if limit is not None else ""),
-                {"b": self.base_id, "mo": model_id, "k": limit},
+                {"b": self._store.base_id, "mo": model_id, "k": limit},
             ).all()
         return {h: body for h, body in rows}
 
-    def body_count(self: PostgresIndexStore) -> int:
+    def body_count(self) -> int:
         return int(
-            self._one(
+            self._store._one(
                 "body_count",
                 "SELECT COUNT(DISTINCT embedding_text_hash) FROM kb_unit WHERE base_id = %(b)s",
             )
         )
 
-    def stored_materials(self: PostgresIndexStore) -> list[StoredMaterial]:
-        with self._tx("stored_materials") as conn:
+    def stored_materials(self) -> list[StoredMaterial]:
+        with self._store._tx("stored_materials") as conn:
             rows = conn.exec_driver_sql(
                 "SELECT m.material_id, m.relative_path, m.current_content_hash,"
                 " (SELECT u.title FROM kb_unit u WHERE u.base_id = m.base_id"
                 "  AND u.material_id = m.material_id LIMIT 1)"
                 " FROM kb_material m WHERE m.base_id = %(b)s ORDER BY m.material_id",
-                {"b": self.base_id},
+                {"b": self._store.base_id},
             ).all()
         return [StoredMaterial(*r) for r in rows]
 
-    def replace_units(
-        self: PostgresIndexStore, materials: Sequence[MaterialInput], model_id: str
-    ) -> None:
+    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
         """Re-chunked units in one transaction, covered by ``model_id``'s stored vectors."""
         planned = []
         for material in materials:
             content_hash, units = plan_units(material, None, False)
-            planned.append((material, content_hash, self._unit_rows(material, content_hash, units)))
-        with self._tx("replace_units") as conn:
-            self._lock_base(conn)
+            planned.append(
+                (
+                    material,
+                    content_hash,
+                    self._store.writes.unit_rows(material, content_hash, units),
+                )
+            )
+        with self._store._tx("replace_units") as conn:
+            self._store.writes.lock_base(conn)
             tables = [
                 t
                 for t in vector_tables(conn)
                 if conn.exec_driver_sql(
                     f"SELECT 1 FROM {t} WHERE base_id = %(b)s AND model_id = %(mo)s LIMIT 1",
-                    {"b": self.base_id, "mo": model_id},
+                    {"b": self._store.base_id, "mo": model_id},
                 ).first()
             ]
             if not tables:
                 raise InvalidInput("the new model has no vectors yet", model_id=model_id)
             for material, content_hash, rows in planned:
-                self._write_material(
+                self._store.writes.write_material(
                     conn, material, content_hash, rows, {}, model_id, tables[0], gc=False
                 )
 
-    def drop_vectors(self: PostgresIndexStore, model_id: str) -> int:
-        if model_id == self.model_id:
+    def drop_vectors(self, model_id: str) -> int:
+        if model_id == self._store.model_id:
             raise InvalidInput("refusing to drop the serving model's vectors", model_id=model_id)
         removed = 0
-        with self._tx("drop_vectors") as conn:
+        with self._store._tx("drop_vectors") as conn:
             for table in vector_tables(conn):
                 removed += conn.exec_driver_sql(
                     f"DELETE FROM {table} WHERE base_id = %(b)s AND model_id = %(mo)s",
-                    {"b": self.base_id, "mo": model_id},
+                    {"b": self._store.base_id, "mo": model_id},
                 ).rowcount
         return removed
 
-    def model_ids(self: PostgresIndexStore) -> set[str]:
+    def model_ids(self) -> set[str]:
         out: set[str] = set()
-        with self._tx("model_ids") as conn:
+        with self._store._tx("model_ids") as conn:
             for table in vector_tables(conn):
                 out.update(
                     r[0]
                     for r in conn.exec_driver_sql(
                         f"SELECT DISTINCT model_id FROM {table} WHERE base_id = %(b)s",
-                        {"b": self.base_id},
+                        {"b": self._store.base_id},
                     )
                 )
         return out
 
-    def for_model(self: PostgresIndexStore, model_id: str, dims: int) -> PostgresIndexStore:
+    def for_model(self, model_id: str, dims: int) -> PostgresIndexStore:
         from knowbase.pipeline.store.postgres import PostgresIndexStore
 
         return PostgresIndexStore.open(
-            self.engine,
-            base_id=self.base_id,
+            self._store.engine,
+            base_id=self._store.base_id,
             dims=dims,
             create=False,
-            visibility_join=self.visibility_join,
+            visibility_join=self._store.visibility_join,
             model_id=model_id,
         )

@@ -10,12 +10,17 @@ base's current model.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from knowbase.catalog.schema import SEARCHABLE_STATUSES
 from knowbase.errors import InvalidInput, KnowbaseError, Unavailable, VectorStoreUnavailable
+from knowbase.pipeline.store.base import SearchHit
 
 SCHEMA_VERSION = 1
 HNSW_MAX_DIMS = 2000  # pgvector's limit for an HNSW index on ``vector``
@@ -35,6 +40,15 @@ JOIN = "JOIN kb_material m ON m.base_id = u.base_id AND m.material_id = u.materi
 # Searchable items (catalog.schema.SEARCHABLE_STATUSES): completed, or re-indexed in place.
 VISIBLE = f"""JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id
   AND ki.status IN ({", ".join(repr(s) for s in SEARCHABLE_STATUSES)})"""
+
+
+def hits(rows: Iterable[Sequence[Any]]) -> list[SearchHit]:
+    """Hits of rows of ``HIT`` columns and a score."""
+    out = []
+    for uid, mid, path, idx, start, end, text, title, loc, score in rows:
+        locator = json.loads(loc) if loc else {}
+        out.append(SearchHit(uid, mid, path, idx, start, end, text, float(score), title, locator))
+    return out
 
 
 def ef_search_for(limit: int) -> int:

@@ -17,16 +17,17 @@ and the next rebuild or delete removes.
 Every call has a timeout (``timeout_s``): an unreachable Qdrant is ``vector_store_unavailable``,
 never a hang.
 
-Vector sets by model id (:class:`~.base.ModelVectorSets`, the contract :mod:`.sqlite_models`
-keeps): a model switch writes the new model's points beside the serving ones — one per stored
-unit whose body it embedded (:meth:`QdrantIndexStore.put_vectors`), and a *body point* (a
-vector with no unit and no material) for a body no stored unit has yet: the chunks of a
-re-chunk, which become units at the swap (:meth:`QdrantIndexStore.replace_units`). Points
-belong to units here, not to bodies as SQLite's vector rows do, so a set covers the base when
-every stored *unit* has a point of it (``bodies_without_vectors``): a unit an index job wrote
-meanwhile (old model only) counts as missing, and the switch embeds its body again to give it
-its point — only units written during the switch pay that. The vector lane never sees body
-points (they have no ``material_id``); dropping the old set after the swap drops them too.
+The store composes its points (:mod:`.qdrant_access`) and its vector sets by model id
+(:class:`~.base.ModelVectorSets`, :mod:`.qdrant_models`): a model switch writes the new model's
+points beside the serving ones — one per stored unit whose body it embedded
+(:meth:`QdrantIndexStore.put_vectors`), and a *body point* (a vector with no unit and no
+material) for a body no stored unit has yet: the chunks of a re-chunk, which become units at
+the swap (:meth:`QdrantIndexStore.replace_units`). Points belong to units here, not to bodies
+as SQLite's vector rows do, so a set covers the base when every stored *unit* has a point of it
+(``bodies_without_vectors``): a unit an index job wrote meanwhile (old model only) counts as
+missing, and the switch embeds its body again to give it its point — only units written during
+the switch pay that. The vector lane never sees body points (they have no ``material_id``);
+dropping the old set after the swap drops them too.
 A BM25-only base (``dims`` None) has no collection and talks to Qdrant only once a switch gives
 it a model (enable-embedding).
 """
@@ -35,9 +36,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,15 +48,13 @@ from knowbase.pipeline.store.base import (
     LaneHit,
     MaterialInput,
     SearchHit,
+    StoredMaterial,
     UnitRecord,
 )
-from knowbase.pipeline.store.hashing import text_hash
 from knowbase.pipeline.store.plan import check_vectors, plan_units
+from knowbase.pipeline.store.qdrant_access import QdrantPoints, payload
 from knowbase.pipeline.store.qdrant_models import QdrantModelSets
 from knowbase.pipeline.store.qdrant_points import (
-    _COLLECTION,
-    BATCH,
-    PAGE,
     body_point_id,
     connect,
     ensure_collection,
@@ -68,17 +66,7 @@ __all__ = ["QdrantIndexStore", "body_point_id", "connect", "ensure_collection", 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Units:
-    """The inner store's units at one ``changes_version``: what a set must cover."""
-
-    version: int
-    by_hash: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # (unit, material)
-    hash_of: dict[str, str] = field(default_factory=dict)  # unit id → body hash
-    bodies: dict[str, str] = field(default_factory=dict)  # body hash → body
-
-
-class QdrantIndexStore(QdrantModelSets):
+class QdrantIndexStore:
     """The IndexStore protocol: ``inner`` (BM25-only) plus vectors in a Qdrant collection.
 
     ``client`` may be None with a ``connect`` callable: the client is made on first use (a
@@ -105,7 +93,8 @@ class QdrantIndexStore(QdrantModelSets):
         self.model_id = model_id
         self.collection = f"kb_{dims}" if dims is not None else None
         self.owns_inner = owns_inner
-        self._units_seen: _Units | None = None
+        self.points = QdrantPoints(self)
+        self._models = QdrantModelSets(self)
 
     @classmethod
     def open(
@@ -175,102 +164,9 @@ class QdrantIndexStore(QdrantModelSets):
             points=models.FilterSelector(filter=unkeyed),
         )
 
-    # --- filters and walks -----------------------------------------------------------------
-    def _set_filter(self, model_id: str, *, units_only: bool = False, **must: Any) -> Any:
-        """Points of the base and ``model_id`` matching ``must`` (a list matches any);
-        ``units_only`` leaves body points out."""
-        from qdrant_client import models
-
-        conds = [
-            models.FieldCondition(key="base_id", match=models.MatchValue(value=self.base_id)),
-            models.FieldCondition(key="model_id", match=models.MatchValue(value=model_id)),
-        ]
-        for key, value in must.items():
-            match = (
-                models.MatchAny(any=list(value))
-                if isinstance(value, list | set | tuple)
-                else models.MatchValue(value=value)
-            )
-            conds.append(models.FieldCondition(key=key, match=match))
-        not_units = [models.IsEmptyCondition(is_empty=models.PayloadField(key="material_id"))]
-        return models.Filter(must=conds, must_not=not_units if units_only else None)
-
     def _filter(self, *, units_only: bool = False, **must: Any) -> Any:
-        return self._set_filter(self.model_id, units_only=units_only, **must)
-
-    def _collections(self) -> list[str]:
-        """Every width's collection (a set of another width lives in another one)."""
-        names = (c.name for c in self.client.get_collections().collections)
-        return sorted(n for n in names if _COLLECTION.fullmatch(n))
-
-    def _scroll(
-        self, collection: str, flt: Any, *, vectors: bool = False, payload: Any = True
-    ) -> Iterator[Any]:
-        offset = None
-        while True:
-            points, offset = self.client.scroll(
-                collection,
-                scroll_filter=flt,
-                with_vectors=vectors,
-                with_payload=payload,
-                limit=BATCH if vectors else PAGE,
-                offset=offset,
-            )
-            yield from points
-            if offset is None:
-                return
-
-    def _vectors_in(
-        self, collections: Iterable[str], hashes: Iterable[str], model_id: str
-    ) -> dict[str, tuple[str, np.ndarray]]:
-        """``{hash: (collection, vector)}`` of ``model_id``'s points (units or bodies)."""
-        wanted = sorted(set(hashes))
-        out: dict[str, tuple[str, np.ndarray]] = {}
-        for collection in collections:
-            for i in range(0, len(wanted), BATCH):
-                flt = self._set_filter(model_id, embedding_text_hash=wanted[i : i + BATCH])
-                for p in self._scroll(
-                    collection, flt, vectors=True, payload=["embedding_text_hash"]
-                ):
-                    h = p.payload["embedding_text_hash"]
-                    if h not in out:
-                        out[h] = (collection, np.asarray(p.vector, "<f4"))
-        return out
-
-    def _vectors_of(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        if self.collection is None:
-            return {}
-        found = self._vectors_in([self.collection], hashes, self.model_id)
-        return {h: v for h, (_, v) in found.items()}
-
-    def _units(self) -> _Units:
-        """The inner store's units by body hash, read again only when its version moved."""
-        version = self.inner.changes_version()
-        seen = self._units_seen
-        if seen is not None and seen.version == version:
-            return seen
-        units = _Units(version)
-        for mid in sorted(self.inner.material_ids()):
-            for u in self.inner.list_units(mid):
-                h = text_hash(u.text)
-                units.by_hash.setdefault(h, []).append((u.unit_id, mid))
-                units.hash_of[u.unit_id] = h
-                units.bodies.setdefault(h, u.text)
-        self._units_seen = units
-        return units
-
-    @staticmethod
-    def _payload(
-        base_id: str, model_id: str, h: str, unit_id: str | None = None, mid: str | None = None
-    ) -> dict[str, str]:
-        payload = {"base_id": base_id, "model_id": model_id, "embedding_text_hash": h}
-        if unit_id is not None and mid is not None:
-            payload.update(material_id=mid, unit_id=unit_id)
-        return payload
-
-    def _upsert(self, collection: str, points: Sequence[Any]) -> None:
-        for i in range(0, len(points), BATCH):
-            self.client.upsert(collection, points=list(points[i : i + BATCH]))
+        """Points of the base and the serving model matching ``must``."""
+        return self.points.set_filter(self.model_id, units_only=units_only, **must)
 
     # --- writes ----------------------------------------------------------------------------
     def rebuild_material(
@@ -281,7 +177,7 @@ class QdrantIndexStore(QdrantModelSets):
         if self.dims is None:
             self.inner.rebuild_material(material, embeddings)
             if self._client is not None:
-                self._drop_shadow_points(material.material_id, self._unit_ids_of(material))
+                self.points.drop_shadow_points(material.material_id, self._unit_ids_of(material))
             return
         assert self.collection is not None
         _, units = plan_units(material, self.dims, bool(embeddings))
@@ -290,7 +186,7 @@ class QdrantIndexStore(QdrantModelSets):
         try:
             missing = [h for h in needed if h not in vectors]
             if missing:
-                vectors.update(self._vectors_of(missing))
+                vectors.update(self.points.vectors_of(missing))
             lost = [h for h in needed if h not in vectors]
             if lost:
                 raise EmbeddingMismatch(
@@ -303,75 +199,25 @@ class QdrantIndexStore(QdrantModelSets):
                 models.PointStruct(
                     id=pid,
                     vector=vectors[u.body_hash].tolist(),
-                    payload=self._payload(
+                    payload=payload(
                         self.base_id, self.model_id, u.body_hash, u.unit_id, material.material_id
                     ),
                 )
                 for pid, u in zip(keep, units, strict=True)
             ]
-            self._upsert(self.collection, points)
+            self.points.upsert(self.collection, points)
         except EmbeddingMismatch:
             raise
         except Exception as exc:
             raise self._unavailable("rebuild_material", exc) from exc
         self.inner.rebuild_material(material, {})
-        self._drop_points(material.material_id, self.model_id, keep, [u.unit_id for u in units])
+        self.points.drop_points(
+            material.material_id, self.model_id, keep, [u.unit_id for u in units]
+        )
 
     @staticmethod
     def _unit_ids_of(material: MaterialInput) -> list[str]:
         return [u.unit_id for u in plan_units(material, None, False)[1]]
-
-    def _drop_points(
-        self,
-        material_ids: str | list[str],
-        model_id: str,
-        keep_ids: Sequence[str] = (),
-        keep_units: Sequence[str] = (),
-    ) -> None:
-        """Drop the points of these materials that no stored unit needs, in every model's set:
-        ``model_id``'s points but ``keep_ids`` (a point of the old id layout goes too), the
-        other models' points of units not in ``keep_units``."""
-        from qdrant_client import models
-
-        ids = [material_ids] if isinstance(material_ids, str) else list(material_ids)
-        must_not: list[Any] = []
-        if keep_ids:
-            must_not.append(models.HasIdCondition(has_id=list(keep_ids)))
-        if keep_units:
-            must_not.append(
-                models.Filter(
-                    must=[
-                        models.FieldCondition(
-                            key="unit_id", match=models.MatchAny(any=list(keep_units))
-                        )
-                    ],
-                    must_not=[
-                        models.FieldCondition(
-                            key="model_id", match=models.MatchValue(value=model_id)
-                        )
-                    ],
-                )
-            )
-        flt = models.Filter(
-            must=[
-                models.FieldCondition(key="base_id", match=models.MatchValue(value=self.base_id)),
-                models.FieldCondition(key="material_id", match=models.MatchAny(any=ids)),
-            ],
-            must_not=must_not or None,
-        )
-        try:
-            for collection in self._collections():
-                self.client.delete(collection, points_selector=models.FilterSelector(filter=flt))
-        except Exception as exc:
-            raise self._unavailable("delete", exc) from exc
-
-    def _drop_shadow_points(self, material_ids: str | list[str], keep_units: Sequence[str]) -> None:
-        """A BM25-only store keeps a switch's shadow set in step, best effort, when it has
-        talked to Qdrant (a switch builds here); points it misses are orphans no search shows."""
-        try:
-            self._drop_points(material_ids, "", (), keep_units)
-        except VectorStoreUnavailable as exc:
-            log.warning("base %s: shadow points of a change left behind: %s", self.base_id, exc)
 
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         ids = sorted(set(material_ids))
@@ -380,13 +226,13 @@ class QdrantIndexStore(QdrantModelSets):
         self.inner.delete_materials(ids)
         if self.dims is None:
             if self._client is not None:
-                self._drop_shadow_points(ids, ())
+                self.points.drop_shadow_points(ids, ())
         else:
-            self._drop_points(ids, self.model_id)
+            self.points.drop_points(ids, self.model_id)
 
     def existing_embedding_hashes(self, hashes: Iterable[str]) -> set[str]:
         try:
-            return set(self._vectors_of(sorted(set(hashes))))
+            return set(self.points.vectors_of(sorted(set(hashes))))
         except Exception as exc:
             raise self._unavailable("existing_embedding_hashes", exc) from exc
 
@@ -394,7 +240,7 @@ class QdrantIndexStore(QdrantModelSets):
         """``{embedding_text_hash: vector}`` as Qdrant returns them (a cosine collection may
         have normalised them)."""
         try:
-            return self._vectors_of(sorted(set(hashes)))
+            return self.points.vectors_of(sorted(set(hashes)))
         except Exception as exc:
             raise self._unavailable("stored_vectors", exc) from exc
 
@@ -483,3 +329,46 @@ class QdrantIndexStore(QdrantModelSets):
     def close(self) -> None:
         if self.owns_inner:
             self.inner.close()
+
+    # --- vector sets by model id (ModelVectorSets, :mod:`.qdrant_models`) ------------------
+    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
+        """``{embedding_text_hash: vector}`` of ``model_id`` (any width) for those with one."""
+        return self._models.vectors_for(hashes, model_id)
+
+    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
+        """The hashes whose every stored unit has a point of ``model_id``."""
+        return self._models.existing_vectors(model_id, hashes)
+
+    def put_vectors(
+        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
+    ) -> None:
+        """Store ``model_id``'s vectors (a shadow set); the caller holds the base lock."""
+        self._models.put_vectors(model_id, dims, vectors)
+
+    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
+        """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
+        return self._models.bodies_without_vectors(model_id, limit)
+
+    def body_count(self) -> int:
+        """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
+        return self._models.body_count()
+
+    def stored_materials(self) -> list[StoredMaterial]:
+        """Every material with its current content hash and title (a re-chunk's input)."""
+        return self._models.stored_materials()
+
+    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
+        """Re-chunked units for ``materials`` in one transaction, covered by ``model_id``."""
+        self._models.replace_units(materials, model_id)
+
+    def drop_vectors(self, model_id: str) -> int:
+        """Delete ``model_id``'s whole vector set; refuses the serving model's."""
+        return self._models.drop_vectors(model_id)
+
+    def model_ids(self) -> set[str]:
+        """The models that have vectors in this base."""
+        return self._models.model_ids()
+
+    def for_model(self, model_id: str, dims: int) -> QdrantIndexStore:
+        """Another handle on the same base whose vector lane serves ``model_id``."""
+        return self._models.for_model(model_id, dims)

@@ -2,94 +2,58 @@
 
 The ``embedding`` table is keyed by ``(model_id, embedding_text_hash)``. The store's own model
 (``SqliteIndexStore.model_id``) is the one its vector lane serves and ``rebuild_material``
-writes; a switch fills another model's set beside it (:meth:`SqliteModelSets.put_vectors`),
-swaps the base over, then drops the old set (:meth:`SqliteModelSets.drop_vectors`). Writes run
+writes; a switch fills another model's set beside it (``put_vectors``),
+swaps the base over, then drops the old set (``drop_vectors``). Writes run
 under the base lock, like every writer of the file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import apsw
 import numpy as np
 
-from knowbase.errors import EmbeddingMismatch, InvalidInput
+from knowbase.errors import InvalidInput
 from knowbase.pipeline.store.base import MaterialInput, StoredMaterial
 from knowbase.pipeline.store.plan import check_vectors, plan_units
+from knowbase.pipeline.store.sqlite_common import batches, marks
 from knowbase.pipeline.store.sqlite_schema import utc_now, write_tx
+from knowbase.pipeline.store.sqlite_writes import bump, present, write_material
 
 if TYPE_CHECKING:
     from knowbase.pipeline.store.sqlite import SqliteIndexStore
 
-BATCH = 500
-
-
-def _batches(items: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-def present(conn: apsw.Connection, model_id: str, hashes: Iterable[str]) -> set[str]:
-    """The subset of ``hashes`` that has a vector of ``model_id`` (batches of 500)."""
-    found: set[str] = set()
-    for batch in _batches(sorted(set(hashes))):
-        found.update(
-            r[0]
-            for r in conn.execute(
-                "SELECT embedding_text_hash FROM embedding WHERE model_id = ?"
-                f" AND embedding_text_hash IN ({_marks(len(batch))})",
-                (model_id, *batch),
-            )
-        )
-    return found
-
-
-def check_coverage(
-    conn: apsw.Connection, model_id: str, needed: Sequence[str], material_id: str
-) -> None:
-    """EmbeddingMismatch (rolling the caller's transaction back) unless every body has a
-    vector of ``model_id``."""
-    found = present(conn, model_id, needed)
-    missing = [h for h in needed if h not in found]
-    if missing:
-        raise EmbeddingMismatch(
-            f"{len(missing)} chunk(s) have no embedding; nothing was changed",
-            material_id=material_id,
-            missing=missing[:10],
-        )
-
 
 class SqliteModelSets:
-    """Vector sets by model id, mixed into :class:`~.sqlite.SqliteIndexStore`."""
+    """Vector sets by model id of one :class:`~.sqlite.SqliteIndexStore`, which owns one of
+    these and hands its ``ModelVectorSets`` methods to it."""
 
-    def vectors_for(self: SqliteIndexStore, hashes: Iterable[str], model_id: str) -> dict:
+    def __init__(self, store: SqliteIndexStore) -> None:
+        self._store = store
+
+    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
         """``{embedding_text_hash: float32 vector}`` of ``model_id`` for the given hashes that
         have one (export, eval, a switch's checks). Hashes without a vector are left out."""
         out: dict[str, np.ndarray] = {}
-        with self._edge("vectors_for"):
-            conn = self._reader()
-            for batch in _batches(sorted(set(hashes))):
+        with self._store._edge("vectors_for"):
+            conn = self._store._reader()
+            for batch in batches(sorted(set(hashes))):
                 for h, blob in conn.execute(
                     "SELECT embedding_text_hash, vector_blob FROM embedding WHERE model_id = ?"
-                    f" AND embedding_text_hash IN ({_marks(len(batch))})",
+                    f" AND embedding_text_hash IN ({marks(len(batch))})",
                     (model_id, *batch),
                 ):
                     out[h] = np.frombuffer(blob, dtype="<f4").copy()
         return out
 
-    def existing_vectors(self: SqliteIndexStore, model_id: str, hashes: Iterable[str]) -> set[str]:
+    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
         """The subset of ``hashes`` that has a vector of ``model_id``."""
-        with self._edge("existing_vectors"):
-            return present(self._reader(), model_id, hashes)
+        with self._store._edge("existing_vectors"):
+            return present(self._store._reader(), model_id, hashes)
 
     def put_vectors(
-        self: SqliteIndexStore,
+        self,
         model_id: str,
         dims: int,
         vectors: Mapping[str, np.ndarray | Sequence[float]],
@@ -100,17 +64,15 @@ class SqliteModelSets:
             raise InvalidInput("a vector set needs a model id")
         checked = check_vectors(vectors, list(vectors), dims)
         now = utc_now()
-        conn = self._writer
-        with self._edge("put_vectors"), write_tx(conn):
+        conn = self._store._writer
+        with self._store._edge("put_vectors"), write_tx(conn):
             conn.executemany(
                 "INSERT OR IGNORE INTO embedding (model_id, embedding_text_hash, vector_blob,"
                 " created_at) VALUES (?, ?, ?, ?)",
                 [(model_id, h, v.tobytes(), now) for h, v in checked.items()],
             )
 
-    def bodies_without_vectors(
-        self: SqliteIndexStore, model_id: str, limit: int | None = None
-    ) -> dict[str, str]:
+    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
         """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
         sql = (
             "SELECT st.embedding_text_hash, MIN(st.text) FROM search_text st"
@@ -121,18 +83,18 @@ class SqliteModelSets:
         args: tuple[Any, ...] = (model_id,)
         if limit is not None:
             sql, args = sql + " LIMIT ?", (model_id, limit)
-        with self._edge("bodies_without_vectors"):
-            return dict(self._reader().execute(sql, args).fetchall())
+        with self._store._edge("bodies_without_vectors"):
+            return dict(self._store._reader().execute(sql, args).fetchall())
 
-    def body_count(self: SqliteIndexStore) -> int:
+    def body_count(self) -> int:
         """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
-        return int(self._one("SELECT COUNT(DISTINCT embedding_text_hash) FROM search_text"))
+        return int(self._store._one("SELECT COUNT(DISTINCT embedding_text_hash) FROM search_text"))
 
-    def stored_materials(self: SqliteIndexStore) -> list[StoredMaterial]:
+    def stored_materials(self) -> list[StoredMaterial]:
         """Every material with its current content hash and title (a re-chunk's input)."""
-        with self._edge("stored_materials"):
+        with self._store._edge("stored_materials"):
             rows = (
-                self._reader()
+                self._store._reader()
                 .execute(
                     "SELECT m.material_id, m.relative_path, m.current_content_hash,"
                     " (SELECT su.title FROM search_unit su WHERE su.material_id = m.material_id"
@@ -142,9 +104,7 @@ class SqliteModelSets:
             )
         return [StoredMaterial(*r) for r in rows]
 
-    def replace_units(
-        self: SqliteIndexStore, materials: Sequence[MaterialInput], model_id: str
-    ) -> None:
+    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
         """Re-chunked units for ``materials`` in **one** transaction, every body covered by
         ``model_id``'s stored vectors (EmbeddingMismatch and nothing changed otherwise); the
         caller holds the base lock. The serving model's set is not GC'd here: the caller swaps
@@ -159,36 +119,43 @@ class SqliteModelSets:
                     [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in units],
                 )
             )
-        conn = self._writer
-        with self._edge("replace_units"), write_tx(conn):
+        conn = self._store._writer
+        with self._store._edge("replace_units"), write_tx(conn):
             for material, content_hash, units in planned:
-                self._write_material(
+                write_material(
                     conn, material, content_hash, units, {}, model_id=model_id, vectors=True
                 )
-            self._bump(conn)
+            bump(conn)
 
-    def drop_vectors(self: SqliteIndexStore, model_id: str) -> int:
+    def drop_vectors(self, model_id: str) -> int:
         """Delete ``model_id``'s whole vector set (after a swap, or a cancelled switch's
         shadow); the number of vectors removed. Refuses the store's own serving model."""
-        if model_id == self.model_id:
+        if model_id == self._store.model_id:
             raise InvalidInput("refusing to drop the serving model's vectors", model_id=model_id)
-        conn = self._writer
-        with self._edge("drop_vectors"), write_tx(conn):
+        conn = self._store._writer
+        with self._store._edge("drop_vectors"), write_tx(conn):
             conn.execute("DELETE FROM embedding WHERE model_id = ?", (model_id,))
             removed = conn.changes()
-            self._bump(conn)  # cached matrices of that model must not outlive it
+            bump(conn)  # cached matrices of that model must not outlive it
         return removed
 
-    def model_ids(self: SqliteIndexStore) -> set[str]:
+    def model_ids(self) -> set[str]:
         """The models that have vectors in this file."""
-        with self._edge("model_ids"):
-            return {r[0] for r in self._reader().execute("SELECT DISTINCT model_id FROM embedding")}
+        with self._store._edge("model_ids"):
+            return {
+                r[0]
+                for r in self._store._reader().execute("SELECT DISTINCT model_id FROM embedding")
+            }
 
-    def for_model(self: SqliteIndexStore, model_id: str, dims: int) -> SqliteIndexStore:
+    def for_model(self, model_id: str, dims: int) -> SqliteIndexStore:
         """Another handle on the same file whose vector lane serves ``model_id`` (a shadow set:
         ``kb eval --model shadow``). The caller closes it."""
         from knowbase.pipeline.store.sqlite import SqliteIndexStore
 
         return SqliteIndexStore.open(
-            self.path, base_id=self.base_id, dims=dims, create=False, model_id=model_id
+            self._store.path,
+            base_id=self._store.base_id,
+            dims=dims,
+            create=False,
+            model_id=model_id,
         )
