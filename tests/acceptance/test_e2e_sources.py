@@ -285,33 +285,27 @@ def test_sitemap_expands_into_url_children(knowledge: Knowledge, site: Site) -> 
     assert sorted(site.hits) == ["/p1.html", "/p2.html", "/p3.html", "/sitemap.xml"]
 
 
-def test_loopback_url_without_allow_local_fails_the_item_and_writes_nothing(
+def test_loopback_url_without_allow_local_is_refused_and_writes_nothing(
     knowledge: Knowledge, site: Site
 ) -> None:
-    """The SSRF guard runs when the page is fetched, not at ``add``: a loopback URL is accepted
-    (it is well-formed http), then its item fails ``invalid_url`` without a request leaving,
-    with no snapshot in raw/ and nothing searchable. Only a non-http(s) URL is refused at add."""
+    """The SSRF guard answers at ``add`` (issue 25: a refused URL is refused at once, not
+    accepted then failed): a loopback URL or sitemap is ``invalid_url`` naming the address, no
+    item is written, no request leaves, nothing lands in raw/. The fetch checks again (DNS can
+    change in between), as the sources tests show."""
     base = knowledge.create_base("guarded", file_processor_id=None)
     assert base.allow_local_urls is False
-    result = knowledge.add(
-        base.id,
-        [AddInput.web(site.url("/article.html")), AddInput.web(site.url("/sitemap.xml"))],
-        wait=True,
-        timeout_s=30,
-    )
-    for added in result.items:
-        item = knowledge.get_item(base.id, added.id)
-        assert (item.status, item.error_code) == ("failed", "invalid_url"), item.type
-        assert "127.0.0.1" in (item.error_message or "")
-        assert item.relative_path is None
-    assert [i.id for i in knowledge.list_items(base.id)] == [i.id for i in result.items]
+    for path in ("/article.html", "/sitemap.xml"):
+        with pytest.raises(InvalidUrl) as refused:
+            knowledge.add(base.id, [AddInput.web(site.url(path))], wait=True, timeout_s=30)
+        assert "127.0.0.1" in refused.value.message
+    assert knowledge.list_items(base.id) == []
     assert site.hits == []
     raw = knowledge.rt.storage(base.id).raw
     assert [p for p in raw.rglob("*") if p.is_file()] == []
     assert knowledge.search(base.id, "narwhals").results == []
     with pytest.raises(InvalidUrl):
         knowledge.add(base.id, [AddInput.web("ftp://127.0.0.1/file.html")])
-    assert len(knowledge.list_items(base.id)) == 2
+    assert knowledge.list_items(base.id) == []
 
 
 def test_url_reindex_refetches_the_page(knowledge: Knowledge, site: Site) -> None:

@@ -31,10 +31,13 @@ def make_folder(src: Path, n: int = FILES, poison: set[int] = frozenset()) -> Pa
 
 
 def stored_units(kb: Knowledge, base_id: str) -> list[tuple[str, str]]:
-    """(unit id, unit text) for every completed file of the base."""
+    """(unit id, the text its vector was computed from: title + heading path + slice) for every
+    completed file of the base."""
+    from knowbase.pipeline.indexing.context import unit_text
+
     store = kb.rt.store(kb.get_base(base_id))
     return [
-        (unit.unit_id, unit.text)
+        (unit.unit_id, unit_text(item.title, unit.locator, unit.text))
         for item in kb.list_items(base_id)
         if item.type == "file" and item.status == "completed"
         for unit in store.list_units(item.id)
