@@ -333,6 +333,20 @@ class Knowledge:
     def get_item(self, base: str, item_id: str) -> Item:
         return items_query.get_item(self.rt, self.get_base(base), item_id)
 
+    def effective_labels(
+        self, base: str, item_ids: Iterable[str]
+    ) -> dict[str, tuple[list[str], dict[str, Any]]]:
+        """Each item's tags and metadata including its folders' (``catalog/labels.py``)."""
+        from knowbase.catalog.labels import effective_labels, label_rows
+
+        with self.rt.catalog.read() as conn:
+            rows = label_rows(conn, self.get_base(base).id)
+        out = {}
+        for item_id in item_ids:
+            tags, metadata = effective_labels(item_id, rows)
+            out[item_id] = (sorted(tags), metadata)
+        return out
+
     def set_labels(self, base: str, item: str, **changes: Any) -> Item:
         """Change an item's tags and metadata (``ingestion/labels.py``): ``item`` is an item
         id, a Concept ID or a folder path; ``tags``/``metadata`` replace, ``add_tags``,

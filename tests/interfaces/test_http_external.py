@@ -39,7 +39,9 @@ def kb(tmp_path: Path) -> Iterator[Knowledge]:
             [
                 AddInput.note("The VPN key rotates every Monday at nine.", title="vpn"),
                 AddInput.note("Sourdough needs a wild yeast starter, long rise.", title="bread"),
-                AddInput.note("Rotate the printer toner when the light blinks.", title="printer"),
+                AddInput.note(
+                    "Rotate the printer toner when the light blinks.", title="printer"
+                ).with_labels(["office"], {"floor": 3, "team": "facilities"}),
             ],
             wait=True,
         )
@@ -129,6 +131,22 @@ def test_metadata_condition_filters_records(url: str, kb: Knowledge) -> None:
     body["retrieval_setting"]["top_k"] = 5
     records = post(url + "/retrieval", body).json()["records"]
     assert [rec["title"] for rec in records] == ["printer"]
+
+
+def test_metadata_condition_sees_the_documents_own_metadata_and_tags(url: str) -> None:
+    body = dify_body("manuals", "rotate")
+    body["retrieval_setting"]["top_k"] = 5
+    body["metadata_condition"] = {
+        "logical_operator": "and",
+        "conditions": [
+            {"name": ["team"], "comparison_operator": "is", "value": "facilities"},
+            {"name": ["floor"], "comparison_operator": "≥", "value": 2},
+            {"name": ["tags"], "comparison_operator": "contains", "value": "office"},
+        ],
+    }
+    records = post(url + "/retrieval", body).json()["records"]
+    assert [r["title"] for r in records] == ["printer"]
+    assert records[0]["metadata"]["floor"] == 3 and records[0]["metadata"]["tags"] == ["office"]
 
 
 def test_the_endpoint_is_off_without_a_key(tmp_path: Path, live_server: Callable) -> None:

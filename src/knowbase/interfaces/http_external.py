@@ -10,8 +10,9 @@ failed, 2001 knowledge does not exist).
 Here ``knowledge_id`` is a base name or id, the keys are the ``external_api_keys`` setting
 (``KNOWBASE_EXTERNAL_API_KEYS``, comma-separated) and the routes exist only when a key is
 configured. They check their own keys, so ``kb serve``'s ``KNOWBASE_API_TOKEN`` does not apply
-to them. ``metadata_condition`` is evaluated on each record's ``metadata`` (Concept ID, source,
-type, title, base), over a wider candidate list so filtering does not starve ``top_k``.
+to them. ``metadata_condition`` is evaluated on each record's ``metadata`` — the document's own
+metadata and tags (its folders' included) plus Concept ID, source, type, title and base —, over
+a wider candidate list so filtering does not starve ``top_k``.
 """
 
 from __future__ import annotations
@@ -79,8 +80,17 @@ def check_key(authorization: str | None, keys: Iterable[str]) -> JSONResponse | 
     return None
 
 
-def record_of(result: SearchResult, base_name: str) -> dict[str, Any]:
+def record_of(
+    result: SearchResult,
+    base_name: str,
+    labels: tuple[list[str], dict[str, Any]] = ([], {}),
+) -> dict[str, Any]:
+    """A Dify record; ``metadata`` holds the document's own metadata and tags (its folders'
+    included), then the citation fields (which win on a name clash)."""
+    tags, custom = labels
     metadata: dict[str, Any] = {
+        **custom,
+        "tags": tags or None,
         "base": base_name,
         "concept_id": result.concept_id,
         "source": result.source,
@@ -182,11 +192,12 @@ def retrieve(kb: Knowledge, body: RetrievalRequest) -> dict[str, Any]:
     wanted = body.retrieval_setting.top_k
     widened = body.metadata_condition is not None and bool(body.metadata_condition.conditions)
     response = kb.search(base, body.query, top_k=wanted * _FILTER_WIDENING if widened else wanted)
+    labels = kb.effective_labels(base.id, {r.item_id for r in response.results})
     records = []
     for result in response.results:
         if result.score < body.retrieval_setting.score_threshold:
             continue
-        record = record_of(result, base.name)
+        record = record_of(result, base.name, labels.get(result.item_id, ([], {})))
         if matches(record["metadata"], body.metadata_condition):
             records.append(record)
         if len(records) == wanted:
