@@ -196,7 +196,8 @@ def mcp(
     ] = None,
     home: HomeOpt = None,
 ) -> None:
-    """Run the MCP server (kb_list, kb_search, kb_read, kb_manage) over stdio or HTTP."""
+    """Run the MCP server (kb_list, kb_tree, kb_search, kb_read, kb_grep, kb_manage) over stdio or
+    HTTP."""
     from knowbase.interfaces.mcp_run import serve
 
     serve(
