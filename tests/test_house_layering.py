@@ -43,10 +43,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ingestion": _BASE
     | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "staging",
        "storage", "tasks", "query"},
+    "activity": _BASE | {"settings", "catalog", "jobs", "runtime"},
     "readiness": _BASE | {"settings", "catalog", "pipeline", "providers", "runtime", "jobs"},
     "service": _BASE
     | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "staging",
-       "storage", "tasks", "query", "ingestion", "readiness"},
+       "storage", "tasks", "query", "ingestion", "readiness", "activity"},
     "interfaces": _BASE
     | {"settings", "service", "readiness", "providers", "storage", "pipeline", "catalog",
        "jobs", "query", "ingestion"},

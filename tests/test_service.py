@@ -71,13 +71,13 @@ def test_delete_base_removes_everything(knowledge):
 
 
 def test_live_workers_come_and_go_with_start_and_stop(knowledge):
-    assert knowledge.live_workers() == []
+    assert knowledge.activity.live_workers() == []
     knowledge.start_workers(threads=1)
     try:
-        assert len(knowledge.live_workers()) == 1
+        assert len(knowledge.activity.live_workers()) == 1
     finally:
         knowledge.stop_workers()
-    assert knowledge.live_workers() == []
+    assert knowledge.activity.live_workers() == []
 
 
 def test_empty_note_refused_nothing_written(knowledge):
@@ -217,12 +217,12 @@ def test_delete_base_cancels_every_active_job(knowledge):
                     {"base_id": base_id, "root_item_ids": [], "i": i},
                     queue=queue_of(base_id),
                 )
-    assert knowledge.count_jobs(base=base.id, statuses=["pending"]) == 1_205
+    assert knowledge.activity.count_jobs(base=base.id, statuses=["pending"]) == 1_205
     knowledge.delete_base(base.id)
     jobs = knowledge.rt.jobs
     assert jobs.count_jobs(queue=queue_of(base.id), statuses=["pending", "running"]) == 0
     assert jobs.count_jobs(queue=queue_of(base.id), statuses=["cancelled"]) == 1_205
-    assert knowledge.count_jobs(base=keep.id, statuses=["pending"]) == 3
+    assert knowledge.activity.count_jobs(base=keep.id, statuses=["pending"]) == 3
 
 
 def test_rst_json_and_readme_files_are_found_by_search(knowledge, tmp_path):

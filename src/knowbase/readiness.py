@@ -233,8 +233,8 @@ def check_file_processor(bases: list[Base]) -> dict[str, Any]:
 def check_workers(kb: Knowledge) -> dict[str, Any]:
     """Live workers (any process, any host) and whether queued jobs have one to run them."""
     try:
-        workers = [w.to_dict() for w in kb.list_workers()]
-        pending = kb.count_jobs(statuses=["pending"])
+        workers = [w.to_dict() for w in kb.activity.list_workers()]
+        pending = kb.activity.count_jobs(statuses=["pending"])
     except Exception as exc:
         return _component("workers", UNAVAILABLE, _reason(exc))
     if workers:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -12,9 +13,9 @@ from dataclasses import dataclass, field
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.models import Base
-from knowbase.errors import VectorStoreUnavailable
+from knowbase.errors import CatalogUnavailable, VectorStoreUnavailable
 from knowbase.jobs.manager import JobManager
-from knowbase.locks import KeyedMutex
+from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.store import backends
 from knowbase.pipeline.store.base import IndexStore
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
@@ -49,6 +50,25 @@ class Runtime:
     clock: Callable[[], float]
     _stores: dict[str, IndexStore] = field(default_factory=dict)
     _stores_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, settings: Settings, *, clock: Callable[[], float] = time.time) -> Runtime:
+        """The runtime of the home ``settings`` names: its folders made, its catalog opened
+        and migrated, a job manager and the lock kind its catalog needs."""
+        settings.home.mkdir(parents=True, exist_ok=True)
+        settings.bases_dir.mkdir(parents=True, exist_ok=True)
+        catalog = Catalog(settings.catalog_url)
+        # A damaged catalog opens anyway: every catalog call raises the reason (the CLI prints
+        # it, /status and the MCP tools say why), no worker starts, nothing is recreated.
+        with contextlib.suppress(CatalogUnavailable):
+            catalog.create_schema(bases_dir=settings.bases_dir)
+        mutex = (
+            KeyedMutex(settings.locks_dir)
+            if catalog.is_sqlite
+            else KeyedMutex(cross_process=pg_advisory_lock(catalog.engine))
+        )
+        jobs = JobManager(catalog, clock=clock, queue_concurrency=settings.workers)
+        return cls(settings=settings, catalog=catalog, jobs=jobs, mutex=mutex, clock=clock)
 
     # --- storage and index -------------------------------------------------------------------
     def storage(self, base_id: str) -> BaseStorage:

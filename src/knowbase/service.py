@@ -9,7 +9,6 @@ with Knowledge(load_settings()) as kb:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -17,13 +16,11 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from knowbase.activity import Activity
 from knowbase.catalog import bases as base_repo
-from knowbase.catalog import item_changes
 from knowbase.catalog import items as item_repo
-from knowbase.catalog.db import Catalog
-from knowbase.catalog.feed import ChangeFeed
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import CatalogUnavailable, KnowbaseError, NotFound
+from knowbase.errors import CatalogUnavailable, KnowbaseError
 from knowbase.ingestion import bases
 from knowbase.ingestion.add import AddResult, Strategy, add_items
 from knowbase.ingestion.delete import delete_items
@@ -33,10 +30,6 @@ from knowbase.ingestion.recovery import SweepReport
 from knowbase.ingestion.reindex import reindex_items, retry_failed
 from knowbase.ingestion.restore import RestoreResult, restore_base
 from knowbase.ingestion.workers import WorkerHost
-from knowbase.jobs.liveness import LiveWorker, list_live_workers
-from knowbase.jobs.manager import JobManager
-from knowbase.jobs.model import Job
-from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.pipeline.store.base import UnitRecord
 from knowbase.query import items as items_query
 from knowbase.query.base_search import search_base
@@ -45,7 +38,7 @@ from knowbase.query.multi_base import MultiSearch, search_bases
 from knowbase.query.scope import SearchFilters, parse_filters
 from knowbase.query.search import SearchResponse
 from knowbase.query.visibility import VisibilityCache
-from knowbase.runtime import Runtime, queue_of
+from knowbase.runtime import Runtime
 from knowbase.settings import Settings
 from knowbase.staging import Staging
 from knowbase.tasks import register_all
@@ -71,32 +64,12 @@ class Knowledge:
         start_workers: bool = False,
     ) -> None:
         self.settings = settings
-        settings.home.mkdir(parents=True, exist_ok=True)
-        settings.bases_dir.mkdir(parents=True, exist_ok=True)
-        catalog = Catalog(settings.catalog_url)
-        # A damaged catalog opens anyway: every catalog call raises the reason (the CLI prints
-        # it, /status and the MCP tools say why), no worker starts, nothing is recreated.
-        with contextlib.suppress(CatalogUnavailable):
-            catalog.create_schema(bases_dir=settings.bases_dir)
-        self.rt = Runtime(
-            settings=settings,
-            catalog=catalog,
-            jobs=JobManager(
-                catalog,
-                clock=clock,
-                queue_concurrency=settings.workers,
-            ),
-            mutex=(
-                KeyedMutex(settings.locks_dir)
-                if catalog.is_sqlite
-                else KeyedMutex(cross_process=pg_advisory_lock(catalog.engine))
-            ),
-            clock=clock,
-        )
+        self.rt = Runtime.open(settings, clock=clock)
         register_all(self.rt)
         self._workers = WorkerHost(self.rt, settings.workers)
         self._concepts: ConceptService | None = None
-        self._visible = VisibilityCache(catalog)
+        self._visible = VisibilityCache(self.rt.catalog)
+        self.activity = Activity(self.rt)
         if start_workers:
             self.start_workers()
 
@@ -256,10 +229,6 @@ class Knowledge:
         """Raise ``DiskFull`` while this process's workers are paused on a full disk."""
         self._workers.check()
 
-    def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
-        """The jobs and all their descendants (parent links)."""
-        return self.rt.jobs.tree(job_ids)
-
     def delete_items(self, base: str, item_ids: list[str], *, wait: bool = False) -> str | None:
         job_id = delete_items(self.rt, self.get_base(base).id, item_ids)
         if wait and job_id:
@@ -290,7 +259,7 @@ class Knowledge:
         report = sync_base(self.rt, self.get_base(base).id, prune=prune, dry_run=dry_run)
         if wait and report.job_id:
             self.wait([report.job_id], timeout_s=timeout_s)
-            job = self.get_job(report.job_id)
+            job = self.activity.get_job(report.job_id)
             report.urls = dict(job.progress_details.get("pages") or {}) if job else {}
         return report
 
@@ -337,15 +306,10 @@ class Knowledge:
         self, base: str, item_ids: Iterable[str]
     ) -> dict[str, tuple[list[str], dict[str, Any]]]:
         """Each item's tags and metadata including its folders' (``catalog/labels.py``)."""
-        from knowbase.catalog.labels import effective_labels, label_rows
+        from knowbase.catalog.labels import base_effective_labels
 
         with self.rt.catalog.read() as conn:
-            rows = label_rows(conn, self.get_base(base).id)
-        out = {}
-        for item_id in item_ids:
-            tags, metadata = effective_labels(item_id, rows)
-            out[item_id] = (sorted(tags), metadata)
-        return out
+            return base_effective_labels(conn, self.get_base(base).id, item_ids)
 
     def set_labels(self, base: str, item: str, **changes: Any) -> Item:
         """Change an item's tags and metadata (``ingestion/labels.py``): ``item`` is an item
@@ -363,12 +327,7 @@ class Knowledge:
         """Bytes of the base's SQLite index on disk (with WAL); None for an index kept
         elsewhere (PostgreSQL, Qdrant) or not built yet."""
         b = self.get_base(base)
-        if b.index_backend != "sqlite":
-            return None
-        path = self.rt.storage(b.id).index_path
-        files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))]
-        sizes = [f.stat().st_size for f in files if f.exists()]
-        return sum(sizes) if sizes else None
+        return self.rt.storage(b.id).index_bytes() if b.index_backend == "sqlite" else None
 
     def counts(self, base: str) -> dict[str, int]:
         with self.rt.catalog.read() as conn:
@@ -483,86 +442,6 @@ class Knowledge:
         if self._concepts is None:
             self._concepts = ConceptService(self)
         return self._concepts
-
-    # --- jobs ----------------------------------------------------------------------------------
-    def list_jobs(
-        self,
-        *,
-        base: str | None = None,
-        statuses: Iterable[str] | None = None,
-        limit: int = 200,
-        before: str | None = None,
-    ) -> list[Job]:
-        """Jobs newest first; ``before`` (the last job id of a page) reads the next page."""
-        queue = queue_of(self.get_base(base).id) if base else None
-        return self.rt.jobs.list_jobs(queue=queue, statuses=statuses, limit=limit, before=before)
-
-    def count_jobs(self, *, base: str | None = None, statuses: Iterable[str] | None = None) -> int:
-        queue = queue_of(self.get_base(base).id) if base else None
-        return self.rt.jobs.count_jobs(queue=queue, statuses=statuses)
-
-    # --- change feed (the event stream, interfaces/http_events.py) ----------------------------
-    @property
-    def changes(self) -> ChangeFeed:
-        """Wakes readers when items or jobs change, in this process or another."""
-        return self.rt.catalog.feed
-
-    def item_states(self, base_id: str, *, after_id: str | None = None) -> list[dict[str, Any]]:
-        """A page of the base's items (progress fields only), by id after ``after_id``."""
-        with self.rt.catalog.read() as conn:
-            return item_changes.item_states(conn, base_id, after_id=after_id)
-
-    def changed_item_states(
-        self, base_id: str, *, since_ms: int, after: tuple[int, str] | None = None
-    ) -> list[dict[str, Any]]:
-        """A page of the base's items with ``updated_at >= since_ms``; ``after`` pages on."""
-        with self.rt.catalog.read() as conn:
-            return item_changes.changed_item_states(conn, base_id, since_ms=since_ms, after=after)
-
-    def deleted_item_ids(self, base_id: str, *, since_ms: int) -> list[str]:
-        with self.rt.catalog.read() as conn:
-            return item_changes.deleted_item_ids(conn, base_id, since_ms=since_ms)
-
-    def recent_jobs(self, base_id: str, *, limit: int) -> list[Job]:
-        """The base's newest ``limit`` jobs and every active one, oldest first."""
-        return self.rt.jobs.recent_jobs(queue=queue_of(base_id), limit=limit)
-
-    def changed_jobs(
-        self, base_id: str, *, since_ms: int, after: tuple[int, str] | None = None
-    ) -> list[Job]:
-        """A page of the base's jobs with ``updated_at >= since_ms``; ``after`` pages on."""
-        return self.rt.jobs.changed_jobs(queue=queue_of(base_id), since_ms=since_ms, after=after)
-
-    def cancel_jobs(self, base: str) -> list[str]:
-        """Ask every pending or running job of the base to stop (no wait); their ids."""
-        from knowbase.catalog.schema import job as job_t
-
-        rows = self.rt.jobs.iter_jobs(
-            queue=queue_of(self.get_base(base).id),
-            statuses=["pending", "running"],
-            columns=[job_t.c.id],
-        )
-        ids = [row.id for row in rows]
-        for start in range(0, len(ids), 500):
-            self.rt.jobs.request_cancel(ids[start : start + 500])
-        return ids
-
-    def live_workers(self) -> list[str]:
-        """Ids of the workers (any process on this catalog) whose heartbeat is fresh."""
-        from knowbase.jobs.worker import live_workers
-
-        return live_workers(self.rt.catalog)
-
-    def list_workers(self) -> list[LiveWorker]:
-        """Live workers of every process and host on this catalog: id, host, pid, heartbeat
-        age and the jobs each holds."""
-        return list_live_workers(self.rt.catalog, lease_s=self.rt.jobs.lease_s)
-
-    def get_job(self, job_id: str) -> Job:
-        job = self.rt.jobs.get(job_id)
-        if job is None:
-            raise NotFound(f"no job {job_id!r}", job_id=job_id)
-        return job
 
 
 __all__ = ["AddInput", "Knowledge", "KnowbaseError"]

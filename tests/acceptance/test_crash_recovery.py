@@ -130,7 +130,7 @@ def assert_consistent(kb: Knowledge, base: Base) -> None:
     """No active rows, no jobs left to run, no orphan index rows, both databases intact."""
     live = rows(kb, base)
     assert not [r for r in live if r.status in ACTIVE_STATUSES]
-    assert not [j for j in kb.list_jobs(base=base.id) if not j.is_terminal]
+    assert not [j for j in kb.activity.list_jobs(base=base.id) if not j.is_terminal]
     store = kb.rt.store(kb.get_base(base.id))
     leaves = {r.id for r in live if not r.is_container and r.status != "deleting"}
     completed = {r.id for r in live if not r.is_container and r.status == "completed"}
@@ -158,7 +158,7 @@ def test_kill_mid_indexing_then_restart(
     worker.kill()
     running_at_kill = {
         j.payload["item_id"]
-        for j in kb.list_jobs(base=base.id, statuses=["running"])
+        for j in kb.activity.list_jobs(base=base.id, statuses=["running"])
         if j.kind == kinds.INDEX_DOCUMENTS.name
     }
     assert running_at_kill, "the kill should land while index jobs run"
@@ -169,7 +169,7 @@ def test_kill_mid_indexing_then_restart(
     with Knowledge(kb_settings) as again:
         again.start_workers()
         poll(
-            lambda: not [j for j in again.list_jobs(base=base.id) if not j.is_terminal],
+            lambda: not [j for j in again.activity.list_jobs(base=base.id) if not j.is_terminal],
             90,
             "the queue to drain after restart",
         )
@@ -184,7 +184,7 @@ def test_kill_mid_indexing_then_restart(
         assert root.status == "completed"
         resumed = {
             j.payload["item_id"]: j.attempts
-            for j in again.list_jobs(base=base.id)
+            for j in again.activity.list_jobs(base=base.id)
             if j.kind == kinds.INDEX_DOCUMENTS.name and j.payload["item_id"] in running_at_kill
         }
         assert set(resumed) == running_at_kill and set(resumed.values()) == {2}
@@ -204,7 +204,7 @@ def test_kill_mid_batch_then_restart(
     worker.kill()
     running_at_kill = {
         j.payload["item_id"]
-        for j in kb.list_jobs(base=base.id, statuses=["running"])
+        for j in kb.activity.list_jobs(base=base.id, statuses=["running"])
         if j.kind == kinds.INDEX_DOCUMENTS.name
     }
     assert len(running_at_kill) >= 2
@@ -212,7 +212,7 @@ def test_kill_mid_batch_then_restart(
     with Knowledge(kb_settings) as again:
         again.start_workers()
         poll(
-            lambda: not [j for j in again.list_jobs(base=base.id) if not j.is_terminal],
+            lambda: not [j for j in again.activity.list_jobs(base=base.id) if not j.is_terminal],
             90,
             "the queue to drain after restart",
         )
@@ -220,7 +220,7 @@ def test_kill_mid_batch_then_restart(
         assert_consistent(again, base)
         # The batch's jobs resumed; none of their items failed.
         assert {r.status for r in rows(again, base)} == {"completed"}
-        again_jobs = {j.payload.get("item_id"): j for j in again.list_jobs(base=base.id)}
+        again_jobs = {j.payload.get("item_id"): j for j in again.activity.list_jobs(base=base.id)}
         assert {again_jobs[i].attempts for i in running_at_kill} == {2}
 
 
@@ -236,9 +236,9 @@ def test_kill_mid_delete_then_restart(
     poll(lambda: count(kb, base, {"embedding"}) > 0, 10, "files mid-embedding")
     delete_job = kb.delete_items(base.id, [folder.id])
     assert delete_job is not None
-    poll(lambda: kb.get_job(delete_job).status == "running", 10, "the delete job to start")
+    poll(lambda: kb.activity.get_job(delete_job).status == "running", 10, "the delete job to start")
     worker.kill()
-    job = kb.get_job(delete_job)
+    job = kb.activity.get_job(delete_job)
     assert job.status == "running", "the kill should land while the delete runs"
     assert {r.status for r in rows(kb, base) if r.id != lone.id} == {"deleting"}
     # Hidden from search while the purge is pending (only the note may answer).
@@ -246,14 +246,14 @@ def test_kill_mid_delete_then_restart(
 
     with Knowledge(kb_settings) as again:
         again.start_workers()
-        poll(lambda: again.get_job(delete_job).is_terminal, 60, "the delete to finish")
+        poll(lambda: again.activity.get_job(delete_job).is_terminal, 60, "the delete to finish")
         poll(
-            lambda: not [j for j in again.list_jobs(base=base.id) if not j.is_terminal],
+            lambda: not [j for j in again.activity.list_jobs(base=base.id) if not j.is_terminal],
             30,
             "the queue to drain",
         )
         again.stop_workers()
-        done = again.get_job(delete_job)
+        done = again.activity.get_job(delete_job)
         assert done.status == "completed" and done.attempts == 2  # retry policy: run again
         assert [r.id for r in rows(again, base)] == [lone.id]
         assert_consistent(again, base)

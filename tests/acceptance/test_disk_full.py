@@ -115,7 +115,7 @@ def test_kb_add_on_a_full_disk_returns_disk_full_and_the_work_resumes(
     with Knowledge(settings) as again:
         again.start_workers()
         poll(
-            lambda: not [j for j in again.list_jobs(base="b") if not j.is_terminal],
+            lambda: not [j for j in again.activity.list_jobs(base="b") if not j.is_terminal],
             120,
             "the paused work to finish",
         )

@@ -52,7 +52,7 @@ def drain(settings: Settings, base: str) -> dict[str, int]:
     with Knowledge(settings) as again:
         again.start_workers()
         poll(
-            lambda: not [j for j in again.list_jobs(base=base) if not j.is_terminal],
+            lambda: not [j for j in again.activity.list_jobs(base=base) if not j.is_terminal],
             120,
             "the queue to drain after the restart",
         )
@@ -82,7 +82,7 @@ def test_kill_9_of_kb_add_resumes_the_import(kb_settings: Settings, src: Path) -
         os.kill(add.pid, signal.SIGKILL)
         add.wait(10)
         running = [
-            j for j in kb.list_jobs(base="b", statuses=["running"])
+            j for j in kb.activity.list_jobs(base="b", statuses=["running"])
             if j.kind == kinds.INDEX_DOCUMENTS.name
         ]  # fmt: skip
         assert running, "the kill should land while index jobs run"
@@ -166,7 +166,7 @@ def test_kill_9_of_kb_serve_resumes_the_import_and_sweeps_spooled_uploads(
         server = _serve(home, port, tmpdir)
         with Knowledge(kb_settings) as kb:
             poll(
-                lambda: not [j for j in kb.list_jobs(base="b") if not j.is_terminal],
+                lambda: not [j for j in kb.activity.list_jobs(base="b") if not j.is_terminal],
                 120,
                 "the restarted server to finish the import",
             )
@@ -193,24 +193,26 @@ def test_a_job_that_dies_on_every_attempt_ends_failed_interrupted(
     words = "about marmots and their burrows " * 12
     text = "\n\n".join(f"Paragraph {i} {words}" for i in range(100))
     item = kb.add(base.id, [AddInput.note(text)]).items[0]
-    (job_id,) = [j.id for j in kb.list_jobs(base=base.id)]
+    (job_id,) = [j.id for j in kb.activity.list_jobs(base=base.id)]
     max_attempts = kinds.INDEX_DOCUMENTS.max_attempts
     for attempt in range(1, max_attempts + 1):
         worker = WorkerProcess(kb_settings.home, tmp_path / f"worker{attempt}.log")
         poll(
-            lambda a=attempt: (j := kb.get_job(job_id)).status == "running" and j.attempts == a,
+            lambda a=attempt: (
+                (j := kb.activity.get_job(job_id)).status == "running" and j.attempts == a
+            ),
             60,
             f"attempt {attempt} to run",
         )
         poll(lambda: kb.get_item(base.id, item.id).status == "embedding", 30, "the embedding")
         worker.kill()
         kb.recover()  # what the next worker does at start
-        job = kb.get_job(job_id)
+        job = kb.activity.get_job(job_id)
         if attempt < max_attempts:
             # Re-queued: the item is still on its way, not failed.
             assert (job.status, job.error_code) == ("pending", "job_interrupted")
             assert kb.get_item(base.id, item.id).status not in ("failed", "completed")
-    job = kb.get_job(job_id)
+    job = kb.activity.get_job(job_id)
     assert (job.status, job.attempts, job.error_code) == ("failed", 3, "job_interrupted")
     done = kb.get_item(base.id, item.id)
     assert (done.status, done.error_code) == ("failed", "indexing_interrupted")

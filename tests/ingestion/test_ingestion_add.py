@@ -265,7 +265,7 @@ def test_enqueue_failure_rolls_the_whole_add_back(
 ) -> None:
     kb.add(bm25_base.id, [AddInput.file(write(src / "keep.md", "kept"))], wait=True)
     before = raw_files(kb, bm25_base)
-    jobs_before = len(kb.list_jobs())
+    jobs_before = len(kb.activity.list_jobs())
     fail_enqueue_after(kb, 2)
     inputs = [
         AddInput.file(write(src / "one.md", "one")),
@@ -276,7 +276,7 @@ def test_enqueue_failure_rolls_the_whole_add_back(
         kb.add(bm25_base.id, inputs)
     assert rel_paths(kb, bm25_base) == ["keep.md"]  # no half-added rows
     assert raw_files(kb, bm25_base) == before  # copied files removed
-    assert len(kb.list_jobs()) == jobs_before  # the two enqueued jobs rolled back too
+    assert len(kb.activity.list_jobs()) == jobs_before  # the two enqueued jobs rolled back too
     assert {i.status for i in kb.list_items(bm25_base.id)} == {"completed"}
 
 

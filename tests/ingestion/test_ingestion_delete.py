@@ -64,9 +64,9 @@ def test_delete_hides_at_once_and_purges(kb: Knowledge, folder_base) -> None:  #
         kb.get_item(base.id, folder_id)
     assert walrus_hits(kb, base) == []
     assert set(statuses(kb, base).values()) == {"deleting", "completed"}
-    assert kb.get_job(job_id).kind == kinds.DELETE_SUBTREE.name
+    assert kb.activity.get_job(job_id).kind == kinds.DELETE_SUBTREE.name
     kb.wait([job_id], timeout_s=30)
-    assert kb.get_job(job_id).status == "completed"
+    assert kb.activity.get_job(job_id).status == "completed"
     assert statuses(kb, base) == {lone_id: "completed"}
     store = kb.rt.store(kb.get_base(base.id))
     assert store.material_ids() == {lone_id} == store.unit_material_ids()
@@ -78,7 +78,7 @@ def test_delete_collapses_to_outermost_roots(kb: Knowledge, folder_base) -> None
     children = [i.id for i in kb.list_items(base.id) if i.group_id == folder_id]
     job_id = kb.delete_items(base.id, [*children, folder_id, folder_id])
     assert job_id is not None
-    assert kb.get_job(job_id).payload["root_item_ids"] == [folder_id]
+    assert kb.activity.get_job(job_id).payload["root_item_ids"] == [folder_id]
 
 
 def test_delete_of_a_child_rolls_the_parent_up(kb: Knowledge, folder_base) -> None:  # type: ignore[no-untyped-def]
@@ -92,7 +92,7 @@ def test_delete_of_a_child_rolls_the_parent_up(kb: Knowledge, folder_base) -> No
 def test_delete_rolls_back_when_the_enqueue_fails(kb: Knowledge, folder_base) -> None:  # type: ignore[no-untyped-def]
     base, folder_id, _ = folder_base
     before = statuses(kb, base)
-    jobs_before = len(kb.list_jobs())
+    jobs_before = len(kb.activity.list_jobs())
 
     def enqueue(*a, **kw):  # type: ignore[no-untyped-def]
         raise KnowbaseError("enqueue failed (injected)")
@@ -101,7 +101,7 @@ def test_delete_rolls_back_when_the_enqueue_fails(kb: Knowledge, folder_base) ->
     with pytest.raises(KnowbaseError, match="injected"):
         kb.delete_items(base.id, [folder_id])
     assert statuses(kb, base) == before  # the old statuses, not deleting
-    assert len(kb.list_jobs()) == jobs_before
+    assert len(kb.activity.list_jobs()) == jobs_before
     assert len(walrus_hits(kb, base)) == 4
 
 
@@ -159,5 +159,5 @@ def test_delete_while_indexing_never_fails_the_item(kb: Knowledge, kb_settings, 
         time.sleep(0.05)
     # The row goes inside the job; the job's own status is written after it returns.
     kb.wait([job_id], timeout_s=20)
-    assert kb.get_job(job_id).status == "completed"
+    assert kb.activity.get_job(job_id).status == "completed"
     assert kb.rt.store(kb.get_base(base.id)).material_ids() == set()

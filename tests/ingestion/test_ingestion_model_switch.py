@@ -236,7 +236,7 @@ def test_an_empty_base_swaps_at_once(kb: Knowledge) -> None:
     base = kb.create_base("empty", embedding_model_id=OLD, file_processor_id=None)
     assert kb.set_embedding_model(base.id, "hash:d48")["status"] == "swapped"
     assert kb.get_base(base.id).dimensions == 48
-    assert kb.list_jobs(base=base.id) == []
+    assert kb.activity.list_jobs(base=base.id) == []
 
 
 def test_a_bm25_base_uses_the_same_path(kb: Knowledge, bm25_base) -> None:  # type: ignore[no-untyped-def]
@@ -393,5 +393,7 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     assert base.embedding_model_id == slow
     bodies = all_bodies(kb, base_id)
     assert set(kb.rt.store(base).vectors_for(bodies, slow)) == bodies
-    job = next(j for j in kb.list_jobs(base=base_id) if j.payload.get("item_id") == late.id)
+    job = next(
+        j for j in kb.activity.list_jobs(base=base_id) if j.payload.get("item_id") == late.id
+    )
     assert job.attempts == 2  # refused once (embedding_model_changed), then redone

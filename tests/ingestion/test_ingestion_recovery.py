@@ -78,7 +78,7 @@ def test_sweep_reenqueues_orphaned_deletes_in_chunks(
         item_repo.mark_deleting(conn, [i.id for i in items])  # a crash before the enqueue
     report = kb.recover()
     assert report.deletes_enqueued == 3  # 5 roots in chunks of 2
-    delete_jobs = [j for j in kb.list_jobs() if j.kind == kinds.DELETE_SUBTREE.name]
+    delete_jobs = [j for j in kb.activity.list_jobs() if j.kind == kinds.DELETE_SUBTREE.name]
     assert sorted(len(j.payload["root_item_ids"]) for j in delete_jobs) == [1, 2, 2]
     assert kb.recover().deletes_enqueued == 0  # covered by the pending jobs now
     kb.run_until_idle(timeout_s=30)
@@ -98,7 +98,7 @@ def test_sweep_leaves_a_folder_whose_children_are_still_running(kb: Knowledge, s
     import time
 
     deadline = time.monotonic() + 30
-    while kb.get_job(result.job_ids[0]).status != "completed":
+    while kb.activity.get_job(result.job_ids[0]).status != "completed":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     report = kb.recover()
@@ -116,11 +116,11 @@ def test_sweep_prunes_old_terminal_jobs_by_the_retention_setting(kb_settings, sr
         base = kb.create_base("b", file_processor_id=None)
         old = kb.add(base.id, [AddInput.note("first note")], wait=True)
         clock.advance(3 * 86_400)
-        old_tree = {j.id for j in kb.job_tree(old.job_ids)}
+        old_tree = {j.id for j in kb.activity.job_tree(old.job_ids)}
         assert old_tree
         new = kb.add(base.id, [AddInput.note("second note")], wait=True)  # starts the sweep
         kb.recover()
-        left = {j.id for j in kb.list_jobs(limit=1_000)}
+        left = {j.id for j in kb.activity.list_jobs(limit=1_000)}
         assert not left & old_tree
         assert set(new.job_ids) <= left
         # the items themselves are untouched: only job history goes

@@ -48,11 +48,11 @@ def test_reindex_rejects_the_whole_batch_with_a_busy_subtree(
     done = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True).items[0]
     write(src / "dir" / "x.md", "x")
     busy = kb.add(bm25_base.id, [AddInput.directory(src / "dir")]).items[0]  # no worker: preparing
-    jobs_before = len(kb.list_jobs())
+    jobs_before = len(kb.activity.list_jobs())
     with pytest.raises(Conflict, match="entire subtree is completed or failed") as info:
         kb.reindex_items(bm25_base.id, [done.id, busy.id])
     assert info.value.details["statuses"] == {"preparing": 1}
-    assert len(kb.list_jobs()) == jobs_before  # nothing enqueued, nothing written
+    assert len(kb.activity.list_jobs()) == jobs_before  # nothing enqueued, nothing written
     assert kb.get_item(bm25_base.id, done.id).status == "completed"
 
 
@@ -222,7 +222,7 @@ def test_enable_embedding_turns_bm25_into_hybrid(kb: Knowledge, bm25_base: Base,
 def test_enable_embedding_on_an_empty_base(kb: Knowledge, bm25_base: Base) -> None:
     base = kb.enable_embedding_model(bm25_base.id, "hash:d64")
     assert base.dimensions == 64
-    assert kb.list_jobs(base=base.id) == []
+    assert kb.activity.list_jobs(base=base.id) == []
 
 
 def test_enable_embedding_refuses_a_busy_or_failed_base(

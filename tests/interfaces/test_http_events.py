@@ -169,7 +169,7 @@ def test_a_change_in_another_process_is_pushed(tmp_path: Path) -> None:
             lines = stream.iter_lines()
             assert next(lines) == ": knowbase events"
             next(lines)  # the first read's item event: the stream now waits on the feed
-            assert kb.changes.watching.wait(10)
+            assert kb.activity.changes.watching.wait(10)
             out = subprocess.run(
                 [sys.executable, "-c", script, str(home)],
                 capture_output=True,
@@ -198,14 +198,14 @@ def test_reads_after_the_first_cost_what_changed(kb: Knowledge) -> None:
         # an hour old: outside any lag a read allows for
         conn.execute(sa.update(item_t).values(updated_at=now_ms() - 3_600_000))
     fetched: list[int] = []
-    real = kb.changed_item_states
+    real = kb.activity.changed_item_states
 
     def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
         rows = real(*args, **kwargs)
         fetched.append(len(rows))
         return rows
 
-    kb.changed_item_states = counting  # type: ignore[method-assign]
+    kb.activity.changed_item_states = counting  # type: ignore[method-assign]
     cursor = http_events.Cursor(base.id)
     first = http_events.first_read(kb, cursor)
     assert sorted(d["id"] for e, d in first if e == "item") == sorted(ids)

@@ -99,7 +99,7 @@ def seed_bases(kb: Knowledge) -> None:
     items = [i for name in BASES for i in kb.list_items(name)]
     KNOWN["item_id"] = [i.id for i in items]
     KNOWN["concept_id"] = sorted({i.concept_id for i in items if i.concept_id})
-    KNOWN["job_id"] = [j.id for j in kb.list_jobs()[:4]]
+    KNOWN["job_id"] = [j.id for j in kb.activity.list_jobs()[:4]]
 
 
 @pytest.fixture(scope="module")

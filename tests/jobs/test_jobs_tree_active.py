@@ -25,6 +25,6 @@ def test_tree_active_counts_the_unfinished_jobs_of_the_tree(
     assert kb.rt.jobs.tree_active([*roots, *other]) == 2
     assert kb.rt.jobs.tree_active([]) == 0
     kb.wait(roots, timeout_s=30)
-    tree = kb.job_tree(roots)
+    tree = kb.activity.job_tree(roots)
     assert len(tree) == 4 and all(j.is_terminal for j in tree)  # root + 3 index jobs
     assert kb.rt.jobs.tree_active(roots) == 0

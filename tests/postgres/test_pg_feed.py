@@ -43,9 +43,9 @@ def other(pg_url: str) -> Iterator[Catalog]:
 
 def listening(kb: Knowledge) -> int:
     """Start the LISTEN connection and wait until it is up; the publications so far."""
-    kb.changes.start()
-    assert kb.changes.watching.wait(20), "LISTEN never started"
-    return kb.changes.seq
+    kb.activity.changes.start()
+    assert kb.activity.changes.watching.wait(20), "LISTEN never started"
+    return kb.activity.changes.seq
 
 
 def test_a_commit_elsewhere_is_heard_with_its_floor(kb: Knowledge, other: Catalog) -> None:
@@ -54,9 +54,9 @@ def test_a_commit_elsewhere_is_heard_with_its_floor(kb: Knowledge, other: Catalo
     before = int(time.time() * 1000)
     with other.write_tx() as conn:
         item = item_repo.insert_active(conn, base_id=base.id, type="note", data={})
-    got = kb.changes.wait(seen, 10)
+    got = kb.activity.changes.wait(seen, 10)
     assert got > seen
-    floor = kb.changes.floor_since(seen)
+    floor = kb.activity.changes.floor_since(seen)
     assert floor is not None and before - 1_000 <= floor <= item.updated_at
 
 
@@ -68,7 +68,7 @@ def test_writes_a_stream_does_not_show_wake_nobody(kb: Knowledge, other: Catalog
         )
     with other.write_tx() as conn:  # a read-only transaction
         conn.execute(sa.text("SELECT 1"))
-    assert kb.changes.wait(seen, 1.0) == seen
+    assert kb.activity.changes.wait(seen, 1.0) == seen
 
 
 def test_the_stream_reads_a_change_made_elsewhere(kb: Knowledge, other: Catalog) -> None:
@@ -87,8 +87,8 @@ def test_the_stream_reads_a_change_made_elsewhere(kb: Knowledge, other: Catalog)
     deadline = time.monotonic() + 10
     events: list = []
     while time.monotonic() < deadline and len(events) < 2:
-        kb.changes.wait(seen, 1.0)
-        seen = kb.changes.seq
+        kb.activity.changes.wait(seen, 1.0)
+        seen = kb.activity.changes.seq
         events += http_events.read_changes(kb, cursor)
     assert [(d["id"], d["status"]) for _, d in events] == [
         (second.id, "processing"),

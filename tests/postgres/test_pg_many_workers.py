@@ -122,7 +122,7 @@ def test_three_kb_workers_one_killed_everything_settles(tmp_path: Path, pg_serve
         deadline = time.monotonic() + 200
         while True:
             rows = leaves()
-            jobs = kb.list_jobs(base=base.id)
+            jobs = kb.activity.list_jobs(base=base.id)
             if (
                 len(rows) == FILES
                 and all(r.status in TERMINAL_ITEM_STATUSES for r in rows)

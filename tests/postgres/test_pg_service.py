@@ -85,7 +85,7 @@ def test_bm25_base_end_to_end(kb: Knowledge, tmp_path: Path) -> None:
     assert [i.status for i in roots] == ["completed"] * 3, [
         (i.type, i.status, i.error_code) for i in items
     ]
-    assert all(j.status == "completed" for j in kb.job_tree(result.job_ids))
+    assert all(j.status == "completed" for j in kb.activity.job_tree(result.job_ids))
     assert kb.search("docs", "llama plateau").results[0].concept_id.endswith("llama.md")
     assert kb.search("docs", "icy comets").results[0].concept_id.endswith("comet.txt")
     penguins = kb.search("docs", "penguins antarctic").results
@@ -152,10 +152,10 @@ def test_sweep_recovers_jobs_of_a_dead_local_worker_by_policy(
     kb.recover()
     assert kb.get_item(base.id, item.id).status == "processing"  # re-queued, not failed
     for job_id in (delete_job, *added.job_ids):
-        requeued = kb.get_job(job_id)
+        requeued = kb.activity.get_job(job_id)
         assert (requeued.status, requeued.attempts, requeued.locked_by) == ("pending", 1, None)
     kb.wait([delete_job, *added.job_ids], timeout_s=60)
-    assert kb.get_job(delete_job).status == "completed"
+    assert kb.activity.get_job(delete_job).status == "completed"
     assert kb.get_item(base.id, item.id).status == "completed"
     with kb.rt.catalog.read() as conn:
         assert item_repo.find(conn, done.id) is None

@@ -271,7 +271,7 @@ def test_delete_concepts_one_batch(kb: Knowledge, bm25_base: Base, src: Path, do
     )
     assert result["applied"] == ["guide.md", "other.md"]
     assert result["not_found"] == ["missing.md", "../guide.md"]
-    job = kb.get_job(result["job_id"])
+    job = kb.activity.get_job(result["job_id"])
     assert sorted(job.payload["root_item_ids"]) == sorted([doc.id, other.id])  # ONE call
     with pytest.raises(NotFound):
         kb.concepts.read_concept(bm25_base.id, "guide.md")
@@ -284,7 +284,7 @@ def test_refresh_concepts_one_batch(kb: Knowledge, bm25_base: Base, src: Path, d
     (src / "guide.md").write_text("# Guide\n\nNew text.", encoding="utf-8")
     result = kb.concepts.refresh_concepts(bm25_base.id, ["guide.md", "other.md", "nope"])
     assert result["applied"] == ["guide.md", "other.md"] and result["not_found"] == ["nope"]
-    job = kb.get_job(result["job_id"])
+    job = kb.activity.get_job(result["job_id"])
     assert sorted(job.payload["root_item_ids"]) == sorted([doc.id, other.id])
     kb.wait([result["job_id"]])
     assert kb.concepts.read_concept(bm25_base.id, "guide.md")["content"] == "# Guide\n\nNew text."

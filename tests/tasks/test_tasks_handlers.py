@@ -72,7 +72,7 @@ def test_cancelled_index_job_fails_the_item_interrupted(
     kb.start_workers()
     poll(lambda: kb.get_item(base.id, item.id).status == "embedding", what="embedding")
     kb.rt.jobs.cancel_and_wait([job_id], timeout_s=20)
-    assert kb.get_job(job_id).status == "cancelled"
+    assert kb.activity.get_job(job_id).status == "cancelled"
     # on_settled fails the item in its own transaction just after the job's: wait for it
     poll(lambda: kb.get_item(base.id, item.id).status != "embedding", what="item settled")
     after = kb.get_item(base.id, item.id)
@@ -92,8 +92,8 @@ def test_prepare_root_children_and_jobs_are_one_transaction(
     folder = rows[0]
     assert folder.status == "failed"
     assert folder.error_code == "injected" and "could not schedule" in (folder.error_message or "")
-    assert [j.kind for j in kb.list_jobs()] == [kinds.PREPARE_ROOT.name]
-    assert kb.get_job(result.job_ids[0]).status == "failed"
+    assert [j.kind for j in kb.activity.list_jobs()] == [kinds.PREPARE_ROOT.name]
+    assert kb.activity.get_job(result.job_ids[0]).status == "failed"
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_a_folder_bigger_than_one_transaction_indexes_every_file(
     assert rows["a"].status == "completed"
     assert (rows["b"].status, rows["b"].error_code) == ("failed", "child_failed")
     assert rows["docs"].status == "failed"  # b failed
-    assert kb.get_job(root.job_ids[0]).status == "completed"
+    assert kb.activity.get_job(root.job_ids[0]).status == "completed"
     assert [r.concept_id for r in kb.search(bm25_base.id, "beta").results] == [
         rows["g.md"].concept_id
     ]
@@ -173,7 +173,7 @@ def test_index_job_skips_a_completed_or_deleting_item(
         queue=f"base.{bm25_base.id}",
     )
     kb.wait([job.id], timeout_s=30)
-    assert kb.get_job(job.id).status == "completed"
+    assert kb.activity.get_job(job.id).status == "completed"
     assert kb.get_item(bm25_base.id, item.id).updated_at == before.updated_at
     with kb.rt.catalog.write_tx() as conn:
         item_repo.mark_deleting(conn, [item.id])
@@ -196,7 +196,7 @@ def test_delete_job_without_deleting_rows_is_a_no_op(
         queue=f"base.{bm25_base.id}",
     )
     kb.wait([job.id], timeout_s=30)
-    assert kb.get_job(job.id).status == "completed"
+    assert kb.activity.get_job(job.id).status == "completed"
     assert kb.get_item(bm25_base.id, item.id).status == "completed"
 
 
@@ -209,14 +209,14 @@ def test_failed_reindex_schedule_rolls_its_reset_back(
     fail_enqueue_of(kb, kinds.INDEX_DOCUMENTS.name)
     job_id = kb.reindex_items(bm25_base.id, [item.id], wait=True)
     assert job_id is not None
-    assert kb.get_job(job_id).status == "failed"
+    assert kb.activity.get_job(job_id).status == "failed"
     assert kb.get_item(bm25_base.id, item.id).status == "completed"
     assert [h.concept_id for h in kb.search(bm25_base.id, "alpha").results] == ["a.md"]
 
 
 def test_index_progress_is_readable(kb: Knowledge, bm25_base: Base, src: Path) -> None:
     result = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True)
-    job = kb.get_job(result.job_ids[0])
+    job = kb.activity.get_job(result.job_ids[0])
     assert (job.status, job.progress_stage, job.progress_percent) == ("completed", "done", 100.0)
 
 
@@ -233,7 +233,7 @@ def test_idempotency_key_dedupes_a_second_add_of_the_same_job(
         idempotency_key=kinds.index_key(bm25_base.id, item.id),
     )
     assert again.id == result.job_ids[0]
-    assert [j.id for j in kb.list_jobs()] == [again.id]
+    assert [j.id for j in kb.activity.list_jobs()] == [again.id]
 
 
 def test_a_bug_in_the_index_handler_fails_the_item_at_once(
@@ -253,6 +253,6 @@ def test_a_bug_in_the_index_handler_fails_the_item_at_once(
     item = kb.get_item(bm25_base.id, result.items[0].id)
     assert (item.status, item.error_code) == ("failed", "internal_error")
     assert "KeyError" in (item.error_message or "")
-    (job,) = [j for j in kb.list_jobs() if j.kind == kinds.INDEX_DOCUMENTS.name]
+    (job,) = [j for j in kb.activity.list_jobs() if j.kind == kinds.INDEX_DOCUMENTS.name]
     assert (job.status, job.attempts, job.error_code) == ("failed", 1, "internal_error")
     assert len(calls) == 1

@@ -190,3 +190,15 @@ def label_rows(conn: Connection, base_id: str) -> dict[str, LabelRow]:
         r[0]: (r[1], parse_json_field(r[2], []), parse_json_field(r[3], {}))
         for r in conn.execute(q)
     }
+
+
+def base_effective_labels(
+    conn: Connection, base_id: str, item_ids: Iterable[str]
+) -> dict[str, tuple[list[str], dict[str, Any]]]:
+    """Each item's tags (sorted) and metadata, including its folders', read in one query."""
+    rows = label_rows(conn, base_id)
+    out = {}
+    for item_id in item_ids:
+        tags, metadata = effective_labels(item_id, rows)
+        out[item_id] = (sorted(tags), metadata)
+    return out

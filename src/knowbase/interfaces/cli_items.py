@@ -230,8 +230,8 @@ def status(
             for i in kb.list_items(b.id, statuses=["failed"])
             if not (i.is_container and i.error_code == "child_failed")
         ]
-        queued = kb.count_jobs(base=b.id, statuses=["pending", "running"])
-        workers = kb.list_workers()
+        queued = kb.activity.count_jobs(base=b.id, statuses=["pending", "running"])
+        workers = kb.activity.list_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
         from knowbase.readiness import base_vector_lane, lane_line
 
@@ -308,7 +308,7 @@ def jobs(
     cli = _cli()
     statuses = None if all_jobs else ["pending", "running", "failed"]
     with cli.open_kb(home) as kb:
-        found = kb.list_jobs(base=base, statuses=statuses, limit=limit, before=before)
+        found = kb.activity.list_jobs(base=base, statuses=statuses, limit=limit, before=before)
         names = {b.id: b.name for b in kb.list_bases()}
         subjects = {j.id: _job_subject(kb, j) for j in found}
 

@@ -110,7 +110,7 @@ def follow(
             task = progress.add_task("queued", total=1, detail="")
             while True:
                 asked = time.monotonic()
-                tree = kb.job_tree(job_ids)
+                tree = kb.activity.job_tree(job_ids)
                 running = any(not j.is_terminal for j in tree)
                 line, done, total = _progress_line(kb, base_id, tree, root_ids, started, first)
                 progress.update(task, description=line[0], completed=done, total=max(total, 1))

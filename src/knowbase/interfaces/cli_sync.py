@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
             report = kb.sync(b.id, prune=prune, dry_run=dry_run)
             if report.job_id:
                 follow(kb, b.id, [report.job_id], quiet=as_json)
-                job = kb.get_job(report.job_id)
+                job = kb.activity.get_job(report.job_id)
                 report.urls = dict(job.progress_details.get("pages") or {})
         emit(report, as_json, lambda: _render(console, report))
         busy = [f["path"] for f in report.failed if f.get("reason") == "busy"]

@@ -113,7 +113,7 @@ def upload_folders(
 @router.post("/bases/{base}/jobs/cancel", response_model=Cancelled, tags=["jobs"])
 def cancel_base_jobs(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Cancel every pending or running job of the base (items end ``failed``/cancelled)."""
-    return {"cancelled": kb.cancel_jobs(base)}
+    return {"cancelled": kb.activity.cancel_jobs(base)}
 
 
 class Summary(BaseModel):

@@ -84,15 +84,17 @@ class Cursor:
 
 def first_read(kb: Knowledge, cursor: Cursor) -> list[Event]:
     """Every item and the recent/active jobs; marks set so the next read misses nothing."""
-    cursor.seq = kb.changes.seq
+    cursor.seq = kb.activity.changes.seq
     started = int(time.time() * 1000)
     events: list[Event] = []
     after: str | None = None
-    while page := kb.item_states(cursor.base_id, after_id=after):
+    while page := kb.activity.item_states(cursor.base_id, after_id=after):
         events.extend(e for s in page if (e := cursor.item_event(s)))
         after = page[-1]["id"]
     events.extend(
-        e for j in kb.recent_jobs(cursor.base_id, limit=JOB_WINDOW) if (e := cursor.job_event(j))
+        e
+        for j in kb.activity.recent_jobs(cursor.base_id, limit=JOB_WINDOW)
+        if (e := cursor.job_event(j))
     )
     # Rows written while we paged may carry stamps from before the pages that hold them.
     cursor.item_mark = cursor.job_mark = started
@@ -101,20 +103,20 @@ def first_read(kb: Knowledge, cursor: Cursor) -> list[Event]:
 
 def read_changes(kb: Knowledge, cursor: Cursor) -> list[Event]:
     """Items and jobs changed since the cursor's marks (and its feed floor), then deletions."""
-    seq = kb.changes.seq  # before reading: a change after this wakes the next read
-    item_since = kb.changes.read_from(cursor.seq, cursor.item_mark)
-    job_since = kb.changes.read_from(cursor.seq, cursor.job_mark)
+    seq = kb.activity.changes.seq  # before reading: a change after this wakes the next read
+    item_since = kb.activity.changes.read_from(cursor.seq, cursor.item_mark)
+    job_since = kb.activity.changes.read_from(cursor.seq, cursor.job_mark)
     cursor.seq = seq
     events: list[Event] = []
     after: tuple[int, str] | None = None
-    while page := kb.changed_item_states(cursor.base_id, since_ms=item_since, after=after):
+    while page := kb.activity.changed_item_states(cursor.base_id, since_ms=item_since, after=after):
         events.extend(e for s in page if (e := cursor.item_event(s)))
         after = (page[-1]["updated_at"], page[-1]["id"])
-    for item_id in kb.deleted_item_ids(cursor.base_id, since_ms=item_since):
+    for item_id in kb.activity.deleted_item_ids(cursor.base_id, since_ms=item_since):
         if cursor.items.pop(item_id, None) is not None:
             events.append(("item", {"id": item_id, "status": "gone"}))
     job_after: tuple[int, str] | None = None
-    while jobs := kb.changed_jobs(cursor.base_id, since_ms=job_since, after=job_after):
+    while jobs := kb.activity.changed_jobs(cursor.base_id, since_ms=job_since, after=job_after):
         events.extend(e for j in jobs if (e := cursor.job_event(j)))
         job_after = (jobs[-1].updated_at, jobs[-1].id)
     return events
@@ -155,7 +157,7 @@ async def stream(
         # due, or the stream's time is up; never read more often than MIN_READ_INTERVAL_S.
         await anyio.sleep(max(0.0, last_read + MIN_READ_INTERVAL_S - time.monotonic()))
         checked = time.monotonic()
-        while kb.changes.seq == cursor.seq:
+        while kb.activity.changes.seq == cursor.seq:
             now = time.monotonic()
             if now - checked >= DISCONNECT_CHECK_S:
                 checked = now

@@ -245,7 +245,7 @@ def list_jobs(
     kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
     """Jobs newest first; pass the last id of a page as ``before`` for the next page."""
-    jobs = kb.list_jobs(base=base, statuses=status or None, limit=limit, before=before)
+    jobs = kb.activity.list_jobs(base=base, statuses=status or None, limit=limit, before=before)
     return [job_dict(j) for j in jobs]
 
 
@@ -258,14 +258,14 @@ def list_base_jobs(
     kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
     """The base's jobs newest first; ``before`` pages on as in ``GET /jobs``."""
-    jobs = kb.list_jobs(base=base, statuses=status or None, limit=limit, before=before)
+    jobs = kb.activity.list_jobs(base=base, statuses=status or None, limit=limit, before=before)
     return [job_dict(j) for j in jobs]
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
 def get_job(job_id: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """One job with its progress (stage, percent, details)."""
-    return job_dict(kb.get_job(job_id))
+    return job_dict(kb.activity.get_job(job_id))
 
 
 # --- readiness ---------------------------------------------------------------------------------

@@ -77,6 +77,13 @@ class BaseStorage:
         """The base's derived index, ``.kb/index.sqlite``."""
         return self.kb_dir / INDEX_FILE
 
+    def index_bytes(self) -> int | None:
+        """Bytes of the SQLite index on disk (with its WAL), or None when not built yet."""
+        path = self.index_path
+        files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))]
+        sizes = [f.stat().st_size for f in files if f.exists()]
+        return sum(sizes) if sizes else None
+
     def ensure(self) -> None:
         """Create raw/ and .kb/ (idempotent)."""
         self.raw.mkdir(parents=True, exist_ok=True)

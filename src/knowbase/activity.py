@@ -1,0 +1,114 @@
+"""What is running and what changed in a home: jobs, live workers and the change feed.
+
+``Knowledge.activity`` is one of these. The surfaces read it for ``kb jobs``, ``kb workers``,
+``GET /jobs`` and the event stream (``interfaces/http_events.py``); it never starts work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from knowbase.catalog import bases as base_repo
+from knowbase.catalog import item_changes
+from knowbase.catalog.feed import ChangeFeed
+from knowbase.errors import NotFound
+from knowbase.jobs.liveness import LiveWorker, list_live_workers
+from knowbase.jobs.model import Job
+from knowbase.runtime import Runtime, queue_of
+
+
+class Activity:
+    """Jobs, workers and item/job changes of one home, read through its runtime."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def _queue(self, base: str | None) -> str | None:
+        if base is None:
+            return None
+        with self.rt.catalog.read() as conn:
+            return queue_of(base_repo.resolve(conn, base).id)
+
+    # --- jobs ----------------------------------------------------------------------------------
+    def list_jobs(
+        self,
+        *,
+        base: str | None = None,
+        statuses: Iterable[str] | None = None,
+        limit: int = 200,
+        before: str | None = None,
+    ) -> list[Job]:
+        """Jobs newest first; ``before`` (the last job id of a page) reads the next page."""
+        return self.rt.jobs.list_jobs(
+            queue=self._queue(base), statuses=statuses, limit=limit, before=before
+        )
+
+    def count_jobs(self, *, base: str | None = None, statuses: Iterable[str] | None = None) -> int:
+        return self.rt.jobs.count_jobs(queue=self._queue(base), statuses=statuses)
+
+    def get_job(self, job_id: str) -> Job:
+        job = self.rt.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"no job {job_id!r}", job_id=job_id)
+        return job
+
+    def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
+        """The jobs and all their descendants (parent links)."""
+        return self.rt.jobs.tree(job_ids)
+
+    def cancel_jobs(self, base: str) -> list[str]:
+        """Ask every pending or running job of the base to stop (no wait); their ids."""
+        from knowbase.catalog.schema import job as job_t
+
+        rows = self.rt.jobs.iter_jobs(
+            queue=self._queue(base), statuses=["pending", "running"], columns=[job_t.c.id]
+        )
+        ids = [row.id for row in rows]
+        for start in range(0, len(ids), 500):
+            self.rt.jobs.request_cancel(ids[start : start + 500])
+        return ids
+
+    # --- workers -------------------------------------------------------------------------------
+    def live_workers(self) -> list[str]:
+        """Ids of the workers (any process on this catalog) whose heartbeat is fresh."""
+        from knowbase.jobs.worker import live_workers
+
+        return live_workers(self.rt.catalog)
+
+    def list_workers(self) -> list[LiveWorker]:
+        """Live workers of every process and host on this catalog: id, host, pid, heartbeat
+        age and the jobs each holds."""
+        return list_live_workers(self.rt.catalog, lease_s=self.rt.jobs.lease_s)
+
+    # --- change feed (the event stream) --------------------------------------------------------
+    @property
+    def changes(self) -> ChangeFeed:
+        """Wakes readers when items or jobs change, in this process or another."""
+        return self.rt.catalog.feed
+
+    def item_states(self, base_id: str, *, after_id: str | None = None) -> list[dict[str, Any]]:
+        """A page of the base's items (progress fields only), by id after ``after_id``."""
+        with self.rt.catalog.read() as conn:
+            return item_changes.item_states(conn, base_id, after_id=after_id)
+
+    def changed_item_states(
+        self, base_id: str, *, since_ms: int, after: tuple[int, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """A page of the base's items with ``updated_at >= since_ms``; ``after`` pages on."""
+        with self.rt.catalog.read() as conn:
+            return item_changes.changed_item_states(conn, base_id, since_ms=since_ms, after=after)
+
+    def deleted_item_ids(self, base_id: str, *, since_ms: int) -> list[str]:
+        with self.rt.catalog.read() as conn:
+            return item_changes.deleted_item_ids(conn, base_id, since_ms=since_ms)
+
+    def recent_jobs(self, base_id: str, *, limit: int) -> list[Job]:
+        """The base's newest ``limit`` jobs and every active one, oldest first."""
+        return self.rt.jobs.recent_jobs(queue=queue_of(base_id), limit=limit)
+
+    def changed_jobs(
+        self, base_id: str, *, since_ms: int, after: tuple[int, str] | None = None
+    ) -> list[Job]:
+        """A page of the base's jobs with ``updated_at >= since_ms``; ``after`` pages on."""
+        return self.rt.jobs.changed_jobs(queue=queue_of(base_id), since_ms=since_ms, after=after)
