@@ -82,7 +82,9 @@ def test_every_setting_round_trips_through_cli_http_and_an_archive(
 
     values = {s.name: other_value(s) for s in SETTINGS}
     kb.close()
-    runner = CliRunner()
+    # the CLI opens the catalog the fixture's does (PostgreSQL under KB_TEST_BACKENDS=postgres)
+    url = kb.settings.database_url
+    runner = CliRunner(env={"KNOWBASE_DATABASE_URL": url} if url else None)
     done = runner.invoke(
         app, ["base", "create", "b", *cli_args(values), "--home", str(home), "--json"]
     )
