@@ -24,7 +24,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from knowbase.catalog import base_settings
+from knowbase.catalog.base_settings import form_fields
 from knowbase.interfaces import console_api
 from knowbase.interfaces.http import error_response
 
@@ -58,7 +58,7 @@ async def bases_page(request: Request) -> Response:
 
 
 #: The base page's settings form: one field per mutable setting of the declaration.
-SETTINGS_FORM = base_settings.form_fields()
+SETTINGS_FORM = form_fields()
 
 
 async def base_page(request: Request) -> Response:
