@@ -58,9 +58,8 @@ MAY_IMPORT: dict[str, set[str]] = {
 KNOWN_DEBT: set[tuple[str, str]] = {
     # the PostgreSQL index shares the catalog's connection helpers
     ("knowbase.pipeline.store.postgres_sql", "catalog"),
-    # catalog reads fusion and chunk defaults from the layers above it
+    # catalog asks the index backends' registry which backend a new base gets
     ("knowbase.catalog.bases", "pipeline"),
-    ("knowbase.catalog.bases", "query"),
     # concept reads and eval reach into workflows (the facade through an untyped `kb`)
     ("knowbase.query.concepts", "ingestion"),
     ("knowbase.query.eval", "ingestion"),

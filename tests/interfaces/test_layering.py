@@ -15,6 +15,7 @@ FORBIDDEN = ("knowbase.catalog", "knowbase.jobs", "knowbase.runtime", "knowbase.
 ALLOWED = {
     "knowbase.catalog.models",  # plain dataclasses the facade returns
     "knowbase.jobs.model",  # the Job dataclass, likewise
+    "knowbase.catalog.base_settings",  # the settings' declaration the surfaces derive from
     # kb migrate / migrate --check: upgrading the schema precedes any Knowledge
     ("cli_portable.py", "knowbase.catalog.db"),
     ("cli_portable.py", "knowbase.catalog.migrate"),

@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from knowbase.catalog import base_settings
 from knowbase.catalog.db import now_ms
 from knowbase.catalog.models import Base
 from knowbase.catalog.schema import knowledge_base as kb_t
@@ -17,23 +18,8 @@ from knowbase.errors import Conflict, InvalidInput, NotFound
 from knowbase.ids import new_base_id
 from knowbase.pipeline.store import backends
 
-UPDATABLE = {
-    "name",
-    "rerank_model_id",
-    "file_processor_id",
-    "chunk_size",
-    "chunk_overlap",
-    "chunk_strategy",
-    "chunk_separator",
-    "threshold",
-    "document_count",
-    "allow_local_urls",
-    "sync_deletes",
-    "url_max_age",
-    "fusion",
-    "fusion_alpha",
-    "rrf_k",
-}
+#: What ``update`` may change: the name and every mutable setting (:mod:`.base_settings`).
+UPDATABLE = {"name", *base_settings.MUTABLE}
 
 
 def name_key(name: str) -> str:
@@ -41,35 +27,9 @@ def name_key(name: str) -> str:
 
 
 def validate_settings(values: dict[str, Any]) -> None:
-    """The zod rules of §1.1 on top of the table CHECKs, as clear InvalidInput errors."""
-    size = values.get("chunk_size")
-    overlap = values.get("chunk_overlap")
-    if size is not None and size < 1:
-        raise InvalidInput("chunk_size must be a positive number of tokens", field="chunk_size")
-    if overlap is not None and overlap < 0:
-        raise InvalidInput("chunk_overlap must be 0 or more", field="chunk_overlap")
-    if size is not None and overlap is not None and overlap >= size:
-        raise InvalidInput("chunk_overlap must be smaller than chunk_size", field="chunk_overlap")
-    strategy = values.get("chunk_strategy")
-    if strategy is not None and strategy not in ("structured", "delimiter"):
-        raise InvalidInput("chunk_strategy must be 'structured' or 'delimiter'")
-    if strategy == "delimiter" and not values.get("chunk_separator"):
-        raise InvalidInput("a separator is required with the delimiter strategy")
-    threshold = values.get("threshold")
-    if threshold is not None and not 0 <= threshold <= 1:
-        raise InvalidInput("threshold must be between 0 and 1", field="threshold")
-    count = values.get("document_count")
-    if count is not None and count < 1:
-        raise InvalidInput("document_count must be positive", field="document_count")
-    max_age = values.get("url_max_age")
-    if max_age is not None and max_age < 0:
-        raise InvalidInput("url_max_age must be 0 or more seconds", field="url_max_age")
-    processor = values.get("file_processor_id")
-    if processor is not None and processor not in ("tesseract",):
-        raise InvalidInput("file_processor_id must be 'tesseract' or empty")
-    from knowbase.query.fusion import validate as validate_fusion
-
-    validate_fusion(values.get("fusion"), values.get("fusion_alpha"), values.get("rrf_k"))
+    """The declared rules of each setting (:func:`.base_settings.validate`, on top of the
+    table's CHECKs), and the name's, as clear InvalidInput errors."""
+    base_settings.validate(values)
     if "name" in values:
         validate_name(values["name"])
 
@@ -100,7 +60,8 @@ def validate_name(name: Any) -> None:
 
 def insert(conn: Connection, *, name: str, **values: Any) -> Base:
     name = name.strip()
-    validate_settings({"name": name, **values})
+    given = {k: v for k, v in values.items() if v is not None}
+    validate_settings({"name": name, **base_settings.defaults(), **given})
     if find_by_name(conn, name) is not None:
         raise Conflict(f"a base named {name!r} already exists", name=name)
     ts = now_ms()
@@ -112,13 +73,10 @@ def insert(conn: Connection, *, name: str, **values: Any) -> Base:
         "created_at": ts,
         "updated_at": ts,
     }
+    # A new base gets the declared defaults, not the columns' server defaults: an upgraded
+    # catalog keeps what its migrations wrote (0004e's α 0.5) after a default moved.
+    row.update(base_settings.defaults())
     row.update({k: v for k, v in values.items() if v is not None})
-    # A new base's fusion is query/fusion.py's default, not the columns' server default: an
-    # upgraded catalog keeps the one migration 0004e wrote (α 0.5) after the default moved.
-    from knowbase.query.fusion import DEFAULT_ALPHA, DEFAULT_METHOD
-
-    row.setdefault("fusion", DEFAULT_METHOD)
-    row.setdefault("fusion_alpha", DEFAULT_ALPHA)
     if row.get("index_backend") is None:
         row["index_backend"] = backends.default_for(conn.dialect.name)
     # An unknown name, or one this catalog cannot hold, is InvalidInput, not a broken base.

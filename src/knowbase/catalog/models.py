@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
+from knowbase.catalog import base_settings
 from knowbase.catalog.schema import is_container
 
 
 @dataclass(frozen=True)
-class Base:
-    """A knowledge base (§1.1). ``embedding_model_id`` None → BM25-only."""
+class BaseIdentity:
+    """What a base is, apart from its settings: id, name, state, model, index backend.
+
+    :class:`Base` adds one field per declared setting (:mod:`.base_settings`).
+    """
 
     id: str
     name: str
@@ -20,28 +24,14 @@ class Base:
     error: str | None
     embedding_model_id: str | None
     dimensions: int | None
-    rerank_model_id: str | None
-    file_processor_id: str | None
-    chunk_size: int
-    chunk_overlap: int
-    chunk_strategy: str
-    chunk_separator: str
-    threshold: float | None
-    document_count: int | None
-    allow_local_urls: bool
-    fusion: str
-    fusion_alpha: float
-    rrf_k: int
     created_at: int
     updated_at: int
     index_backend: str = "sqlite"  # the registry in pipeline/store/backends.py names them
-    sync_deletes: bool = False  # `kb sync` prunes vanished files without --prune
-    url_max_age: int | None = None  # seconds after which `kb sync` re-fetches a page
 
     @classmethod
     def from_row(cls, row: Any) -> Base:
         m = row._mapping
-        return cls(**{k: m[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: m[k] for k in cls.__dataclass_fields__})  # type: ignore[return-value]
 
     @property
     def uses_embeddings(self) -> bool:
@@ -49,6 +39,24 @@ class Base:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+#: A knowledge base (§1.1): its identity and one field per setting of
+#: :data:`~knowbase.catalog.base_settings.SETTINGS` (``base.chunk_size``, ``base.url_max_age``…).
+#: ``embedding_model_id`` None → BM25-only.
+Base = make_dataclass(
+    "Base",
+    [
+        (s.name, s.type | None if s.nullable else s.type, field(default=s.default))
+        for s in base_settings.SETTINGS
+    ],
+    bases=(BaseIdentity,),
+    frozen=True,
+    namespace={
+        "__doc__": "A knowledge base (§1.1): identity and declared settings.",
+        "__module__": __name__,
+    },
+)
 
 
 @dataclass(frozen=True)

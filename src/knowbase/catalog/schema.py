@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from knowbase.catalog import base_settings
+
 metadata = sa.MetaData()
 
 BASE_STATUSES = ("completed", "failed")
@@ -44,6 +46,33 @@ def _in(col: str, values: tuple[str, ...]) -> str:
     return f"{col} IN ({', '.join(repr(v) for v in values)})"
 
 
+def _setting_columns() -> list[sa.Column]:
+    """One column per declared setting (0001 builds a fresh catalog from these; the migration
+    named by each entry's ``since`` adds it to an older one)."""
+    kinds = {int: sa.Integer, float: sa.Float, bool: sa.Boolean}
+    out = []
+    for s in base_settings.SETTINGS:
+        kind = kinds.get(s.type) or sa.String(s.column_length)
+        if s.nullable or s.default is None:
+            default = None
+        elif s.type is bool:
+            default = sa.true() if s.default else sa.false()
+        else:
+            default = str(s.default)
+        out.append(sa.Column(s.name, kind, nullable=s.nullable, server_default=default))
+    return out
+
+
+def _setting_checks() -> list[sa.CheckConstraint]:
+    """The CHECKs of the settings that have one, and those tying settings together."""
+    named = [(s.check, s.check_sql()) for s in base_settings.SETTINGS if s.check]
+    return [
+        sa.CheckConstraint(sql, name=name)
+        for name, sql in (*named, *base_settings.pair_checks())
+        if sql
+    ]
+
+
 knowledge_base = sa.Table(
     "knowledge_base",
     metadata,
@@ -54,24 +83,10 @@ knowledge_base = sa.Table(
     sa.Column("embedding_model_id", sa.String(255), nullable=True),
     sa.Column("status", sa.String(16), nullable=False, server_default="completed"),
     sa.Column("error", sa.String(64), nullable=True),
-    sa.Column("rerank_model_id", sa.String(255), nullable=True),
-    sa.Column("file_processor_id", sa.String(32), nullable=True),
-    sa.Column("chunk_size", sa.Integer, nullable=False, server_default="1024"),
-    sa.Column("chunk_overlap", sa.Integer, nullable=False, server_default="200"),
-    sa.Column("chunk_strategy", sa.String(16), nullable=False, server_default="structured"),
-    sa.Column("chunk_separator", sa.String(64), nullable=False, server_default="\\n\\n"),
-    sa.Column("threshold", sa.Float, nullable=True),
-    sa.Column("document_count", sa.Integer, nullable=True),
-    sa.Column("allow_local_urls", sa.Boolean, nullable=False, server_default=sa.false()),
     # which IndexStore holds the base's index (migration 0002s; existing bases keep sqlite)
     sa.Column("index_backend", sa.String(16), nullable=False, server_default="sqlite"),
-    # `kb sync` settings (migration 0003y): prune vanished files; re-fetch pages older than this
-    sa.Column("sync_deletes", sa.Boolean, nullable=False, server_default=sa.false()),
-    sa.Column("url_max_age", sa.Integer, nullable=True),  # seconds; None: never re-fetch
-    # how hybrid search fuses its lanes (query/fusion.py; migration 0004e)
-    sa.Column("fusion", sa.String(16), nullable=False, server_default="convex"),
-    sa.Column("fusion_alpha", sa.Float, nullable=False, server_default="0.5"),
-    sa.Column("rrf_k", sa.Integer, nullable=False, server_default="60"),
+    # the settings, one column each, as catalog/base_settings.py declares them
+    *_setting_columns(),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.CheckConstraint(_in("status", BASE_STATUSES), name="knowledge_base_status_check"),
@@ -83,24 +98,7 @@ knowledge_base = sa.Table(
         name="knowledge_base_status_error_check",
     ),
     sa.CheckConstraint("length(trim(name)) >= 1", name="knowledge_base_name_check"),
-    sa.CheckConstraint("chunk_size > 0", name="knowledge_base_chunk_size_check"),
-    sa.CheckConstraint(
-        "chunk_overlap >= 0 AND chunk_overlap < chunk_size", name="knowledge_base_overlap_check"
-    ),
-    sa.CheckConstraint(
-        "chunk_strategy IN ('structured', 'delimiter')", name="knowledge_base_strategy_check"
-    ),
-    sa.CheckConstraint(
-        "threshold IS NULL OR (threshold >= 0 AND threshold <= 1)",
-        name="knowledge_base_threshold_check",
-    ),
-    sa.CheckConstraint(
-        "document_count IS NULL OR document_count > 0", name="knowledge_base_doc_count_check"
-    ),
-    sa.CheckConstraint(
-        "file_processor_id IS NULL OR file_processor_id IN ('tesseract')",
-        name="knowledge_base_processor_check",
-    ),
+    *_setting_checks(),
 )
 
 knowledge_item = sa.Table(

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from knowbase.catalog import base_settings
 from knowbase.errors import ArchiveInvalid, ArchiveUnsafe, InvalidInput
 from knowbase.pipeline.documents import Chunk
 from knowbase.pipeline.store.hashing import text_hash
@@ -47,26 +48,9 @@ _MEMBER = re.compile(
     r"(?:manifest\.json|items\.jsonl|materials\.jsonl|vectors/[0-9]{1,6}\.(?:hashes|f32)|raw/[0-9]{1,9})"
 )
 
-#: Base settings an archive carries (the catalog columns a new base is created with).
-SETTINGS = (
-    "name",
-    "embedding_model_id",
-    "dimensions",
-    "rerank_model_id",
-    "file_processor_id",
-    "chunk_size",
-    "chunk_overlap",
-    "chunk_strategy",
-    "chunk_separator",
-    "threshold",
-    "document_count",
-    "allow_local_urls",
-    "sync_deletes",
-    "url_max_age",
-    "fusion",
-    "fusion_alpha",
-    "rrf_k",
-)
+#: Base settings an archive carries (the catalog columns a new base is created with): the name,
+#: the model, and every portable setting of the declaration (catalog/base_settings.py).
+SETTINGS = ("name", "embedding_model_id", "dimensions", *base_settings.PORTABLE)
 ITEM_FIELDS = (
     "id",
     "group_id",

@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from knowbase.catalog import base_settings
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
@@ -89,13 +90,7 @@ def restore_base(
         rt,
         name,
         embedding_model_id=model,
-        rerank_model_id=source.rerank_model_id,
-        file_processor_id=source.file_processor_id,
-        chunk_size=source.chunk_size,
-        chunk_overlap=source.chunk_overlap,
-        threshold=source.threshold,
-        document_count=source.document_count,
-        allow_local_urls=source.allow_local_urls,
+        **{k: getattr(source, k) for k in base_settings.PORTABLE},
     )
     try:
         result = add_items(rt, new.id, inputs, "rename")

@@ -13,6 +13,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from knowbase.interfaces.cli_base_settings import setting_options
+
 HomeOpt = Annotated[
     str | None,
     typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
@@ -29,6 +31,7 @@ def _cli() -> Any:
 
 
 @base_app.command("create")
+@setting_options(mutable_only=False)
 def base_create(
     name: str,
     embedding: Annotated[
@@ -38,15 +41,6 @@ def base_create(
             "Without it the base is BM25-only (keyword search)."
         ),
     ] = None,
-    rerank: Annotated[str | None, typer.Option(help="Rerank model id (profile:model).")] = None,
-    processor: Annotated[
-        str | None, typer.Option(help="File processor for scans/images: 'tesseract' or 'none'.")
-    ] = None,
-    chunk_size: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
-    chunk_overlap: Annotated[int | None, typer.Option(help="Token overlap.")] = None,
-    allow_local_urls: Annotated[
-        bool, typer.Option(help="Allow fetching private/loopback addresses.")
-    ] = False,
     if_not_exists: Annotated[bool, typer.Option(help="Succeed if the base exists.")] = False,
     index_backend: Annotated[
         str | None,
@@ -58,8 +52,10 @@ def base_create(
     ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
+    *,
+    settings: dict[str, Any],
 ) -> None:
-    """Create a knowledge base."""
+    """Create a knowledge base (its settings: one option each, catalog/base_settings.py)."""
     cli = _cli()
     with cli.open_kb(home) as kb:
         if if_not_exists:
@@ -69,18 +65,8 @@ def base_create(
                     existing[0], as_json, lambda: cli.console.print(f"base [bold]{name}[/] exists")
                 )
                 return
-        extra: dict[str, Any] = {"allow_local_urls": allow_local_urls}
-        if processor is not None:
-            extra["file_processor_id"] = None if processor == "none" else processor
-        for key, value in (
-            ("chunk_size", chunk_size),
-            ("chunk_overlap", chunk_overlap),
-            ("rerank_model_id", rerank),
-            ("index_backend", index_backend),
-        ):
-            if value is not None:
-                extra[key] = value
-        base = kb.create_base(name, embedding_model_id=embedding, **extra)
+        extra = {"index_backend": index_backend} if index_backend is not None else {}
+        base = kb.create_base(name, embedding_model_id=embedding, **extra, **settings)
 
         def render() -> None:
             mode = (
@@ -271,59 +257,14 @@ def base_set_embedding(
 
 
 @base_app.command("set")
+@setting_options(mutable_only=True)
 def base_set(
-    base: str,
-    threshold: Annotated[float | None, typer.Option()] = None,
-    document_count: Annotated[int | None, typer.Option(help="Search top-K.")] = None,
-    rerank: Annotated[str | None, typer.Option(help="Rerank model id; 'none' clears.")] = None,
-    processor: Annotated[str | None, typer.Option(help="'tesseract' or 'none'.")] = None,
-    fusion: Annotated[str | None, typer.Option(help="Hybrid fusion: 'rrf' or 'convex'.")] = None,
-    fusion_alpha: Annotated[float | None, typer.Option(help="Vector lane weight, 0..1.")] = None,
-    rrf_k: Annotated[int | None, typer.Option(help="RRF constant k (rrf fusion).")] = None,
-    sync_deletes: Annotated[
-        bool | None,
-        typer.Option(
-            "--sync-deletes/--no-sync-deletes",
-            help="kb sync deletes items whose files vanished (without --prune).",
-        ),
-    ] = None,
-    url_max_age: Annotated[
-        int | None,
-        typer.Option(help="Seconds after which kb sync re-fetches a page; -1: never."),
-    ] = None,
-    allow_local_urls: Annotated[
-        bool | None,
-        typer.Option(
-            "--allow-local-urls/--no-allow-local-urls",
-            help="Let this base fetch pages on loopback or private addresses.",
-        ),
-    ] = None,
-    home: HomeOpt = None,
-    as_json: JsonOpt = False,
+    base: str, home: HomeOpt = None, as_json: JsonOpt = False, *, settings: dict[str, Any]
 ) -> None:
     """Change a base's settings (no reindex)."""
     cli = _cli()
-    patch: dict[str, Any] = {
-        k: v
-        for k, v in {"fusion": fusion, "fusion_alpha": fusion_alpha, "rrf_k": rrf_k}.items()
-        if v is not None
-    }
-    if threshold is not None:
-        patch["threshold"] = threshold
-    if document_count is not None:
-        patch["document_count"] = document_count
-    if rerank is not None:
-        patch["rerank_model_id"] = None if rerank == "none" else rerank
-    if processor is not None:
-        patch["file_processor_id"] = None if processor == "none" else processor
-    if sync_deletes is not None:
-        patch["sync_deletes"] = sync_deletes
-    if url_max_age is not None:
-        patch["url_max_age"] = None if url_max_age < 0 else url_max_age
-    if allow_local_urls is not None:
-        patch["allow_local_urls"] = allow_local_urls
     with cli.open_kb(home) as kb:
-        b = kb.update_base(base, **patch)
+        b = kb.update_base(base, **settings)
     cli.emit(b, as_json, lambda: cli.console.print(f"updated {b.name}"))
 
 

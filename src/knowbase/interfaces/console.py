@@ -24,6 +24,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from knowbase.catalog.base_settings import form_fields
 from knowbase.interfaces import console_api
 from knowbase.interfaces.http import error_response
 
@@ -56,9 +57,13 @@ async def bases_page(request: Request) -> Response:
     return _page(request, "bases.html", title="Bases")
 
 
+#: The base page's settings form: one field per mutable setting of the declaration.
+SETTINGS_FORM = form_fields()
+
+
 async def base_page(request: Request) -> Response:
     base = request.path_params["base"]
-    return _page(request, "base.html", title=base, base=base)
+    return _page(request, "base.html", title=base, base=base, settings_form=SETTINGS_FORM)
 
 
 async def search_page(request: Request) -> Response:

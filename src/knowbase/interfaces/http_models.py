@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
+from knowbase.catalog.base_settings import SETTINGS, BaseSetting
 from knowbase.ingestion.inputs import BATCH_MAX, NOTE_MAX_CHARS
 from knowbase.providers.registry import MAX_DIMENSIONS
 
@@ -66,57 +67,69 @@ class ErrorBody(BaseModel):
 
 
 # --- bases -------------------------------------------------------------------------------------
-class BaseOut(BaseModel):
+def _setting_in(s: BaseSetting) -> tuple[Any, Any]:
+    """A request field from a setting's declaration: its bounds as JSON Schema states them; a
+    setting that cannot be null is optional but refuses ``null``."""
+    kind: Any
+    if s.choices:
+        kind = Literal[s.choices]  # type: ignore[valid-type]
+    elif s.type is int:
+        top = s.maximum if s.maximum is not None else s.input_max
+        kind = json_int(int(s.minimum if s.minimum is not None else -MAX_INT), int(top or MAX_INT))
+    elif s.type is float:
+        kind = Annotated[float, Field(ge=s.minimum, le=s.maximum)]
+    elif s.type is str:
+        kind = Annotated[
+            str,
+            Field(
+                min_length=s.input_min_length,
+                max_length=s.input_max_length,
+                pattern=s.input_pattern,
+            ),
+        ]
+    else:
+        kind = s.type
+    return (kind | None if s.nullable else kind), Field(default=None, description=s.help)
+
+
+def _setting_out(s: BaseSetting) -> tuple[Any, Any]:
+    kind: Any = Literal[s.choices] if s.choices else s.type  # type: ignore[valid-type]
+    return (kind | None if s.nullable else kind), ...
+
+
+class _BaseIdentityOut(BaseModel):
     id: str
     name: str
     status: Literal["completed", "failed"]
     error: str | None
     embedding_model_id: str | None
     dimensions: int | None
-    rerank_model_id: str | None
-    file_processor_id: str | None
-    chunk_size: int
-    chunk_overlap: int
-    chunk_strategy: str
-    chunk_separator: str
-    threshold: float | None
-    document_count: int | None
-    allow_local_urls: bool
-    fusion: Literal["rrf", "convex"]
-    fusion_alpha: float
-    rrf_k: int
     index_backend: Literal["sqlite", "postgres", "qdrant"]
-    sync_deletes: bool
-    url_max_age: int | None
     created_at: int
     updated_at: int
 
 
-class BaseSettingsPatch(_Strict):
-    """Settings to change; omitted fields stay. Fields typed without ``null`` cannot be cleared."""
+#: A base as the API answers it: its identity and every declared setting (``Base.to_dict()``).
+BaseOut = create_model(
+    "BaseOut",
+    __base__=_BaseIdentityOut,
+    __module__=__name__,
+    **{s.name: _setting_out(s) for s in SETTINGS},  # type: ignore[call-overload]
+)
 
-    name: str = Field(default=None, min_length=1, max_length=200)  # type: ignore[assignment]
-    rerank_model_id: ModelId | None = None
-    file_processor_id: Literal["tesseract"] | None = None
-    chunk_size: json_int(1, 100_000) = None  # type: ignore[assignment]
-    chunk_overlap: json_int(0, 100_000) = None  # type: ignore[assignment]
-    chunk_strategy: Literal["structured", "delimiter"] = None  # type: ignore[assignment]
-    chunk_separator: str = Field(default=None, max_length=100)  # type: ignore[assignment]
-    threshold: float | None = Field(default=None, ge=0, le=1)
-    document_count: json_int(1, 1000) | None = None
-    allow_local_urls: bool = None  # type: ignore[assignment]
-    fusion: Literal["rrf", "convex"] = None  # type: ignore[assignment]
-    fusion_alpha: float = Field(default=None, ge=0, le=1)  # type: ignore[assignment]
-    rrf_k: json_int(1, 100_000) = None  # type: ignore[assignment]
-    sync_deletes: bool = Field(  # type: ignore[assignment]
-        default=None, description="kb sync deletes items whose files vanished without --prune"
-    )
-    url_max_age: json_int(0, 10**9) | None = Field(
-        default=None, description="seconds after which kb sync re-fetches a page; null: never"
-    )
+#: Settings to change; omitted fields stay. Fields typed without ``null`` cannot be cleared.
+BaseSettingsPatch = create_model(
+    "BaseSettingsPatch",
+    __base__=_Strict,
+    __module__=__name__,
+    __doc__="Settings to change; omitted fields stay. Fields typed without ``null`` cannot be"
+    " cleared.",
+    name=(str, Field(default=None, min_length=1, max_length=200)),
+    **{s.name: _setting_in(s) for s in SETTINGS if s.mutable},  # type: ignore[call-overload]
+)
 
 
-class BaseCreate(BaseSettingsPatch):
+class BaseCreate(BaseSettingsPatch):  # type: ignore[valid-type,misc]
     """A new base; without ``embedding_model_id`` it is BM25-only."""
 
     name: str = Field(min_length=1, max_length=200)

@@ -22,20 +22,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from knowbase.catalog import base_settings
 from knowbase.errors import InvalidInput
 from knowbase.pipeline.store.rrf import K as RRF_K
 from knowbase.pipeline.store.rrf import rrf_fuse
 
 FusionMethod = Literal["rrf", "convex"]
-METHODS: tuple[str, ...] = ("rrf", "convex")
+METHODS: tuple[str, ...] = base_settings.BY_NAME["fusion"].choices or ()
 # Picked with ``bench/judged_sets.py`` (the ``kb eval --sweep`` grid on cached lanes) on four
 # kinds of judged sets — eval/en (MiniLM), eval/zh (e5), NFCorpus dev, an ArguAna cut (MiniLM):
 # convex α = 0.5 on the absolute scales has the smallest worst-case and total loss against each
 # set's best setting (0.008 / 0.023 / 0.003 / 0.018 nDCG@10); no setting is within 0.01 on all
 # four (zh with e5 wants α ≥ 0.8, the ArguAna cut α ≤ 0.35). Table: docs/eval.md. New bases get
-# these (catalog/bases.py); old ones keep theirs.
-DEFAULT_METHOD: FusionMethod = "convex"
-DEFAULT_ALPHA = 0.5
+# these (declared in catalog/base_settings.py); old ones keep theirs.
+DEFAULT_METHOD: FusionMethod = base_settings.default("fusion")
+DEFAULT_ALPHA: float = base_settings.default("fusion_alpha")
 # Dense vote by script coverage (DESIGN, Turn 2): full weight when at least this share of the
 # query's letters are in scripts the model reads, none below.
 FULL_COVERAGE = 0.9

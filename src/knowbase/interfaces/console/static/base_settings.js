@@ -7,16 +7,29 @@
 // /bases/{b}/model-switch says how far it is; the old model (or BM25 alone) serves until the swap.
 import { api, enc, fillModels, notify, showError } from "./common.js";
 
-const NUMBERS = ["chunk_size", "chunk_overlap", "document_count", "threshold"];
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 const POLL_MS = 1000;
 
+// The form's fields come from the settings' declaration (catalog/base_settings.py): each says
+// its kind (number, text, select, checkbox) and whether it may be empty (null).
+function settingFields() {
+  return [...document.getElementById("settings-form").querySelectorAll("[data-kind]")];
+}
+
+// A field's value as the PATCH carries it; undefined: leave the setting as it is.
+function settingValue(el) {
+  const nullable = el.hasAttribute("data-nullable");
+  if (el.dataset.kind === "checkbox") return el.checked;
+  const raw = el.dataset.kind === "text" && nullable ? el.value.trim() : el.value;
+  if (raw === "") return nullable ? null : undefined;
+  return el.dataset.kind === "number" ? Number(raw) : raw;
+}
+
 export function fillSettings(base) {
-  const form = document.getElementById("settings-form");
-  for (const name of [...NUMBERS, "rerank_model_id", "file_processor_id"]) {
-    form.elements[name].value = base[name] ?? "";
+  for (const el of settingFields()) {
+    if (el.dataset.kind === "checkbox") el.checked = Boolean(base[el.name]);
+    else el.value = base[el.name] ?? "";
   }
-  form.elements.allow_local_urls.checked = Boolean(base.allow_local_urls);
   const button = document.getElementById("embedding-button");
   button.textContent = base.embedding_model_id ? "Switch embedding model" : "Enable embedding";
   document.getElementById("embedding-form").dataset.model = base.embedding_model_id || "";
@@ -101,15 +114,11 @@ async function changeModel(baseId, onBase, model) {
 export async function wireSettings(baseId, onBase) {
   document.getElementById("settings-form").addEventListener("submit", async (e) => {
     e.preventDefault();
-    const f = e.target.elements;
     const patch = {};
-    for (const name of NUMBERS) {
-      if (f[name].value !== "") patch[name] = Number(f[name].value);
-      else if (name === "threshold" || name === "document_count") patch[name] = null;
+    for (const el of settingFields()) {
+      const value = settingValue(el);
+      if (value !== undefined) patch[el.name] = value;
     }
-    patch.rerank_model_id = f.rerank_model_id.value.trim() || null;
-    patch.file_processor_id = f.file_processor_id.value || null;
-    patch.allow_local_urls = f.allow_local_urls.checked;
     try {
       onBase(await api(`/bases/${enc(baseId)}`, { method: "PATCH", json: patch }));
       notify("Settings saved.", false);
