@@ -70,7 +70,7 @@ def build_base(home: Path, corpus: Path) -> int:
         counts = kb.counts("bench")
         chunks = sum(
             int(j.progress_details.get("chunks", 0))
-            for j in kb.job_tree(result.job_ids)
+            for j in kb.activity.job_tree(result.job_ids)
             if j.kind.endswith("index-documents")
         )
         print(

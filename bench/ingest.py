@@ -318,7 +318,7 @@ def main() -> None:
             result = kb.add(base.id, [AddInput.directory(corpus)], wait=True, timeout_s=7200)
             wall = time.perf_counter() - started
             rss.stop()
-            root_job = kb.get_job(result.job_ids[0])
+            root_job = kb.activity.get_job(result.job_ids[0])
             expand_s = (root_job.finished_at - root_job.created_at) / 1000  # type: ignore[operator]
             if counter is not None:
                 counter.restore()
