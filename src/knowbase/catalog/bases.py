@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,10 @@ UPDATABLE = {
     "rrf_k",
 }
 
+#: What ``file_processor_id`` may hold (the catalog CHECK, migration 0006c): OCR, or image
+#: captions from a vision model ``caption:<profile>:<model>`` (profile in config.toml).
+_PROCESSOR = re.compile(r"tesseract|caption:[^:\s]+:\S[^\r\n]{0,200}")
+
 
 def name_key(name: str) -> str:
     return name.strip().casefold()
@@ -65,8 +70,11 @@ def validate_settings(values: dict[str, Any]) -> None:
     if max_age is not None and max_age < 0:
         raise InvalidInput("url_max_age must be 0 or more seconds", field="url_max_age")
     processor = values.get("file_processor_id")
-    if processor is not None and processor not in ("tesseract",):
-        raise InvalidInput("file_processor_id must be 'tesseract' or empty")
+    if processor is not None and not _PROCESSOR.fullmatch(processor):
+        raise InvalidInput(
+            "file_processor_id must be 'tesseract', 'caption:<profile>:<model>' or empty",
+            field="file_processor_id",
+        )
     from knowbase.query.fusion import validate as validate_fusion
 
     validate_fusion(values.get("fusion"), values.get("fusion_alpha"), values.get("rrf_k"))

@@ -55,7 +55,7 @@ knowledge_base = sa.Table(
     sa.Column("status", sa.String(16), nullable=False, server_default="completed"),
     sa.Column("error", sa.String(64), nullable=True),
     sa.Column("rerank_model_id", sa.String(255), nullable=True),
-    sa.Column("file_processor_id", sa.String(32), nullable=True),
+    sa.Column("file_processor_id", sa.String(255), nullable=True),  # tesseract | caption:p:m
     sa.Column("chunk_size", sa.Integer, nullable=False, server_default="1024"),
     sa.Column("chunk_overlap", sa.Integer, nullable=False, server_default="200"),
     sa.Column("chunk_strategy", sa.String(16), nullable=False, server_default="structured"),
@@ -98,7 +98,8 @@ knowledge_base = sa.Table(
         "document_count IS NULL OR document_count > 0", name="knowledge_base_doc_count_check"
     ),
     sa.CheckConstraint(
-        "file_processor_id IS NULL OR file_processor_id IN ('tesseract')",
+        "file_processor_id IS NULL OR file_processor_id = 'tesseract'"
+        " OR file_processor_id LIKE 'caption:_%:_%'",
         name="knowledge_base_processor_check",
     ),
 )

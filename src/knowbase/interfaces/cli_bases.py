@@ -40,7 +40,11 @@ def base_create(
     ] = None,
     rerank: Annotated[str | None, typer.Option(help="Rerank model id (profile:model).")] = None,
     processor: Annotated[
-        str | None, typer.Option(help="File processor for scans/images: 'tesseract' or 'none'.")
+        str | None,
+        typer.Option(
+            help="File processor: 'tesseract' (OCR of scans/images), "
+            "'caption:<profile>:<model>' (image and figure captions) or 'none'."
+        ),
     ] = None,
     chunk_size: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
     chunk_overlap: Annotated[int | None, typer.Option(help="Token overlap.")] = None,
@@ -276,7 +280,9 @@ def base_set(
     threshold: Annotated[float | None, typer.Option()] = None,
     document_count: Annotated[int | None, typer.Option(help="Search top-K.")] = None,
     rerank: Annotated[str | None, typer.Option(help="Rerank model id; 'none' clears.")] = None,
-    processor: Annotated[str | None, typer.Option(help="'tesseract' or 'none'.")] = None,
+    processor: Annotated[
+        str | None, typer.Option(help="'tesseract', 'caption:<profile>:<model>' or 'none'.")
+    ] = None,
     fusion: Annotated[str | None, typer.Option(help="Hybrid fusion: 'rrf' or 'convex'.")] = None,
     fusion_alpha: Annotated[float | None, typer.Option(help="Vector lane weight, 0..1.")] = None,
     rrf_k: Annotated[int | None, typer.Option(help="RRF constant k (rrf fusion).")] = None,

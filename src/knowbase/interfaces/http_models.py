@@ -16,6 +16,15 @@ from knowbase.providers.registry import MAX_DIMENSIONS
 
 # ``profile:model``, both parts non-empty: the syntax registry.parse_model_id accepts, stated in
 # the schema so clients (and the fuzzer) know it; whether the profile exists is the facade's.
+ProcessorId = Annotated[
+    str,
+    Field(
+        max_length=255,
+        pattern=r"^(tesseract|caption:[^:\s]+:\S[^\r\n]*)$",
+        description="tesseract (OCR) or caption:profile:model (image captions)",
+        examples=["tesseract", "caption:lmstudio:qwen2.5-vl-7b-instruct"],
+    ),
+]
 ModelId = Annotated[
     str,
     Field(
@@ -97,7 +106,7 @@ class BaseSettingsPatch(_Strict):
 
     name: str = Field(default=None, min_length=1, max_length=200)  # type: ignore[assignment]
     rerank_model_id: ModelId | None = None
-    file_processor_id: Literal["tesseract"] | None = None
+    file_processor_id: ProcessorId | None = None
     chunk_size: json_int(1, 100_000) = None  # type: ignore[assignment]
     chunk_overlap: json_int(0, 100_000) = None  # type: ignore[assignment]
     chunk_strategy: Literal["structured", "delimiter"] = None  # type: ignore[assignment]

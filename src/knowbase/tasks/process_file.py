@@ -1,4 +1,4 @@
-"""``knowledge.process-file`` (ours): OCR a PDF/image into ``<stem>.md``, then index it.
+"""``knowledge.process-file`` (ours): OCR or caption a file into ``<stem>.md``, then index it.
 
 The processor runs in a child process that is killed on cancel or timeout (DESIGN.md "File
 processing is our own job"). The artifact is written to a temp file first and moved into its
@@ -52,7 +52,7 @@ def process_file(rt: Runtime, ctx: JobContext) -> None:
         mark_origin_missing(rt, item.id, not found_origin)
     from knowbase.pipeline.processing import get_processor
 
-    processor = get_processor(base.file_processor_id)
+    processor = get_processor(base.file_processor_id, rt.settings)
     rel = item.relative_path
     if rel is None:
         raise UnreadableFile(f"item {item.id} has no raw copy", item_id=item.id)

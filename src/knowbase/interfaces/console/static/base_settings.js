@@ -108,7 +108,7 @@ export async function wireSettings(baseId, onBase) {
       else if (name === "threshold" || name === "document_count") patch[name] = null;
     }
     patch.rerank_model_id = f.rerank_model_id.value.trim() || null;
-    patch.file_processor_id = f.file_processor_id.value || null;
+    patch.file_processor_id = f.file_processor_id.value.trim() || null;
     patch.allow_local_urls = f.allow_local_urls.checked;
     try {
       onBase(await api(`/bases/${enc(baseId)}`, { method: "PATCH", json: patch }));
