@@ -99,7 +99,8 @@ knowledge_base = sa.Table(
     ),
     sa.CheckConstraint(
         "file_processor_id IS NULL OR file_processor_id = 'tesseract'"
-        " OR file_processor_id LIKE 'caption:_%:_%'",
+        # "\:" keeps SQLAlchemy from reading ":_" as a bind parameter (migration 0006c)
+        " OR file_processor_id LIKE 'caption\\:_%\\:_%'",
         name="knowledge_base_processor_check",
     ),
 )

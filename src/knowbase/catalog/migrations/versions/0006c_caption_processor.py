@@ -22,7 +22,7 @@ NAME = "knowledge_base_processor_check"
 OLD = "file_processor_id IS NULL OR file_processor_id IN ('tesseract')"
 NEW = (
     "file_processor_id IS NULL OR file_processor_id = 'tesseract'"
-    " OR file_processor_id LIKE 'caption:_%:_%'"
+    " OR file_processor_id LIKE 'caption\\:_%\\:_%'"
 )
 
 
