@@ -87,3 +87,27 @@ def test_a_refusing_endpoint_fails_the_item_with_a_code_naming_the_figure(
     assert (item.status, item.error_code) == ("failed", "provider_error")
     assert "report.pdf (page 1, figure 1)" in (item.error_message or "")
     assert kb.search("figs", "Lisbon").results == []  # nothing half-indexed
+
+
+def test_switching_to_captions_never_overwrites_another_items_file(
+    kb: Knowledge, tmp_path: Path
+) -> None:
+    """``notes.docx`` added without a processor reserved no ``notes.md`` slot, so a ``notes.md``
+    of its own took that name; captioning the docx later must write its artifact elsewhere."""
+    kb.create_base("figs", file_processor_id=None)
+    docx = make_docx(tmp_path / "notes.docx", tmp_path)
+    md = tmp_path / "md" / "notes.md"
+    md.parent.mkdir()
+    md.write_text("# Own notes\n\nThe walrus keeps its own file.\n", encoding="utf-8")
+    kb.add("figs", [AddInput.file(docx), AddInput.file(md)], wait=True)
+    by_name = {i.data["relative_path"]: i for i in kb.list_items("figs")}
+    assert set(by_name) == {"notes.docx", "notes.md"}
+    kb.update_base("figs", file_processor_id=PROCESSOR)
+    kb.reindex_items("figs", [by_name["notes.docx"].id], wait=True)
+    raw = kb.rt.storage(kb.get_base("figs").id).raw
+    assert "walrus" in (raw / "notes.md").read_text(encoding="utf-8")
+    docx_item = next(i for i in kb.list_items("figs") if i.id == by_name["notes.docx"].id)
+    assert docx_item.status == "completed"
+    assert docx_item.data["indexed_relative_path"] not in ("notes.md", None)
+    assert kb.search("figs", "walrus").results[0].concept_id == "notes.md"
+    assert _hits(kb, "cobalt turbine gearbox")
