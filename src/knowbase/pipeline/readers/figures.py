@@ -122,14 +122,19 @@ def _pdf(path: Path) -> list[Part]:
     docs = read_pdf(path)
     numbering = _Numbering()
     by_page: dict[int, list[Figure]] = {}
-    pdf = pdfium.PdfDocument(str(path))
+    try:
+        pdf = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        raise UnreadableFile(
+            f"{path.name}: its figures cannot be read: {exc}", path=str(path), reason="corrupt"
+        ) from exc
     try:
         for n, page in enumerate(pdf, start=1):
             for obj in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=3):
                 try:
                     image = _png(obj.get_bitmap(render=False).to_pil())
-                except (pdfium.PdfiumError, OSError, ValueError):
-                    image = None  # a broken image stream: the page's text is still read
+                except Exception:  # noqa: BLE001 - pdfium/Pillow on one odd image stream
+                    image = None  # no caption for it; the page's text and other figures stay
                 fig = numbering.make({"page": n}, image)
                 if fig is not None:
                     by_page.setdefault(n, []).append(fig)
