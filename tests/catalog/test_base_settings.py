@@ -88,7 +88,10 @@ def test_the_defaults_agree_with_the_query_layer() -> None:
         ({"threshold": 1.5}, "threshold must be between 0 and 1"),
         ({"document_count": 0}, "document_count must be positive"),
         ({"url_max_age": -5}, "url_max_age must be 0 or more seconds"),
-        ({"file_processor_id": "ocrmypdf"}, "file_processor_id must be 'tesseract' or empty"),
+        (
+            {"file_processor_id": "ocrmypdf"},
+            "file_processor_id must be 'tesseract', 'caption:<profile>:<model>' or empty",
+        ),
         ({"fusion": "max"}, "fusion must be 'rrf' or 'convex'"),
         ({"fusion_alpha": 2}, "fusion_alpha must be between 0 and 1"),
         ({"fusion_alpha": "high"}, "fusion_alpha must be between 0 and 1"),
@@ -127,9 +130,20 @@ def test_the_table_checks_come_from_the_declaration(
 
 def test_check_sql_of_allowed_values_includes_each() -> None:
     """Adding an allowed value is one line: the CHECK, the message and the HTTP enum follow."""
-    planted = dataclasses.replace(BY_NAME["file_processor_id"], choices=("tesseract", "caption"))
-    assert planted.check_sql() == (
-        "file_processor_id IS NULL OR file_processor_id IN ('tesseract', 'caption')"
+    planted = dataclasses.replace(BY_NAME["chunk_strategy"], choices=("structured", "sentences"))
+    assert planted.check_sql() == "chunk_strategy IN ('structured', 'sentences')"
+    assert planted.error == "chunk_strategy must be 'structured' or 'sentences'"
+    assert planted.refusal("sentences") is None
+    assert planted.refusal("delimiter") == planted.error
+
+
+def test_a_pattern_setting_states_its_check_and_refuses_what_does_not_match() -> None:
+    processor = BY_NAME["file_processor_id"]
+    assert processor.check_sql() == (
+        "file_processor_id IS NULL OR file_processor_id = 'tesseract'"
+        " OR file_processor_id LIKE 'caption\\:_%\\:_%'"
     )
-    assert planted.error == "file_processor_id must be 'tesseract', 'caption' or empty"
-    assert planted.refusal("caption") is None
+    assert processor.refusal("caption:vision:qwen2.5-vl") is None
+    assert processor.refusal("tesseract") is None
+    assert processor.refusal("caption:") == processor.error
+    assert processor.refusal("ocrmypdf") == processor.error

@@ -25,6 +25,8 @@ def other_value(s: BaseSetting) -> Any:
         return not s.default
     if s.choices:
         return next(c for c in s.choices if c != s.default)
+    if s.suggestions:
+        return next(c for c in s.suggestions if c != s.default and s.refusal(c) is None)
     if s.type is int:
         return s.default + 1 if s.default is not None else int(s.minimum or 0) + 7
     if s.type is float:

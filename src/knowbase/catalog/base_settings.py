@@ -29,6 +29,7 @@ are not settings here: each surface states them itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,9 @@ class BaseSetting:
     input_min_length: int | None = None
     input_max_length: int | None = None
     input_pattern: str | None = None
+    value_pattern: str | None = None  # a regex a text value must match whole (with ``sql_check``)
+    sql_check: str | None = None  # the CHECK expression when bounds/choices cannot state it
+    suggestions: tuple[str, ...] = ()  # values the console offers for a free-text setting
     column_length: int = 255  # VARCHAR length of a text column
     check: str | None = None  # name of the column's CHECK constraint (only those that have one)
     mutable: bool = True  # may change after creation (kb base set, PATCH /bases/{base})
@@ -83,7 +87,9 @@ class BaseSetting:
     def check_sql(self) -> str | None:
         """The column's CHECK expression, from its bounds or allowed values."""
         col = self.name
-        if self.choices:
+        if self.sql_check:
+            expr = self.sql_check
+        elif self.choices:
             expr = f"{col} IN ({', '.join(repr(c) for c in self.choices)})"
         else:
             parts = []
@@ -106,6 +112,8 @@ class BaseSetting:
             return self.error
         if self.choices is not None and value not in self.choices:
             return self.error
+        if self.value_pattern is not None and not re.fullmatch(self.value_pattern, value):
+            return self.error
         if self.minimum is not None and value < self.minimum:
             return self.error
         if self.maximum is not None and value > self.maximum:
@@ -127,6 +135,8 @@ def _is_type(value: Any, kind: type) -> bool:
 
 
 _MODEL_ID = r"^[^:]+:[\s\S]"  # ``profile:model``, both parts non-empty (registry.parse_model_id)
+#: OCR, or captions from a vision model ``caption:<profile>:<model>`` (profile in config.toml).
+_PROCESSOR = r"tesseract|caption:[^:\s]+:\S[^\r\n]*"
 
 #: Every base setting, in the order surfaces list them.
 SETTINGS: tuple[BaseSetting, ...] = (
@@ -136,8 +146,16 @@ SETTINGS: tuple[BaseSetting, ...] = (
         flag="--rerank", cli_null="none",
     ),
     BaseSetting(
-        "file_processor_id", str, None, "File processor for scans and images", "OCR", "0001",
-        nullable=True, choices=("tesseract",), column_length=32,
+        "file_processor_id", str, None, "File processor: 'tesseract' (OCR of scans and images) or "
+        "'caption:<profile>:<model>' (image and figure captions)", "File processor", "0001",
+        nullable=True, value_pattern=_PROCESSOR, input_max_length=255,
+        sql_check=(
+            "file_processor_id = 'tesseract'"
+            # "\\:" keeps SQLAlchemy from reading ":_" as a bind parameter (migration 0006c)
+            " OR file_processor_id LIKE 'caption\\:_%\\:_%'"
+        ),
+        suggestions=("tesseract", "caption:"),
+        message="file_processor_id must be 'tesseract', 'caption:<profile>:<model>' or empty",
         check="knowledge_base_processor_check", flag="--processor", cli_null="none",
     ),
     BaseSetting(
@@ -270,6 +288,7 @@ def form_fields() -> list[dict[str, Any]]:
                 "max": _number(top),
                 "step": "any" if s.type is float else None,
                 "maxlength": s.input_max_length,
+                "suggestions": list(s.suggestions),
             }
         )
     return out

@@ -106,15 +106,17 @@ def add_items(
                     purge_rows(rt, conn, base, item_repo.subtree(conn, [h.id for h in hits]))
             try:
                 with rt.catalog.write_tx() as conn:
-                    from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
+                    from knowbase.pipeline.processing import processable_extensions
 
-                    processes = bool(base.file_processor_id)
+                    processable = processable_extensions(base.file_processor_id)
                     reserved = item_repo.reserved_relative_paths(
-                        conn, base.id, processes=processes, processable=PROCESSABLE_EXTENSIONS
+                        conn, base.id, processes=bool(processable), processable=processable
                     )
                     result = AddResult("added")
                     for inp, files in zip(inputs, staged, strict=True):
-                        data = _materialise(storage, inp, files, reserved, processes, created_files)
+                        data = _materialise(
+                            storage, inp, files, reserved, processable, created_files
+                        )
                         data.update(label_fields(inp.tags, inp.metadata))
                         item = item_repo.insert_active(
                             conn, base_id=base.id, type=inp.type, data=data, origin=inp.origin
@@ -195,17 +197,16 @@ def _materialise(
     inp: AddInput,
     staged: dict[str, Path],
     reserved: set[str],
-    processes: bool,
+    processable: frozenset[str],
     created: list[str],
 ) -> dict:  # type: ignore[type-arg]
-    """Move the input's staged copies into raw/ under fresh names, and return the row's data."""
-    from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
-
+    """Move the input's staged copies into raw/ under fresh names, and return the row's data;
+    a file the base's processor converts (``processable``) reserves its ``<stem>.md`` too."""
     if inp.type == "file":
         assert inp.path is not None
         name = sanitize_filename(Path(inp.source).name or Path(inp.path).name)
         ext = posixpath.splitext(name)[1].lower()
-        wants_md = bool(inp.indexed_path) or (processes and ext in PROCESSABLE_EXTENSIONS)
+        wants_md = bool(inp.indexed_path) or ext in processable
         rel = reserve_free_path(storage, name, reserved, reserve_artifact=wants_md)
         storage.move_in(staged["path"], rel)
         created.append(rel)

@@ -14,6 +14,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
+from knowbase.pipeline.processing import check_processor_id
 from knowbase.providers.registry import check_base_models
 from knowbase.runtime import Runtime, queue_of
 from knowbase.settings import Settings
@@ -63,6 +64,7 @@ def create_base(
         dimensions=dimensions,
         rerank_model_id=settings.get("rerank_model_id"),
     )
+    check_processor_id(settings.get("file_processor_id"), rt.settings)
     if embedding_model_id:
         dimensions, window = probe_model(rt.settings, embedding_model_id, dimensions)
     else:
@@ -103,6 +105,7 @@ def update_base(rt: Runtime, base_id: str, **patch: Any) -> Base:
     if MODEL_FIELDS & set(patch):
         raise InvalidInput("use enable_embedding_model to set a base's embedding model")
     check_base_models(rt.settings, rerank_model_id=patch.get("rerank_model_id"))
+    check_processor_id(patch.get("file_processor_id"), rt.settings)
     with rt.catalog.write_tx() as conn:
         return base_repo.update(conn, base_id, **patch)
 

@@ -55,6 +55,7 @@ from knowbase.ingestion import archive_seal
 from knowbase.ingestion.archive_reader import Decoded, decode, open_archive, stream, verify_archive
 from knowbase.ingestion.bases import remove_base
 from knowbase.ingestion.guards import assert_base_runnable
+from knowbase.pipeline.processing import check_processor_id
 from knowbase.pipeline.store.base import MaterialInput
 from knowbase.providers.registry import check_base_models
 from knowbase.runtime import Runtime
@@ -280,6 +281,7 @@ def import_base(
             dimensions=settings.get("dimensions"),
             rerank_model_id=settings.get("rerank_model_id"),
         )
+        check_processor_id(settings.get("file_processor_id"), rt.settings)
         id_map = {row["id"]: row["id"] if keep_ids else new_time_id() for row in decoded.items}
         base = _insert_base(rt, name, settings, manifest, keep_ids, index_backend, id_map)
         report = ArchiveReport(base, str(path), id_map=id_map)

@@ -20,14 +20,14 @@ from knowbase.tasks import kinds
 def needs_processing(base: Base, item: Item, *, reacquire: bool = False) -> bool:
     """A file goes through the processor when the base has one and no artifact exists yet,
     or again on a re-acquiring reindex (the re-copied original makes the artifact stale)."""
-    from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
+    from knowbase.pipeline.processing import processable_extensions
 
     if item.type != "file" or not base.file_processor_id:
         return False
     if item.data.get("indexed_relative_path") and not reacquire:
         return False
     rel = item.data.get("relative_path") or ""
-    return posixpath.splitext(rel)[1].lower() in PROCESSABLE_EXTENSIONS
+    return posixpath.splitext(rel)[1].lower() in processable_extensions(base.file_processor_id)
 
 
 def schedule_item(

@@ -84,7 +84,9 @@ def _setting_in(s: BaseSetting) -> tuple[Any, Any]:
             Field(
                 min_length=s.input_min_length,
                 max_length=s.input_max_length,
-                pattern=s.input_pattern,
+                pattern=(
+                    f"^({s.value_pattern})$" if s.value_pattern is not None else s.input_pattern
+                ),
             ),
         ]
     else:

@@ -15,6 +15,7 @@ from knowbase.errors import NoIndexableFiles, OriginMissing
 from knowbase.ingestion.purge import purge_rows
 from knowbase.ingestion.scheduling import schedule_item, schedule_items
 from knowbase.jobs.context import JobContext
+from knowbase.pipeline.processing import processable_extensions
 from knowbase.runtime import Runtime
 from knowbase.staging import Staging
 from knowbase.storage import choose_directory_prefix, reserve_relative_path
@@ -82,7 +83,7 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
                 item_repo.update_data(conn, item.id, skipped=report)
         raise NoIndexableFiles("Directory contains no indexable files", path=origin, skipped=report)
     storage = rt.storage(base.id)
-    within = _paths_within(expansion.files, processes=bool(base.file_processor_id))
+    within = _paths_within(expansion.files, processable_extensions(base.file_processor_id))
     total = len(expansion.files)
     with Staging(storage) as staging:
         # The copy runs without the base lock (DESIGN: it never covers copying), so searches,
@@ -239,19 +240,17 @@ def _purge_children(rt: Runtime, base: Base, item: Item) -> None:
         log.exception("could not remove the partial expansion of item %s", item.id)
 
 
-def _paths_within(files: list[ExpandedFile], *, processes: bool) -> dict[str, str]:
+def _paths_within(files: list[ExpandedFile], processable: frozenset[str]) -> dict[str, str]:
     """Path of each expanded file inside the folder's raw/ prefix: its own ``rel``, except that
     with a processor a PDF or image whose ``<stem>.md`` slot is taken (``a.md`` beside
     ``a.pdf``) gets ``_N``, as a single add does; otherwise its OCR artifact would overwrite
     the other file's copy."""
-    from knowbase.pipeline.readers import PROCESSABLE_EXTENSIONS
-
     paths = {f.rel: f.rel for f in files}
-    if not processes:
+    if not processable:
         return paths
     taken = set(paths.values())
     for f in files:
-        if posixpath.splitext(f.rel)[1].lower() in PROCESSABLE_EXTENSIONS:
+        if posixpath.splitext(f.rel)[1].lower() in processable:
             taken.discard(paths[f.rel])
             paths[f.rel] = reserve_relative_path(paths[f.rel], taken, reserve_artifact=True)
     return paths

@@ -1,4 +1,4 @@
-"""``knowledge.process-file`` (ours): OCR a PDF/image into ``<stem>.md``, then index it.
+"""``knowledge.process-file`` (ours): OCR or caption a file into ``<stem>.md``, then index it.
 
 The processor runs in a child process that is killed on cancel or timeout (DESIGN.md "File
 processing is our own job"). The artifact is written to a temp file first and moved into its
@@ -17,10 +17,11 @@ from pathlib import Path
 from sqlalchemy.engine import Connection
 
 from knowbase.catalog import items as item_repo
+from knowbase.catalog.models import Item
 from knowbase.errors import UnreadableFile
 from knowbase.jobs.context import JobContext
 from knowbase.runtime import Runtime
-from knowbase.storage import artifact_path
+from knowbase.storage import artifact_path, reserve_relative_path
 from knowbase.tasks.common import live_item
 from knowbase.tasks.kinds import INDEX_DOCUMENTS, PROCESS_FILE
 from knowbase.tasks.snapshots import mark_origin_missing, reacquire_file
@@ -52,7 +53,7 @@ def process_file(rt: Runtime, ctx: JobContext) -> None:
         mark_origin_missing(rt, item.id, not found_origin)
     from knowbase.pipeline.processing import get_processor
 
-    processor = get_processor(base.file_processor_id)
+    processor = get_processor(base.file_processor_id, rt.settings)
     rel = item.relative_path
     if rel is None:
         raise UnreadableFile(f"item {item.id} has no raw copy", item_id=item.id)
@@ -77,6 +78,7 @@ def process_file(rt: Runtime, ctx: JobContext) -> None:
                 current = item_repo.find(conn, item.id)
                 if current is None or current.status == "deleting":
                     return
+                processed_rel = _free_artifact(conn, base.id, current, processed_rel)
                 storage.copy_in(out, processed_rel, overwrite=storage.exists(processed_rel))
                 current = item_repo.update_data(conn, item.id, indexed_relative_path=processed_rel)
                 _enqueue_index(rt, ctx, conn, base.id, item.id)
@@ -87,6 +89,19 @@ def process_file(rt: Runtime, ctx: JobContext) -> None:
         current = item_repo.find(conn, item.id)
         if current is not None and current.status != "deleting":
             _enqueue_index(rt, ctx, conn, base.id, item.id)
+
+
+def _free_artifact(conn: Connection, base_id: str, item: Item, wanted: str) -> str:
+    """Where the artifact goes: ``wanted`` (``<stem>.md``) unless another item's file holds that
+    path, which happens when the file was added before the base had a processor (no slot was
+    reserved then); the item's own earlier artifact path is reused."""
+    own = item.data.get("indexed_relative_path")
+    taken = item_repo.reserved_relative_paths(
+        conn, base_id, processes=False, exclude_item_id=item.id
+    )
+    if own and own not in taken:
+        return str(own)
+    return wanted if wanted not in taken else reserve_relative_path(wanted, taken)
 
 
 def _enqueue_index(

@@ -1,20 +1,25 @@
-"""Image captions from an OpenAI-compatible vision endpoint (issue 28, item 5; not yet wired).
+"""Image captions from an OpenAI-compatible vision endpoint (issue 28, item 5).
 
     >>> proc = CaptionProcessor(ProviderProfile("lmstudio", "http://localhost:1234/v1"),
     ...                         "qwen2-vl-7b")                              # doctest: +SKIP
-    >>> proc.process(raw / "diagram.png", raw / "diagram.md")             # doctest: +SKIP
+    >>> proc.process(raw / "report.pdf", raw / "report.md")               # doctest: +SKIP
 
-One ``POST {base_url}/chat/completions`` per image: a user message holding the prompt and the
-image as a ``data:`` URL (``image_url`` content part), the protocol of OpenAI, vLLM, LM Studio,
+A base chooses it with ``file_processor_id = "caption:<profile>:<model>"``. One
+``POST {base_url}/chat/completions`` per image: a user message holding the prompt and the image
+as a ``data:`` URL (``image_url`` content part), the protocol of OpenAI, vLLM, LM Studio,
 Ollama's ``/v1`` and llama.cpp's server. The answer's ``choices[0].message.content`` is the
-caption. The output is processed Markdown (:data:`PROCESSED_MARKER`), read back like an OCR'd
-image: one document, the image's own Concept ID as its locator. Errors map as for embeddings
-(``providers/openai_http.post_json``): 429/5xx/unreachable → ProviderUnavailable (retried),
-other 4xx → ProviderError.
+caption.
 
-Still to do (see docs/documents.md): a base setting that names the caption profile and model
-(the catalog's ``file_processor_id`` CHECK allows only ``tesseract`` today, so it needs a
-migration), and captions for the figures inside PDF/DOCX/PPTX.
+An image file becomes one document, the caption, with the image's own locator ``{}``. A PDF,
+DOCX or PPTX keeps its text as its reader gives it, and each figure in it
+(:mod:`knowbase.pipeline.readers.figures`, read in the capped reader child) becomes a document
+``Figure N: <caption>`` located ``{"page": 3, "figure": N}`` (``slide``/``heading`` for decks and
+Word files) next to the text around it. The output is processed Markdown
+(:data:`PROCESSED_MARKER`, one :func:`locator_line` per section).
+
+A failing endpoint fails the item, never a silent half: errors map as for embeddings
+(``providers/openai_http.post_json``): 429/5xx/unreachable → ProviderUnavailable (the job
+retries), other 4xx or an answer without a caption → ProviderError, each naming the figure.
 """
 
 from __future__ import annotations
@@ -22,12 +27,17 @@ from __future__ import annotations
 import base64
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from knowbase.errors import ProviderError, UnreadableFile
+from knowbase.errors import IndexingInterrupted, ProviderError, ProviderUnavailable, UnreadableFile
 from knowbase.pipeline.processing.base import ProcessResult
-from knowbase.pipeline.readers.markdown import PROCESSED_MARKER, escape_page_headings
+from knowbase.pipeline.readers.markdown import (
+    PROCESSED_MARKER,
+    escape_page_headings,
+    locator_line,
+)
 from knowbase.settings import ProviderProfile
 
 DEFAULT_PROMPT = (
@@ -44,7 +54,7 @@ _MIME = {
 
 
 class CaptionProcessor:
-    """A :class:`~knowbase.pipeline.processing.base.Processor` that captions single images."""
+    """A :class:`~knowbase.pipeline.processing.base.Processor` that captions images and figures."""
 
     name = "caption"
 
@@ -68,8 +78,6 @@ class CaptionProcessor:
 
     def caption(self, image: Path, *, timeout_s: float = 120) -> str:
         """The endpoint's caption of ``image`` (PNG, JPEG, GIF or WebP)."""
-        from knowbase.providers.openai_http import post_json
-
         mime = _MIME.get(image.suffix.lower())
         if mime is None:
             raise UnreadableFile(
@@ -77,7 +85,13 @@ class CaptionProcessor:
                 path=str(image),
                 reason="caption_format",
             )
-        data = base64.b64encode(image.read_bytes()).decode("ascii")
+        return self.caption_bytes(image.read_bytes(), mime, timeout_s=timeout_s)
+
+    def caption_bytes(self, data: bytes, mime: str, *, timeout_s: float = 120) -> str:
+        """The endpoint's caption of an image given as bytes of type ``mime``."""
+        from knowbase.providers.openai_http import post_json
+
+        encoded = base64.b64encode(data).decode("ascii")
         payload = {
             "model": self.model,
             "max_tokens": self.max_tokens,
@@ -86,7 +100,10 @@ class CaptionProcessor:
                     "role": "user",
                     "content": [
                         {"type": "text", "text": self.prompt},
-                        {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": f"data:{mime};base64,{encoded}"},
+                        },
                     ],
                 }
             ],
@@ -121,11 +138,56 @@ class CaptionProcessor:
         cancel: threading.Event | None = None,
         timeout_s: float = 1800,
     ) -> ProcessResult:
-        """Write ``output``: the marker, then the caption (``Image: name`` when it is empty)."""
-        caption = self.caption(raw, timeout_s=min(timeout_s, 300))
-        body = escape_page_headings(caption) if caption else f"Image: {raw.name}"
+        """Write ``output``: the file's text with a caption per figure (see module docstring)."""
+        from knowbase.pipeline.readers.figures import Figure
+        from knowbase.pipeline.readers.isolation import read_with_figures_isolated
+
+        parts = read_with_figures_isolated(raw, timeout_s=min(timeout_s, 300))
+        per_image = min(timeout_s, 300)
+        sections: list[str] = []
+        figures = chars = 0
+        for part in parts:
+            if cancel is not None and cancel.is_set():
+                raise IndexingInterrupted(f"captioning {raw.name} was cancelled", path=str(raw))
+            if not isinstance(part, Figure):
+                sections.append(_section(part.locator, part.text))
+                continue
+            figures += 1
+            caption = self._figure_caption(raw, part, per_image)
+            chars += len(caption)
+            if part.locator:
+                text = f"Figure {part.locator['figure']}: {caption}" if caption else ""
+            else:  # the file is the image: its caption is its text
+                text = caption or f"Image: {raw.name}"
+            if text:
+                sections.append(_section(part.locator, text))
         output.parent.mkdir(parents=True, exist_ok=True)
-        part = output.with_name(f".{output.name}.part")
-        part.write_text(f"{PROCESSED_MARKER}\n\n{body}\n", encoding="utf-8")
-        part.replace(output)
-        return ProcessResult(output=output, pages=1, chars=len(caption))
+        part_file = output.with_name(f".{output.name}.part")
+        part_file.write_text(f"{PROCESSED_MARKER}\n\n" + "\n\n".join(sections) + "\n", "utf-8")
+        part_file.replace(output)
+        return ProcessResult(output=output, pages=max(figures, 1), chars=chars)
+
+    def _figure_caption(self, raw: Path, figure: Any, timeout_s: float) -> str:
+        """The caption of one figure; an endpoint error names the file and the figure."""
+        try:
+            return self.caption_bytes(figure.data, figure.mime, timeout_s=timeout_s)
+        except (ProviderError, ProviderUnavailable) as exc:
+            where = _where(figure.locator)
+            raise type(exc)(
+                f"{raw.name}{where}: the vision endpoint failed: {exc.message}",
+                hint=exc.hint
+                or "check the caption profile's base_url and model, then kb retry the item",
+                **{**exc.details, "path": str(raw), "locator": figure.locator},
+            ) from exc
+
+
+def _section(locator: dict[str, Any], text: str) -> str:
+    body = escape_page_headings(text)
+    return f"{locator_line(locator)}\n{body}" if locator else body
+
+
+def _where(locator: dict[str, Any]) -> str:
+    if not locator:
+        return ""
+    place = ", ".join(f"{k} {v}" for k, v in locator.items() if k in ("figure", "page", "slide"))
+    return f" ({place})"

@@ -46,7 +46,17 @@ def _pdf_page_texts(path: str) -> Any:
     return pdf_page_texts(Path(path))
 
 
-FUNCTIONS = {"read_file": _read_file, "pdf_page_texts": _pdf_page_texts}
+def _read_with_figures(path: str) -> Any:
+    from knowbase.pipeline.readers.figures import read_with_figures
+
+    return read_with_figures(Path(path))
+
+
+FUNCTIONS = {
+    "read_file": _read_file,
+    "pdf_page_texts": _pdf_page_texts,
+    "read_with_figures": _read_with_figures,
+}
 
 
 def _set_memory_cap(memory_mb: int | None) -> None:

@@ -68,8 +68,8 @@ FORMATS: tuple[Format, ...] = (
     Format("Source code", CODE_EXTENSIONS, "as text, cut at blank lines", "-"),
     Format("Plain text", PLAIN_EXTENSIONS, "as text, charset detected", "-"),
     Format("Extensionless", (), "README, LICENSE, Makefile… by name, as text", "-"),
-    Format("Images", (".png", ".jpg", ".jpeg", ".tif", ".tiff"), "OCR (tesseract) when the "
-           "base has a processor", "page"),
+    Format("Images", (".png", ".jpg", ".jpeg", ".tif", ".tiff"), "OCR (tesseract) or a "
+           "caption (caption:profile:model) when the base has a processor", "page"),
 )  # fmt: skip
 
 TEXT_EXTENSIONS: frozenset[str] = frozenset(

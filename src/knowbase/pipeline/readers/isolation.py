@@ -202,3 +202,12 @@ def pdf_page_texts_isolated(
     return _POOL.call(
         "pdf_page_texts", str(Path(path).resolve()), timeout_s=timeout_s, memory_mb=memory_mb
     )
+
+
+def read_with_figures_isolated(
+    path: Path, *, timeout_s: float = 300, memory_mb: int = 2048
+) -> list[Any]:
+    """:func:`~knowbase.pipeline.readers.figures.read_with_figures` in a capped child process."""
+    return _POOL.call(
+        "read_with_figures", str(Path(path).resolve()), timeout_s=timeout_s, memory_mb=memory_mb
+    )

@@ -15,6 +15,7 @@ text to :func:`read_processed_markdown`, which maps sections back to ``{"page": 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _PAGE = re.compile(r"^## Page (\d+)[ \t]*$")
+_LOCATOR = re.compile(r"^<!-- knowbase:locator (\{.*\}) -->$")
+LOCATOR_LINE = "<!-- knowbase:locator {} -->"
+"""Opens a section of processed output whose locator is the JSON object (``locator_line``)."""
 
 
 @dataclass
@@ -140,7 +144,9 @@ def read_processed_markdown(text: str) -> list[Document]:
 
     Text without page headings (a single OCR'd image) is one document with locator ``{}``.
     Only increasing page numbers open a section, so a stray "## Page 2" later in page 5's
-    text stays text (processors also escape such lines when they write).
+    text stays text (processors also escape such lines when they write). A
+    :func:`locator_line` opens a section with that whole locator (the caption processor's
+    ``{"page": 3, "figure": 2}``).
     """
     text = text.replace("\r\n", "\n")
     if text.startswith(PROCESSED_MARKER):
@@ -148,24 +154,50 @@ def read_processed_markdown(text: str) -> list[Document]:
     docs: list[Document] = []
     page: int | None = None
     buf: list[str] = []
+    located: dict | None = None  # set by a locator line: the section's whole locator
 
     def flush() -> None:
         body = "\n".join(buf).strip()
         if body:
-            docs.append(Document(body, {"page": page} if page is not None else {}))
+            if located is not None:
+                docs.append(Document(body, located))
+            else:
+                docs.append(Document(body, {"page": page} if page is not None else {}))
 
     for line in text.split("\n"):
         match = _PAGE.match(line)
         if match and (page is None or int(match.group(1)) > page):
             flush()
             buf = []
-            page = int(match.group(1))
+            page, located = int(match.group(1)), None
+            continue
+        loc = _LOCATOR.match(line)
+        if loc:
+            flush()
+            buf = []
+            located = _locator(loc.group(1))
             continue
         buf.append(line)
     flush()
     return docs
 
 
+def locator_line(locator: dict) -> str:
+    """The line that opens a section located ``locator`` in processed output."""
+    return LOCATOR_LINE.format(json.dumps(locator, ensure_ascii=False, sort_keys=True))
+
+
+def _locator(raw: str) -> dict:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def escape_page_headings(text: str) -> str:
-    """Escape lines of page text that would read back as a ``## Page N`` heading."""
-    return "\n".join("\\" + ln if _PAGE.match(ln) else ln for ln in text.split("\n"))
+    """Escape lines of page text that would read back as a ``## Page N`` heading or a
+    locator line."""
+    return "\n".join(
+        "\\" + ln if _PAGE.match(ln) or _LOCATOR.match(ln) else ln for ln in text.split("\n")
+    )
