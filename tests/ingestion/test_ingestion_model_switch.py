@@ -397,3 +397,23 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
         j for j in kb.activity.list_jobs(base=base_id) if j.payload.get("item_id") == late.id
     )
     assert job.attempts == 2  # refused once (embedding_model_changed), then redone
+
+
+def test_a_switch_without_rechunk_embeds_the_contextual_unit_text(kb: Knowledge) -> None:
+    """The new model's vectors are those a fresh index by it computes: from the unit text
+    (title > heading path, then the slice), not the bare slice (issue 29 item 3)."""
+    note = "# Pump manual\n\n## Cleaning\n\nRinse the filter under warm water every week."
+    old = kb.create_base("ctx-old", embedding_model_id=OLD, file_processor_id=None)
+    fresh = kb.create_base("ctx-new", embedding_model_id="hash:d48", file_processor_id=None)
+    for base in (old, fresh):
+        kb.add(base.id, [AddInput.note(note, title="pump.md")], wait=True)
+    kb.set_embedding_model(old.id, "hash:d48")  # no window: the same chunks, no re-chunk
+    kb.run_until_idle(timeout_s=60)
+    switched = kb.get_base(old.id)
+    assert (switched.embedding_model_id, switched.chunk_size) == ("hash:d48", old.chunk_size)
+    bodies = all_bodies(kb, old.id)
+    assert bodies == all_bodies(kb, fresh.id) and len(bodies) == 1
+    got = kb.rt.store(switched).vectors_for(bodies, "hash:d48")
+    want = kb.rt.store(kb.get_base(fresh.id)).vectors_for(bodies, "hash:d48")
+    (h,) = bodies
+    assert got[h].tolist() == want[h].tolist()

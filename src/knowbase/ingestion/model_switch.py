@@ -169,9 +169,10 @@ class ShadowChunks:
 
 def missing_bodies(store: Any, plan: SwitchPlan, shadow: ShadowChunks | None) -> dict[str, str]:
     """``{text_hash: text to embed}`` the new model still has to embed before the swap: the
-    contextual unit text of re-chunked units; a store's own answer for unchanged chunking."""
+    contextual unit text of re-chunked units and, for unchanged chunking, of the stored units
+    the store says lack a vector (it answers with their bare bodies)."""
     if shadow is None:
-        return store.bodies_without_vectors(plan.to_model)
+        return _in_context(store, store.bodies_without_vectors(plan.to_model))
     bodies = {
         text_hash(c.text): unit_text(m.title, c.locator, c.text)  # what the model reads
         for m in shadow.refresh(store)
@@ -179,6 +180,24 @@ def missing_bodies(store: Any, plan: SwitchPlan, shadow: ShadowChunks | None) ->
     }
     have = store.existing_vectors(plan.to_model, bodies)
     return {h: b for h, b in bodies.items() if h not in have}
+
+
+def _in_context(store: Any, bodies: dict[str, str]) -> dict[str, str]:
+    """``bodies`` with each body replaced by its unit's contextual text (the first unit of
+    that body, in Concept ID and unit order), as an index job embeds it."""
+    out = dict(bodies)
+    todo = set(bodies)
+    if not todo:
+        return out
+    for m in sorted(store.stored_materials(), key=lambda m: m.relative_path):
+        for u in store.list_units(m.material_id):
+            h = text_hash(u.text)
+            if h in todo:
+                out[h] = unit_text(m.title, u.locator, u.text)
+                todo.discard(h)
+        if not todo:
+            break
+    return out
 
 
 # --- start ------------------------------------------------------------------------------------
