@@ -45,12 +45,14 @@ def page_markdown(page: Any) -> str:
     """The page as Markdown (``""`` when it has no text layer)."""
     if not page.chars:
         return ""
-    all_words = page.extract_words(extra_attrs=["size"], use_text_flow=False, **_WORD_GAP)
+    all_words = page.extract_words(
+        extra_attrs=["size", "fontname"], use_text_flow=False, **_WORD_GAP
+    )
     tables = _tables(page, all_words)
-    boxes = [t.bbox for t, _ in tables]
+    boxes = [box for box, _ in tables]
     words = [w for w in all_words if not any(_inside(w, box) for box in boxes)]
     body = _body_size(page.chars)
-    blocks = [(t.bbox[1], _table_markdown(rows)) for t, rows in tables]
+    blocks = [(box[1], _table_markdown(rows)) for box, rows in tables]
     blocks += _text_blocks(words, body, float(page.width))
     blocks.sort(key=lambda b: b[0])
     return "\n\n".join(text for _, text in blocks if text.strip())
@@ -60,19 +62,30 @@ def page_markdown(page: Any) -> str:
 
 
 Grid = list[list[str | None]]
+Box = tuple[float, float, float, float]
+TEXT_TABLES = "stream"  # bench switch: "plumber" (pdfplumber text strategy), "stream", "both"
 
 
-def _tables(page: Any, words: list[dict]) -> list[tuple[Any, Grid]]:
+def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
     """The page's tables with their cell texts: ruled ones if they are sound, else aligned."""
+    from knowbase.pipeline.readers.pdf_stream import text_tables
+
     cells = _CellText(page.chars)
-    ruled = [(t, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
+    ruled = [(t.bbox, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
     if ruled and all(_well_ruled(g) for _, g in ruled):
-        return ruled
-    aligned = [
-        (t, g)
-        for t in page.find_tables(_TEXT_TABLE)
-        if _plausible(g := cells.extract(t)) and _edges_are_gutters(t, words)
-    ]
+        if TEXT_TABLES == "plumber":
+            return ruled
+        rest = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
+        return ruled + list(text_tables(rest))
+    aligned: list[tuple[Box, Grid]] = []
+    if TEXT_TABLES in ("plumber", "both"):
+        aligned = [
+            (t.bbox, g)
+            for t in page.find_tables(_TEXT_TABLE)
+            if _plausible(g := cells.extract(t)) and _edges_are_gutters(t, words)
+        ]
+    if TEXT_TABLES == "stream" or (TEXT_TABLES == "both" and not aligned):
+        aligned = list(text_tables(words))
     return aligned or ruled
 
 

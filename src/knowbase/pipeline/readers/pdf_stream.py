@@ -1,0 +1,221 @@
+"""Tables without ruling lines, found from the page's words: lines cut at wide gaps, columns
+at the gutters those cuts share.
+
+A page's words are grouped into lines; a line is cut into *phrases* where two words are more
+than :data:`_PHRASE_GAP_EM` font sizes apart, or where a run of dot leaders ends
+("Total . . . . 11,062.6"). A run of lines most of which have two or more phrases is a table
+candidate; its columns are the x ranges that no phrase of those lines covers (gutters), and every
+word goes to the column under its middle, one row per line, as the tables of statistical
+yearbooks and listings are set.
+
+Prose stays prose: justified word gaps are ~0.3 em and never line up over a run of lines; two
+text columns are long phrases on both sides (:func:`_looks_tabular`); a table of contents (page
+numbers rising down the last column) and an index set in two columns with leaders are lists,
+not tables (:func:`_is_contents`, :func:`_is_two_column_list`).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+
+Word = dict
+Grid = list[list[str]]
+
+_PHRASE_GAP_EM = 0.9  # a gap wider than this (in font sizes) separates cells
+_MIN_GUTTER_EM = 0.5
+_LEADER = re.compile(r"[.\u2026\u00b7_]+")
+_PAGE_NUMBER = re.compile(r"\d{1,4}|[ivxlcdm]{1,6}", re.IGNORECASE)
+_MONOSPACE = re.compile(r"mono|nimbusmon|courier|cmtt|typewriter|consol|menlo|fixed", re.IGNORECASE)
+_NUMERIC = re.compile(r"[\d.,%()\-+–—$€£ ]+")
+
+
+def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, float], Grid]]:
+    """``(bbox, rows)`` of every text-aligned table among ``words`` (pdfplumber word dicts
+    with ``size``), top to bottom."""
+    lines = _lines(list(words))
+    found = []
+    for region in _regions(lines):
+        grid = _grid(region)
+        if grid is not None:
+            ws = [w for line in region for w in line]
+            bbox = (
+                min(w["x0"] for w in ws),
+                min(w["top"] for w in ws),
+                max(w["x1"] for w in ws),
+                max(w["bottom"] for w in ws),
+            )
+            found.append((bbox, grid))
+    return found
+
+
+def _lines(words: list[Word]) -> list[list[Word]]:
+    lines: list[list[Word]] = []
+    for w in sorted(words, key=lambda w: (round(w["top"]), w["x0"])):
+        if lines and abs(lines[-1][0]["top"] - w["top"]) <= 0.5 * max(w["size"], 1.0):
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    return [sorted(line, key=lambda w: w["x0"]) for line in lines]
+
+
+def _is_leader(w: Word) -> bool:
+    return bool(_LEADER.fullmatch(w["text"]))
+
+
+def phrases(line: list[Word]) -> list[list[Word]]:
+    """The line cut at wide gaps and after dot leaders."""
+    out: list[list[Word]] = [[line[0]]]
+    for prev, w in zip(line, line[1:], strict=False):
+        gap = w["x0"] - prev["x1"]
+        size = max(min(prev["size"], w["size"]), 1.0)
+        if gap > _PHRASE_GAP_EM * size or (_is_leader(prev) and not _is_leader(w)):
+            out.append([w])
+        else:
+            out[-1].append(w)
+    return out
+
+
+def _regions(lines: list[list[Word]]) -> list[list[list[Word]]]:
+    """Runs of lines where lines with several phrases dominate (single lines between them —
+    section labels, wrapped labels — stay in; at most two in a row)."""
+    multi = [len(phrases(line)) >= 2 for line in lines]
+    regions: list[list[list[Word]]] = []
+    i = 0
+    while i < len(lines):
+        if not multi[i]:
+            i += 1
+            continue
+        j, last = i, i
+        while j + 1 < len(lines) and _close(lines[j], lines[j + 1]):
+            j += 1
+            if multi[j]:
+                last = j
+            elif j - last > 2:
+                break
+        run = lines[i : last + 1]
+        if sum(1 for k in range(i, last + 1) if multi[k]) >= 3:
+            regions.append(run)
+        i = last + 1
+    return regions
+
+
+def _close(a: list[Word], b: list[Word]) -> bool:
+    size = max(statistics.median(w["size"] for w in a), 1.0)
+    return b[0]["top"] - max(w["bottom"] for w in a) <= 2.0 * size
+
+
+def _gutters(region: list[list[Word]]) -> list[float]:
+    """x of the column edges: middles of the x ranges that (almost) no phrase of a
+    multi-phrase line covers. A tenth of those lines may cross a gutter: a title or a header
+    spanning several columns does not join them."""
+    multi = [p for line in region if len(p := phrases(line)) >= 2]
+    size = statistics.median(w["size"] for line in region for w in line)
+    lo = int(min(w["x0"] for line in region for w in line))
+    hi = int(max(w["x1"] for line in region for w in line)) + 1
+    cover = [0] * (hi - lo + 2)
+    for p in multi:
+        for ph in p:
+            cover[int(ph[0]["x0"]) - lo] += 1
+            cover[int(ph[-1]["x1"]) + 1 - lo] -= 1
+    allowed = int(0.1 * len(multi))
+    edges: list[float] = []
+    count, start = 0, None
+    for x in range(hi - lo):
+        count += cover[x]
+        if count <= allowed:
+            start = x if start is None else start
+        elif start is not None:
+            if start > 0 and x - start >= _MIN_GUTTER_EM * size:
+                edges.append(lo + (start + x) / 2)
+            start = None
+    return edges
+
+
+def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
+    """The region without leading and trailing lines that have a word across a gutter
+    (titles, notes)."""
+
+    def crosses(line: list[Word]) -> bool:
+        return any(w["x0"] < e < w["x1"] for w in line for e in edges)
+
+    lo, hi = 0, len(region)
+    while lo < hi and crosses(region[lo]):
+        lo += 1
+    while hi > lo and crosses(region[hi - 1]):
+        hi -= 1
+    return region[lo:hi]
+
+
+def _grid(region: list[list[Word]]) -> Grid | None:
+    if _is_code(region):
+        return None
+    edges = _gutters(region)
+    region[:] = _trim(region, edges)
+    if not edges or len(region) < 3:
+        return None
+    grid: Grid = []
+    for line in region:
+        cells: list[list[str]] = [[] for _ in range(len(edges) + 1)]
+        for w in line:
+            mid = (w["x0"] + w["x1"]) / 2
+            cells[sum(1 for e in edges if mid > e)].append(w["text"])
+        grid.append([" ".join(c) for c in cells])
+    if not _looks_tabular(grid) or _is_contents(grid, region) or _is_two_column_list(region):
+        return None
+    return grid
+
+
+def _looks_tabular(grid: Grid) -> bool:
+    """Several filled cells in most rows, and at least one column of short cells."""
+    counts = [sum(1 for c in r if c) for r in grid]
+    if sum(1 for n in counts if n >= 2) < max(3, 0.5 * len(grid)):
+        return False
+    width = len(grid[0])
+    short = 0
+    for j in range(width):
+        cells = [r[j] for r in grid if r[j]]
+        if cells and statistics.mean(len(c.split()) for c in cells) <= 4:
+            short += 1
+    return short >= max(1, width - 1) or (width >= 3 and short >= width / 2)
+
+
+def _is_code(region: list[list[Word]]) -> bool:
+    """Preformatted text (code, hex dumps, record layouts) set in a monospace font: its
+    alignment is the text's own, not a table's."""
+    ws = [w for line in region for w in line]
+    mono = sum(1 for w in ws if _MONOSPACE.search(w.get("fontname", "")))
+    return mono > 0.6 * len(ws)
+
+
+def _is_contents(grid: Grid, region: list[list[Word]]) -> bool:
+    """A table of contents: page numbers rising down the last column."""
+    last = [r[-1] for r in grid if r[-1]]
+    if len(last) < 3 or not all(_PAGE_NUMBER.fullmatch(c) for c in last):
+        return False
+    digits = [int(c) for c in last if c.isdigit()]
+    rising = all(a <= b for a, b in zip(digits, digits[1:], strict=False))
+    leaders = sum(1 for line in region if any(_is_leader(w) for w in line))
+    return rising and (leaders >= len(region) / 2 or len(grid[0]) <= 3)
+
+
+def _is_two_column_list(region: list[list[Word]]) -> bool:
+    """An index or contents set in two columns: dot leaders end phrases on both halves."""
+    ends: list[float] = []
+    for line in region:
+        for ph in phrases(line):
+            if len(ph) > 1 and _is_leader(ph[-1]):
+                ends.append(ph[-1]["x1"])
+    if len(ends) < 4:
+        return False
+    ends.sort()
+    split = max(range(1, len(ends)), key=lambda k: ends[k] - ends[k - 1])
+    left, right = ends[:split], ends[split:]
+    size = statistics.median(w["size"] for line in region for w in line)
+    return min(len(left), len(right)) >= 2 and ends[split] - ends[split - 1] > 10 * size
+
+
+def numeric_share(grid: Grid) -> float:
+    cells = [c for r in grid for c in r if c]
+    return sum(1 for c in cells if _NUMERIC.fullmatch(c)) / max(1, len(cells))
