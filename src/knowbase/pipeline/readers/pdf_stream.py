@@ -33,21 +33,51 @@ _NUMERIC = re.compile(r"[\d.,%()\-+–—$€£ ]+")
 
 def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, float], Grid]]:
     """``(bbox, rows)`` of every text-aligned table among ``words`` (pdfplumber word dicts
-    with ``size``), top to bottom."""
+    with ``size`` and ``fontname``), top to bottom."""
     lines = _lines(list(words))
     found = []
-    for region in _regions(lines):
-        grid = _grid(region)
-        if grid is not None:
-            ws = [w for line in region for w in line]
-            bbox = (
-                min(w["x0"] for w in ws),
-                min(w["top"] for w in ws),
-                max(w["x1"] for w in ws),
-                max(w["bottom"] for w in ws),
-            )
-            found.append((bbox, grid))
+    taken = 0  # lines before this index belong to a table already
+    for first, last in _regions(lines):
+        region = lines[first : last + 1]
+        if _is_code(region):
+            continue
+        edges = _gutters(region)
+        region = _trim(region, edges)
+        if not edges or len(region) < 3:
+            continue
+        region = _headers_above(lines[taken:first], region, edges) + region
+        grid = _grid(region, edges)
+        if grid is None:
+            continue
+        taken = last + 1
+        ws = [w for line in region for w in line]
+        bbox = (
+            min(w["x0"] for w in ws),
+            min(w["top"] for w in ws),
+            max(w["x1"] for w in ws),
+            max(w["bottom"] for w in ws),
+        )
+        found.append((bbox, grid))
     return found
+
+
+def _headers_above(
+    before: list[list[Word]], region: list[list[Word]], edges: list[float]
+) -> list[list[Word]]:
+    """Up to three short lines right above the table that fit its columns (column headings,
+    a unit line, the first group label)."""
+    out: list[list[Word]] = []
+    below = region[0]
+    for line in reversed(before[-3:]):
+        if (
+            not _close(line, below)
+            or _crosses(line, edges)
+            or len(" ".join(w["text"] for w in line)) > 60
+        ):
+            break
+        out.insert(0, line)
+        below = line
+    return out
 
 
 def _lines(words: list[Word]) -> list[list[Word]]:
@@ -77,11 +107,11 @@ def phrases(line: list[Word]) -> list[list[Word]]:
     return out
 
 
-def _regions(lines: list[list[Word]]) -> list[list[list[Word]]]:
+def _regions(lines: list[list[Word]]) -> list[tuple[int, int]]:
     """Runs of lines where lines with several phrases dominate (single lines between them —
     section labels, wrapped labels — stay in; at most two in a row)."""
     multi = [len(phrases(line)) >= 2 for line in lines]
-    regions: list[list[list[Word]]] = []
+    regions: list[tuple[int, int]] = []
     i = 0
     while i < len(lines):
         if not multi[i]:
@@ -94,16 +124,15 @@ def _regions(lines: list[list[Word]]) -> list[list[list[Word]]]:
                 last = j
             elif j - last > 2:
                 break
-        run = lines[i : last + 1]
         if sum(1 for k in range(i, last + 1) if multi[k]) >= 3:
-            regions.append(run)
+            regions.append((i, last))
         i = last + 1
     return regions
 
 
 def _close(a: list[Word], b: list[Word]) -> bool:
     size = max(statistics.median(w["size"] for w in a), 1.0)
-    return b[0]["top"] - max(w["bottom"] for w in a) <= 2.0 * size
+    return b[0]["top"] - max(w["bottom"] for w in a) <= 3.5 * size
 
 
 def _gutters(region: list[list[Word]]) -> list[float]:
@@ -133,28 +162,22 @@ def _gutters(region: list[list[Word]]) -> list[float]:
     return edges
 
 
+def _crosses(line: list[Word], edges: list[float]) -> bool:
+    return any(w["x0"] < e < w["x1"] for w in line for e in edges)
+
+
 def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
     """The region without leading and trailing lines that have a word across a gutter
     (titles, notes)."""
-
-    def crosses(line: list[Word]) -> bool:
-        return any(w["x0"] < e < w["x1"] for w in line for e in edges)
-
     lo, hi = 0, len(region)
-    while lo < hi and crosses(region[lo]):
+    while lo < hi and _crosses(region[lo], edges):
         lo += 1
-    while hi > lo and crosses(region[hi - 1]):
+    while hi > lo and _crosses(region[hi - 1], edges):
         hi -= 1
     return region[lo:hi]
 
 
-def _grid(region: list[list[Word]]) -> Grid | None:
-    if _is_code(region):
-        return None
-    edges = _gutters(region)
-    region[:] = _trim(region, edges)
-    if not edges or len(region) < 3:
-        return None
+def _grid(region: list[list[Word]], edges: list[float]) -> Grid | None:
     grid: Grid = []
     for line in region:
         cells: list[list[str]] = [[] for _ in range(len(edges) + 1)]
