@@ -65,12 +65,16 @@ def _headers_above(
     before: list[list[Word]], region: list[list[Word]], edges: list[float]
 ) -> list[list[Word]]:
     """Up to three short lines right above the table that fit its columns (column headings,
-    a unit line, the first group label)."""
+    a unit line, the first group label): set close (2 em) in the table's own size, so a title
+    or heading above stays out."""
     out: list[list[Word]] = []
     below = region[0]
+    body = statistics.median(w["size"] for line in region for w in line)
     for line in reversed(before[-3:]):
+        size = statistics.median(w["size"] for w in line)
         if (
-            not _close(line, below)
+            below[0]["top"] - max(w["bottom"] for w in line) > 2.0 * size
+            or size > 1.15 * body
             or _crosses(line, edges)
             or len(" ".join(w["text"] for w in line)) > 60
         ):
