@@ -1,13 +1,14 @@
-"""One PDF page (pdfplumber) → Markdown: tables as pipe tables, headings as ``#``, columns in order.
+"""One PDF page → Markdown: tables as pipe tables, headings as ``#``, columns in order.
 
-The choice of pdfplumber and of these rules was measured with ``bench/pdf_tables.py`` on real
-PDFs (``docs/pdf-tables.md``: structure F1 and seconds per page per candidate). Steps:
+The page is a pdfplumber page or its pdfium stand-in (:mod:`.pdf_pdfium`, the default): both
+give ``chars``, ``edges``, ``extract_words`` and ``find_tables``. The rules were measured with
+``bench/pdf_tables.py`` on real PDFs (``docs/documents.md``: structure F1 and seconds per page
+per candidate). Steps:
 
-1. **Tables.** Ruled tables come from pdfplumber's line strategy. A page without one is tried
-   with the text-alignment strategy, and such a table is kept only when it looks like a grid of
-   short cells (:func:`_plausible`) whose columns are set apart by real gutters
-   (:func:`_edges_are_gutters`), so prose never turns into a table. Spanned cells are
-   flattened (text in the top-left cell), multi-line cells joined with spaces.
+1. **Tables.** Ruled tables come from pdfplumber's line strategy. A page without a sound one
+   is searched for tables aligned by text (:mod:`.pdf_stream`: cells cut at wide gaps, columns
+   at shared gutters), with the rules that keep prose, contents pages, indexes and code out.
+   Spanned cells are flattened (text in the top-left cell), multi-line cells joined with spaces.
 2. **Text** outside the tables, as words with their font size, grouped into lines. A page with
    a clear vertical gutter is read column by column (full-width lines above the columns first).
 3. **Headings**: a short line whose font is well above the page's body size becomes ``#``,
@@ -63,7 +64,10 @@ def page_markdown(page: Any) -> str:
 
 Grid = list[list[str | None]]
 Box = tuple[float, float, float, float]
-TEXT_TABLES = "stream"  # bench switch: "plumber" (pdfplumber text strategy), "stream", "both"
+TEXT_TABLES = "stream"
+"""Tables without ruling lines: ``"stream"`` (:mod:`.pdf_stream`); ``"plumber"`` is the reader
+before it (pdfplumber's text strategy with :func:`_plausible` and :func:`_edges_are_gutters`),
+kept so the benchmark can measure both; ``"both"`` tries that one first."""
 
 
 def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
