@@ -197,3 +197,35 @@ def test_a_landscape_page_with_rotate_reads_upright(tmp_path: Path, backend: str
         writer.write(fh)
     rows = _table_rows(_text(turned))
     assert rows == [list(r) for r in YEARBOOK], rows
+
+
+def test_a_header_set_bottom_to_top_reads_forward(tmp_path: Path, backend: str) -> None:
+    # Spreadsheet exports turn the headings of narrow columns; pdfplumber read the turned
+    # glyphs top to bottom, one word per line: "voters registered of Number".
+    pdf = tmp_path / "turned_header.pdf"
+    c = _canvas(pdf)
+    x0, top, w, head, row = 72, 760, 60, 90, 16
+    heads = ["Township", "Number of registered voters", "Ballots cast"]
+    rows = [["Alcona", "963", "439"], ["Curtis", "1026", "349"], ["Mikado", "781", "208"]]
+    bottom = top - head - row * len(rows)
+    for j in range(len(heads) + 1):
+        c.line(x0 + j * w, top, x0 + j * w, bottom)
+    for y in [top, top - head] + [top - head - row * (i + 1) for i in range(len(rows))]:
+        c.line(x0, y, x0 + w * len(heads), y)
+    c.setFont("Helvetica", 7)
+    for j, text in enumerate(heads):
+        c.saveState()
+        c.translate(x0 + j * w + w / 2 - 3, top - head + 4)
+        c.rotate(90)
+        for k, part in enumerate(text.split(" of ") if " of " in text else [text]):
+            c.drawString(0, -9 * k, part + (" of" if k == 0 and " of " in text else ""))
+        c.restoreState()
+    c.setFont("Helvetica", 9)
+    for i, cells in enumerate(rows):
+        for j, cell in enumerate(cells):
+            c.drawString(x0 + j * w + 4, top - head - row * (i + 1) + 5, cell)
+    c.showPage()
+    c.save()
+    table = _table_rows(_text(pdf))
+    assert table[0] == ["Township", "Number of registered voters", "Ballots cast"], table
+    assert table[1:] == rows

@@ -119,9 +119,51 @@ class _CellText:
                     out.append(None)
                     continue
                 inside = [c for c in row_chars if _in_cell(c, cell)]
-                out.append(extract_text(inside, **_WORD_GAP) if inside else "")
+                turned = _turned(inside)
+                if turned is not None:
+                    out.append(_turned_text(inside, up=turned))
+                else:
+                    out.append(extract_text(inside, **_WORD_GAP) if inside else "")
             grid.append(out)
         return grid
+
+
+def _turned(chars: list[dict]) -> bool | None:
+    """None for a cell of upright glyphs; else whether its turned glyphs run up the page."""
+    turned = [c for c in chars if not c["upright"]]
+    if not turned or len(turned) < len(chars) / 2:
+        return None
+    return sum(1 for c in turned if _runs_up(c)) > len(turned) / 2
+
+
+def _turned_text(chars: list[dict], up: bool) -> str:
+    """The text of a cell set sideways (a narrow column's heading, usually bottom to top).
+
+    pdfplumber reads turned glyphs top to bottom and makes each word its own line, so
+    "Number of voters" set upwards came out "voters of Number".
+    """
+    from pdfplumber.utils.text import WordExtractor
+
+    words = WordExtractor(**_WORD_GAP, char_dir_rotated="btt" if up else "ttb").extract_words(
+        [c for c in chars if not c["upright"]]
+    )
+    lines: list[list[dict]] = []
+    for w in sorted(words, key=lambda w: w["x0"], reverse=not up):
+        if lines and abs(lines[-1][0]["x0"] - w["x0"]) <= 0.5 * max(w["x1"] - w["x0"], 1.0):
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    return "\n".join(
+        " ".join(w["text"] for w in sorted(line, key=lambda w: w["top"], reverse=up))
+        for line in lines
+    )
+
+
+def _runs_up(c: dict) -> bool:
+    if "upward" in c:  # the pdfium reader's glyphs
+        return bool(c["upward"])
+    matrix = c.get("matrix") or (1, 0, 0, 1, 0, 0)
+    return matrix[1] > 0  # pdfminer's glyph matrix: the baseline runs up the page
 
 
 def _in_cell(c: dict, cell: tuple[float, float, float, float]) -> bool:

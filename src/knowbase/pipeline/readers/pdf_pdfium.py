@@ -91,6 +91,7 @@ class PdfiumPage:
             "size": size,
             "fontname": font,
             "upright": q == self._quarter,
+            "upward": (q - self._quarter) % 4 == 1,
         }
 
     # --- ruling lines ----------------------------------------------------------------------
@@ -184,14 +185,14 @@ def _glyphs(raw: Any, tp: Any) -> list[tuple]:
             name, descent = _font(raw, obj, fonts)
             run = runs[key] = (raw.FPDFText_GetFontSize(tp, i) * scale, name, descent, quarter)
         size, name, descent, quarter = run
-        origin = (
-            (ox.value, oy.value)
-            if raw.FPDFText_GetCharOrigin(tp, i, ox, oy)
-            else (
-                rect.left,
-                rect.bottom,
-            )
-        )
+        if size < 0.5:
+            # No usable size (a zero text matrix, a Type 3 font): the glyph box's height, so
+            # the word gap (a share of the size) does not cut every glyph apart.
+            size = max(abs(rect.top - rect.bottom), abs(rect.right - rect.left), 1.0)
+        if raw.FPDFText_GetCharOrigin(tp, i, ox, oy):
+            origin = (ox.value, oy.value)
+        else:
+            origin = (rect.left, rect.bottom)
         box = (rect.left, rect.bottom, rect.right, rect.top)
         out.append((_text(code), box, origin, size, name, descent, quarter))
     return out
