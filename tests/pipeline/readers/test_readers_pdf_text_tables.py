@@ -229,3 +229,56 @@ def test_a_header_set_bottom_to_top_reads_forward(tmp_path: Path, backend: str) 
     table = _table_rows(_text(pdf))
     assert table[0] == ["Township", "Number of registered voters", "Ballots cast"], table
     assert table[1:] == rows
+
+
+def _ruled_values(c, x0: float, top: float, values: list[list[str]], w: float = 50) -> None:
+    h = 16
+    for i in range(len(values) + 1):
+        c.line(x0, top - i * h, x0 + w * len(values[0]), top - i * h)
+    for j in range(len(values[0]) + 1):
+        c.line(x0 + j * w, top, x0 + j * w, top - h * len(values))
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            c.drawString(x0 + j * w + 4, top - (i + 1) * h + 5, v)
+
+
+def test_row_labels_left_of_the_rules_join_their_rows(tmp_path: Path, backend: str) -> None:
+    # A spreadsheet export: the label column has no border, the figures are ruled.
+    pdf = tmp_path / "labels.pdf"
+    c = _canvas(pdf)
+    values = [["2019", "2020"], ["963", "439"], ["923", "393"], ["1026", "349"]]
+    _ruled_values(c, 160, 760, values)
+    for i, label in enumerate(["", "Alcona", "Caledonia", "City Harrisville"]):
+        c.drawString(80, 760 - (i + 1) * 16 + 5, label)
+    c.drawString(80, 680, "Turnout is counted at the close of polls on election day.")
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    assert _table_rows(text) == [
+        ["", "2019", "2020"],
+        ["Alcona", "963", "439"],
+        ["Caledonia", "923", "393"],
+        ["City Harrisville", "1026", "349"],
+    ]
+    assert "Turnout is counted" in text.split("\n|")[-1]
+
+
+def test_prose_beside_a_ruled_table_stays_out_of_it(tmp_path: Path, backend: str) -> None:
+    pdf = tmp_path / "beside.pdf"
+    c = _canvas(pdf)
+    values = [["2019", "2020"], ["963", "439"], ["923", "393"], ["1026", "349"]]
+    _ruled_values(c, 330, 760, values)
+    prose = [
+        "The county counts every ballot twice,",
+        "once by machine on the night of the",
+        "election and once by hand in the week",
+        "after, before the board certifies the",
+        "result and publishes the figures.",
+    ]
+    for i, line in enumerate(prose):
+        c.drawString(80, 755 - 11 * i, line)
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    assert _table_rows(text) == values, text
+    assert "the county counts every ballot twice," in text.lower()

@@ -72,13 +72,19 @@ kept so the benchmark can measure both; ``"both"`` tries that one first."""
 
 def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
     """The page's tables with their cell texts: ruled ones if they are sound, else aligned."""
-    from knowbase.pipeline.readers.pdf_stream import text_tables
+    from knowbase.pipeline.readers.pdf_stream import labels_left_of, text_tables
 
     cells = _CellText(page.chars)
-    ruled = [(t.bbox, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
+    found = [(t, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
+    ruled: list[tuple[Box, Grid]] = [(t.bbox, g) for t, g in found]
     if ruled and all(_well_ruled(g) for _, g in ruled):
         if TEXT_TABLES == "plumber":
             return ruled
+        outside = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
+        ruled = [
+            labels_left_of(t.bbox, [r.bbox for r in t.rows], g, outside) or (t.bbox, g)
+            for t, g in found
+        ]
         rest = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
         return ruled + list(text_tables(rest))
     aligned: list[tuple[Box, Grid]] = []

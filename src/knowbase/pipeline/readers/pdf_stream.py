@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 Word = dict
 Grid = list[list[str]]
+Box = tuple[float, float, float, float]
 
 _PHRASE_GAP_EM = 0.9  # a gap wider than this (in font sizes) separates cells
 _MIN_GUTTER_EM = 0.5
@@ -241,6 +242,40 @@ def _is_two_column_list(region: list[list[Word]]) -> bool:
     left, right = ends[:split], ends[split:]
     size = statistics.median(w["size"] for line in region for w in line)
     return min(len(left), len(right)) >= 2 and ends[split] - ends[split - 1] > 10 * size
+
+
+def labels_left_of(
+    bbox: Box, rows: list[Box], grid: list[list[str | None]], words: Sequence[Word]
+) -> tuple[Box, list[list[str | None]]] | None:
+    """A ruled table with its row labels, when they stand left of the grid's first rule (a
+    spreadsheet export whose label column has no border); None when there are none.
+
+    The words must sit right next to the grid (within 4 em), one short line per row, in at
+    least half the rows that hold anything: prose beside a table has more lines than the
+    rows, or longer ones.
+    """
+    left = [w for w in words if w["x1"] <= bbox[0] + 1 and bbox[1] <= _mid(w) <= bbox[3]]
+    if not left:
+        return None
+    size = statistics.median(w["size"] for w in left)
+    if bbox[0] - max(w["x1"] for w in left) > 4 * size:
+        return None
+    labels: list[str] = []
+    for row in rows:
+        inside = [w for w in left if row[1] <= _mid(w) < row[3]]
+        if len(_lines(inside)) > 1:
+            return None
+        labels.append(" ".join(w["text"] for w in sorted(inside, key=lambda w: w["x0"])))
+    filled = [lab for lab in labels if lab]
+    used = sum(1 for row in grid if any(c and c.strip() for c in row))
+    if len(filled) < max(2, used / 2) or statistics.mean(len(lab.split()) for lab in filled) > 4:
+        return None
+    box = (min(w["x0"] for w in left), bbox[1], bbox[2], bbox[3])
+    return box, [[lab, *row] for lab, row in zip(labels, grid, strict=True)]
+
+
+def _mid(w: Word) -> float:
+    return (w["top"] + w["bottom"]) / 2
 
 
 def numeric_share(grid: Grid) -> float:
