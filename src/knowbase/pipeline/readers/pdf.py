@@ -126,7 +126,10 @@ def pdf_page_texts(
     finally:
         slow.close()
         if fast is not None:
-            fast.close()
+            from knowbase.pipeline.readers.pdf_pdfium import LOCK
+
+            with LOCK:
+                fast.close()
 
 
 class _Plumber:
@@ -153,8 +156,11 @@ def _open_pdfium(path: Path) -> Any:
     also reports why the file is unreadable)."""
     import pypdfium2
 
+    from knowbase.pipeline.readers.pdf_pdfium import LOCK
+
     try:
-        return pypdfium2.PdfDocument(str(path), password="")
+        with LOCK:
+            return pypdfium2.PdfDocument(str(path), password="")
     except pypdfium2.PdfiumError:
         return None
 

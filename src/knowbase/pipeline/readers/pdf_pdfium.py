@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import math
+import threading
 from collections import Counter
 from typing import Any
 
+LOCK = threading.RLock()
+"""pdfium is not thread-safe: every call into it, in any thread of this process, holds this."""
 _PATH, _FORM = 2, 5  # FPDF_PAGEOBJ_PATH, FPDF_PAGEOBJ_FORM
 _LINETO, _MOVETO = 0, 2  # FPDF_SEGMENT_*; Bézier segments are curves, never ruling lines
 
@@ -24,11 +27,12 @@ _LINETO, _MOVETO = 0, 2  # FPDF_SEGMENT_*; Bézier segments are curves, never ru
 def open_page(pdf: Any, index: int) -> PdfiumPage | None:
     """Page ``index`` (0-based) of a ``pypdfium2.PdfDocument``, turned so that most of its text
     reads left to right; None when its text runs in no main direction (pdfplumber reads it)."""
-    page = pdf[index]
-    try:
-        adapted = PdfiumPage(page)
-    finally:
-        page.close()
+    with LOCK:
+        page = pdf[index]
+        try:
+            adapted = PdfiumPage(page)
+        finally:
+            page.close()
     upright = sum(1 for c in adapted.chars if c["upright"])
     if upright < 0.6 * len(adapted.chars):
         return None
