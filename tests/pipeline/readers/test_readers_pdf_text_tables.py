@@ -282,3 +282,63 @@ def test_prose_beside_a_ruled_table_stays_out_of_it(tmp_path: Path, backend: str
     text = _text(pdf)
     assert _table_rows(text) == values, text
     assert "the county counts every ballot twice," in text.lower()
+
+
+LISTING = [
+    ("648765", "AAA", "ALLEGIANT AIR", "7100 TERMINAL DRIVE", "OK"),
+    ("648766", "AAA", "ALLEGIANT AIR LLC", "STREET", "OK"),
+    ("82030", "AAA", "AMERICAN AIRLINES", "7777 EAST APACHE DRIVE", "OK"),
+    ("509462", "BAW", "AMERICAN EAGLE", "WILL ROGERS AIRPORT", "TX"),
+    ("79145", "BAW", "DELTA AIR LINES", "BOX 59975", "OK"),
+    ("600941", "AAA", "ENDEAVOR AIR", "7100 TERMINAL DRIVE", "OK"),
+    ("478482", "BAW", "EXPRESSJET", "WILL ROGERS AIRPORT", "OK"),
+    ("505981", "AAA", "SKYWEST AIRLINES", "7100 TERMINAL DRIVE", "KS"),
+    ("429754", "AAA", "SOUTHWEST", "7777 EAST APACHE DRIVE", "OK"),
+    ("415051", "BAW", "UNITED AIRLINES", "WILL ROGERS AIRPORT", "OK"),
+]
+
+
+def test_a_tightly_set_listing_keeps_its_columns(tmp_path: Path, backend: str) -> None:
+    # A licence listing printed from a database: left-aligned columns, some only 3-4 pt
+    # (0.4 em) apart, as close as its word spaces; they line up in every row.
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    pdf = tmp_path / "listing.pdf"
+    c = _canvas(pdf, size=8)
+    xs = [40, 40, 40, 40, 40]
+    for j, gap in zip(range(1, 5), (3, 12, 4, 12), strict=True):
+        xs[j] = xs[j - 1] + max(stringWidth(r[j - 1], "Helvetica", 8) for r in LISTING) + gap
+    for i, row in enumerate(LISTING):
+        for x, cell in zip(xs, row, strict=True):
+            c.drawString(x, 760 - 12 * i, cell)
+    c.showPage()
+    c.save()
+    assert _table_rows(_text(pdf)) == [list(r) for r in LISTING]
+
+
+def test_a_first_word_shared_by_many_rows_is_no_column(tmp_path: Path, backend: str) -> None:
+    # "Domaine de ..." starts most rows, so a word space lines up down the page; the names
+    # are one cell all the same.
+    pdf = tmp_path / "wines.pdf"
+    c = _canvas(pdf, size=9)
+    wines = [
+        "Domaine de la Guicharde 2016",
+        "Domaine de Montvac 2016",
+        "Domaine de Beaurenard",
+        "Villa Tempora 2014",
+        "Domaine de la Florane 2016",
+        "Domaine de Joncas 2015",
+        "Domaine de Dionysos",
+        "Château Léoube 2016",
+        "Domaine de Montvac 2017",
+        "Domaine Lionnet 2012",
+        "Domaine de la Florane 2014",
+    ]
+    for i, name in enumerate(wines):
+        c.drawString(60, 760 - 14 * i, name)
+        _right(c, 520, 760 - 14 * i, f"{8 + i % 5} €")
+    c.showPage()
+    c.save()
+    rows = _table_rows(_text(pdf))
+    assert [r[0] for r in rows] == wines, rows
+    assert all(len(r) == 2 for r in rows)
