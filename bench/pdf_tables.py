@@ -107,10 +107,24 @@ def score(expected: list[list[str]], tables: list[list[list[str]]], arabic: bool
 # --- candidates ------------------------------------------------------------------------------
 
 
-def _knowbase(path: Path) -> str:
-    from knowbase.pipeline.readers.pdf import read_pdf
+def _knowbase(path: Path, backend: str = "pdfium", text_tables: str = "stream") -> str:
+    from knowbase.pipeline.readers import pdf, pdf_layout
 
-    return "\n\n".join(d.text for d in read_pdf(path, pages=[1]))
+    saved = pdf.BACKEND, pdf_layout.TEXT_TABLES
+    pdf.BACKEND, pdf_layout.TEXT_TABLES = backend, text_tables
+    try:
+        return "\n\n".join(d.text for d in pdf.read_pdf(path, pages=[1]))
+    finally:
+        pdf.BACKEND, pdf_layout.TEXT_TABLES = saved
+
+
+def _knowbase_pdfplumber(path: Path) -> str:
+    return _knowbase(path, backend="pdfplumber")
+
+
+def _knowbase_before(path: Path) -> str:
+    # The default until this change: pdfminer's parse, pdfplumber's text-strategy tables.
+    return _knowbase(path, backend="pdfplumber", text_tables="plumber")
 
 
 def _pypdf(path: Path) -> str:
@@ -171,7 +185,9 @@ def _to_md(rows: list[list[str | None]]) -> str:
 
 
 CANDIDATES: dict[str, tuple[str, Callable[[Path], str]]] = {
-    "knowbase": ("MIT (pdfplumber + pdfminer.six, MIT)", _knowbase),
+    "knowbase": ("Apache-2.0/BSD-3 pdfium parse + MIT pdfplumber table code", _knowbase),
+    "knowbase-pdfplumber": ("MIT, the same rules over pdfminer's parse", _knowbase_pdfplumber),
+    "knowbase-before": ("MIT, pdfminer + pdfplumber text strategy", _knowbase_before),
     "pypdf": ("BSD-3 (the reader before this change)", _pypdf),
     "pypdfium2": ("Apache-2.0/BSD-3, page text (no table finder)", _pypdfium2),
     "pdfplumber-lines": ("MIT, extract_tables() defaults", _pdfplumber),

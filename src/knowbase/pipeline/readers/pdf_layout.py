@@ -1,13 +1,14 @@
-"""One PDF page (pdfplumber) → Markdown: tables as pipe tables, headings as ``#``, columns in order.
+"""One PDF page → Markdown: tables as pipe tables, headings as ``#``, columns in order.
 
-The choice of pdfplumber and of these rules was measured with ``bench/pdf_tables.py`` on real
-PDFs (``docs/pdf-tables.md``: structure F1 and seconds per page per candidate). Steps:
+The page is a pdfplumber page or its pdfium stand-in (:mod:`.pdf_pdfium`, the default): both
+give ``chars``, ``edges``, ``extract_words`` and ``find_tables``. The rules were measured with
+``bench/pdf_tables.py`` on real PDFs (``docs/documents.md``: structure F1 and seconds per page
+per candidate). Steps:
 
-1. **Tables.** Ruled tables come from pdfplumber's line strategy. A page without one is tried
-   with the text-alignment strategy, and such a table is kept only when it looks like a grid of
-   short cells (:func:`_plausible`) whose columns are set apart by real gutters
-   (:func:`_edges_are_gutters`), so prose never turns into a table. Spanned cells are
-   flattened (text in the top-left cell), multi-line cells joined with spaces.
+1. **Tables.** Ruled tables come from pdfplumber's line strategy. A page without a sound one
+   is searched for tables aligned by text (:mod:`.pdf_stream`: cells cut at wide gaps, columns
+   at shared gutters), with the rules that keep prose, contents pages, indexes and code out.
+   Spanned cells are flattened (text in the top-left cell), multi-line cells joined with spaces.
 2. **Text** outside the tables, as words with their font size, grouped into lines. A page with
    a clear vertical gutter is read column by column (full-width lines above the columns first).
 3. **Headings**: a short line whose font is well above the page's body size becomes ``#``,
@@ -45,12 +46,14 @@ def page_markdown(page: Any) -> str:
     """The page as Markdown (``""`` when it has no text layer)."""
     if not page.chars:
         return ""
-    all_words = page.extract_words(extra_attrs=["size"], use_text_flow=False, **_WORD_GAP)
+    all_words = page.extract_words(
+        extra_attrs=["size", "fontname"], use_text_flow=False, **_WORD_GAP
+    )
     tables = _tables(page, all_words)
-    boxes = [t.bbox for t, _ in tables]
+    boxes = [box for box, _ in tables]
     words = [w for w in all_words if not any(_inside(w, box) for box in boxes)]
     body = _body_size(page.chars)
-    blocks = [(t.bbox[1], _table_markdown(rows)) for t, rows in tables]
+    blocks = [(box[1], _table_markdown(rows)) for box, rows in tables]
     blocks += _text_blocks(words, body, float(page.width))
     blocks.sort(key=lambda b: b[0])
     return "\n\n".join(text for _, text in blocks if text.strip())
@@ -60,19 +63,39 @@ def page_markdown(page: Any) -> str:
 
 
 Grid = list[list[str | None]]
+Box = tuple[float, float, float, float]
+TEXT_TABLES = "stream"
+"""Tables without ruling lines: ``"stream"`` (:mod:`.pdf_stream`); ``"plumber"`` is the reader
+before it (pdfplumber's text strategy with :func:`_plausible` and :func:`_edges_are_gutters`),
+kept so the benchmark can measure both; ``"both"`` tries that one first."""
 
 
-def _tables(page: Any, words: list[dict]) -> list[tuple[Any, Grid]]:
+def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
     """The page's tables with their cell texts: ruled ones if they are sound, else aligned."""
+    from knowbase.pipeline.readers.pdf_stream import labels_left_of, text_tables
+
     cells = _CellText(page.chars)
-    ruled = [(t, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
+    found = [(t, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
+    ruled: list[tuple[Box, Grid]] = [(t.bbox, g) for t, g in found]
     if ruled and all(_well_ruled(g) for _, g in ruled):
-        return ruled
-    aligned = [
-        (t, g)
-        for t in page.find_tables(_TEXT_TABLE)
-        if _plausible(g := cells.extract(t)) and _edges_are_gutters(t, words)
-    ]
+        if TEXT_TABLES == "plumber":
+            return ruled
+        outside = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
+        ruled = [
+            labels_left_of(t.bbox, [r.bbox for r in t.rows], g, outside) or (t.bbox, g)
+            for t, g in found
+        ]
+        rest = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
+        return ruled + list(text_tables(rest))
+    aligned: list[tuple[Box, Grid]] = []
+    if TEXT_TABLES in ("plumber", "both"):
+        aligned = [
+            (t.bbox, g)
+            for t in page.find_tables(_TEXT_TABLE)
+            if _plausible(g := cells.extract(t)) and _edges_are_gutters(t, words)
+        ]
+    if TEXT_TABLES == "stream" or (TEXT_TABLES == "both" and not aligned):
+        aligned = list(text_tables(words))
     return aligned or ruled
 
 
@@ -102,9 +125,51 @@ class _CellText:
                     out.append(None)
                     continue
                 inside = [c for c in row_chars if _in_cell(c, cell)]
-                out.append(extract_text(inside, **_WORD_GAP) if inside else "")
+                turned = _turned(inside)
+                if turned is not None:
+                    out.append(_turned_text(inside, up=turned))
+                else:
+                    out.append(extract_text(inside, **_WORD_GAP) if inside else "")
             grid.append(out)
         return grid
+
+
+def _turned(chars: list[dict]) -> bool | None:
+    """None for a cell of upright glyphs; else whether its turned glyphs run up the page."""
+    turned = [c for c in chars if not c["upright"]]
+    if not turned or len(turned) < len(chars) / 2:
+        return None
+    return sum(1 for c in turned if _runs_up(c)) > len(turned) / 2
+
+
+def _turned_text(chars: list[dict], up: bool) -> str:
+    """The text of a cell set sideways (a narrow column's heading, usually bottom to top).
+
+    pdfplumber reads turned glyphs top to bottom and makes each word its own line, so
+    "Number of voters" set upwards came out "voters of Number".
+    """
+    from pdfplumber.utils.text import WordExtractor
+
+    words = WordExtractor(**_WORD_GAP, char_dir_rotated="btt" if up else "ttb").extract_words(
+        [c for c in chars if not c["upright"]]
+    )
+    lines: list[list[dict]] = []
+    for w in sorted(words, key=lambda w: w["x0"], reverse=not up):
+        if lines and abs(lines[-1][0]["x0"] - w["x0"]) <= 0.5 * max(w["x1"] - w["x0"], 1.0):
+            lines[-1].append(w)
+        else:
+            lines.append([w])
+    return "\n".join(
+        " ".join(w["text"] for w in sorted(line, key=lambda w: w["top"], reverse=up))
+        for line in lines
+    )
+
+
+def _runs_up(c: dict) -> bool:
+    if "upward" in c:  # the pdfium reader's glyphs
+        return bool(c["upward"])
+    matrix = c.get("matrix") or (1, 0, 0, 1, 0, 0)
+    return matrix[1] > 0  # pdfminer's glyph matrix: the baseline runs up the page
 
 
 def _in_cell(c: dict, cell: tuple[float, float, float, float]) -> bool:
