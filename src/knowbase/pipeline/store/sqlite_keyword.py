@@ -116,7 +116,7 @@ def match_rows(
         ).fetchall()
     # Rank inside FTS5 first, then join only the winners: joining every match before the
     # sort cost ~3x the ranking itself (a 2-word query over 10k chunks: 2.3 of 3.0 ms).
-    want = 4 * limit + 1  # room for the usual ties in one pass
+    want = limit + limit // 4 + 1  # room for the usual ties in one pass (widened below)
     while True:
         ranked = conn.execute(
             "SELECT rowid, bm25(search_text_fts) AS r FROM search_text_fts"
