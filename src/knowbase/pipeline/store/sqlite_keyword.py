@@ -15,7 +15,13 @@ import apsw
 
 from knowbase.pipeline.store.base import LaneHit
 from knowbase.pipeline.store.fts_query import KeywordQuery, fts_quote
-from knowbase.pipeline.store.keyword_scale import absolute, idf, like_score, scale_idf
+from knowbase.pipeline.store.keyword_scale import (
+    idf,
+    like_score,
+    scale_idf,
+    scaled,
+    upper_bound,
+)
 from knowbase.pipeline.store.sqlite_common import BATCH, Within, first, marks
 
 CANDIDATES = 4  # keyword candidates per hit asked, re-ordered by the absolute score
@@ -75,10 +81,13 @@ def absolute_scores(
     (issue 30: ~30x less for the whole lane; the scores are the same numbers).
     """
     n_rows = fts_row_count(conn)
-    wanted = set(rowids)
-    parts: dict[int, list[tuple[float, float]]] = {r: [] for r in rowids}
+    # keyword_scale.absolute per row, unrolled: the bound is the same for every row, and the
+    # raw sums add each term's share in term order from 0, as ``sum`` does (a term a row lacks
+    # adds 0.0): the same floats, without a list and a call per row and term.
+    raw = dict.fromkeys(rowids, 0.0)
+    weights: list[float] = []
     for term in terms:
-        found: dict[int, float] = {}
+        found: list[tuple[int, float]] = []
         n_hit = 0
         for rowid, score in conn.execute(
             "SELECT rowid, bm25(search_text_fts) FROM search_text_fts"
@@ -86,12 +95,14 @@ def absolute_scores(
             (fts_quote(term),),
         ):
             n_hit += 1
-            if rowid in wanted:
-                found[rowid] = score
+            if rowid in raw:
+                found.append((rowid, score))
         weight, fts_idf = scale_idf(n_rows, n_hit), idf(n_rows, n_hit)
-        for rowid, pairs in parts.items():
-            pairs.append((weight, -found[rowid] / fts_idf if rowid in found else 0.0))
-    return {rowid: absolute(pairs) for rowid, pairs in parts.items()}
+        weights.append(weight)
+        for rowid, score in found:
+            raw[rowid] += weight * (-score / fts_idf)
+    upper = upper_bound(weights)
+    return {rowid: scaled(value, upper) for rowid, value in raw.items()}
 
 
 def match_rows(
