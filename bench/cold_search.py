@@ -63,7 +63,7 @@ def build(home: Path, notes: int) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from search_scale import paragraphs
 
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.providers.hashing_provider import hash_vector
     from knowbase.providers.registry import get_embedding_provider
     from knowbase.service import Knowledge

@@ -107,8 +107,8 @@ def speed(reps: int, count: int, threads: int) -> None:
 
 def quality(threads: int) -> None:
     from judged_sets import build_base, judged_set
+    from knowbase.eval import judged as ev
     from knowbase.providers import multilingual, registry
-    from knowbase.query import eval as ev
     from knowbase.service import Knowledge
     from knowbase.settings import Settings
 

@@ -59,7 +59,7 @@ def write_corpus(folder: Path, files: int, paragraphs: int, words: list[str], se
 
 def build_base(home: Path, corpus: Path) -> int:
     """Create the BM25 base, import ``corpus`` in this process, return its chunk count."""
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.service import Knowledge
     from knowbase.settings import load_settings
 

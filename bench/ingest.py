@@ -280,7 +280,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="remote texts per request")
     args = parser.parse_args()
 
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.pipeline.indexing.batcher import batcher_for
     from knowbase.providers.registry import get_embedding_provider
     from knowbase.service import Knowledge

@@ -10,7 +10,7 @@ Sets: ``en`` and ``zh`` (``eval/``, in the repository), ``nfcorpus`` and ``argua
 ``../shared/datasets/``, never copied: a set that is not there is skipped with the reason).
 The corpus goes through the real reader, chunker (MiniLM's 256/32 tokens, its tokenizer) and
 contextual unit text; the index is the real SQLite store; the lanes are its keyword and vector
-lanes with their absolute scores; fusion is ``query/fusion.py``'s. Chunk hits collapse to
+lanes with their absolute scores; fusion is ``search/fusion.py``'s. Chunk hits collapse to
 documents by their best chunk, as ``kb eval`` does. ArguAna: a document equal to the query is
 dropped (the set's self-hits). The cache lives in ``$KB_EVAL_CACHE`` (default
 ``~/.cache/knowbase-eval``), outside the repository.
@@ -79,7 +79,7 @@ def available(name: str) -> str | None:
 
 def judged(name: str) -> dict[str, tuple[dict[str, str], dict[str, dict[str, int]]]]:
     """``{split: (queries, qrels)}``; ArguAna's splits are two disjoint fixed random subsets."""
-    from knowbase.query.eval_beir import read_qrels
+    from knowbase.eval.beir import read_qrels
 
     folder, splits = SETS[name]
     texts = {str(r["_id"]): str(r.get("text") or "") for r in _jsonl(folder / "queries.jsonl")}
@@ -115,10 +115,10 @@ def corpus_cut(name: str) -> set[str] | None:
 
 def units(name: str, provider) -> list[tuple[str, str, str, list]]:  # noqa: ANN001
     """``(doc id, title, content text, chunks)`` per corpus document, as a base would index it."""
+    from knowbase.eval.beir import CorpusDoc, file_name
     from knowbase.pipeline.documents import ChunkSettings
     from knowbase.pipeline.indexing.chunking import chunk_documents
     from knowbase.pipeline.readers.markdown import read_markdown_text
-    from knowbase.query.eval_beir import CorpusDoc, file_name
 
     settings = ChunkSettings(chunk_size=256, chunk_overlap=32, token_cap=254)
     keep = corpus_cut(name)
@@ -165,7 +165,7 @@ class VectorCache:
         tmp.replace(self.path)
 
     def fill(self, texts: list[str], provider, batch: int = 64, query: bool = False) -> None:  # noqa: ANN001
-        from knowbase.pipeline.store.hashing import text_hash
+        from knowbase.pipeline.indexing.hashing import text_hash
 
         embed = getattr(provider, "embed_queries", None) if query else None
         embed = embed or provider.embed
@@ -203,11 +203,11 @@ def embed(name: str) -> None:
 
 def lanes(name: str) -> None:
     """Index the set in a real SQLite store (cached vectors) and cache both lanes per query."""
+    from knowbase.index.base import MaterialInput
+    from knowbase.index.sqlite.store import SqliteIndexStore
     from knowbase.pipeline.indexing.context import chunk_text
-    from knowbase.pipeline.store.base import MaterialInput
-    from knowbase.pipeline.store.hashing import text_hash
-    from knowbase.pipeline.store.sqlite import SqliteIndexStore
-    from knowbase.query.search import script_coverage
+    from knowbase.pipeline.indexing.hashing import text_hash
+    from knowbase.search.search import script_coverage
 
     provider = _provider(name)
     cache = _cache(name)
@@ -253,8 +253,8 @@ def _min_max(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
 def score_run(name: str, split: str, setting) -> dict[str, float]:  # noqa: ANN001
     """nDCG@10 and recall@100 of one fusion setting ('bm25', 'vector', 'minmax-0.8', or a
     ``FusionSettings``) from the cached lanes, as ``kb eval``'s hybrid lane computes them."""
-    from knowbase.query.eval_metrics import evaluate_run
-    from knowbase.query.fusion import FusionSettings, fuse
+    from knowbase.eval.metrics import evaluate_run
+    from knowbase.search.fusion import FusionSettings, fuse
 
     with (CACHE / name / "lanes.pickle").open("rb") as fh:
         cached = pickle.load(fh)[split]
@@ -291,8 +291,8 @@ def score_run(name: str, split: str, setting) -> dict[str, float]:  # noqa: ANN0
 
 def sweep_all(names: list[str]) -> None:
     """Print nDCG@10 per set and split for the lanes, the old default and the sweep grid."""
-    from knowbase.query.eval import SWEEP_GRID
-    from knowbase.query.fusion import FusionSettings
+    from knowbase.eval.judged import SWEEP_GRID
+    from knowbase.search.fusion import FusionSettings
 
     grid = ["bm25", "vector", "minmax-0.8", *SWEEP_GRID]
     grid += [FusionSettings("convex", a) for a in (0.1, 0.15, 0.25, 0.35, 0.45, 0.55)]

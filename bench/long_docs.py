@@ -12,7 +12,7 @@ base's chunking, 1024/200, contextual). Per variant: nDCG@10 of the bm25, vector
 ``kb eval`` does; and for small-to-big, over the queries whose answering document is among the
 top 10 documents of the hybrid lane: how often the answering paragraph's needle
 (``eval/long/answers.jsonl``) lies inside that document's best hit, and inside the passage
-``query/context.py`` grows around it within 512 tokens. The cache is ``judged_sets.CACHE``.
+``search/context.py`` grows around it within 512 tokens. The cache is ``judged_sets.CACHE``.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ def _docs() -> list[tuple[str, str, str]]:
 
 def build(variant: str, provider) -> dict:  # noqa: ANN001
     """Index the set as ``variant`` and return ``{qid: (vector hits, keyword hits)}`` plus units."""
-    import knowbase.pipeline.store.plan as plan
+    import knowbase.index.plan as plan
+    from knowbase.eval.beir import CorpusDoc, file_name
+    from knowbase.index.base import MaterialInput
+    from knowbase.index.sqlite.store import SqliteIndexStore
     from knowbase.pipeline.documents import ChunkSettings
     from knowbase.pipeline.indexing.chunking import chunk_documents
     from knowbase.pipeline.indexing.context import chunk_text, unit_text
+    from knowbase.pipeline.indexing.hashing import text_hash
     from knowbase.pipeline.readers.markdown import read_markdown_text
-    from knowbase.pipeline.store.base import MaterialInput
-    from knowbase.pipeline.store.hashing import text_hash
-    from knowbase.pipeline.store.sqlite import SqliteIndexStore
-    from knowbase.query.eval_beir import CorpusDoc, file_name
 
     model = variant != "bm25"
     settings = (
@@ -127,9 +127,9 @@ def score(built: dict) -> dict[str, dict]:
     paragraph's needle inside the rank-1 hit (``top1``) and inside the passage grown around it
     within 512 tokens (``top1_ctx``); the same for the answering document's best hit (``doc``,
     ``doc_ctx``)."""
-    from knowbase.query.eval_beir import read_qrels
-    from knowbase.query.eval_metrics import evaluate_run
-    from knowbase.query.fusion import FusionSettings, fuse
+    from knowbase.eval.beir import read_qrels
+    from knowbase.eval.metrics import evaluate_run
+    from knowbase.search.fusion import FusionSettings, fuse
 
     qrels = read_qrels(SET / "qrels" / "test.tsv")
     answers = {str(r["query_id"]): r for r in _jsonl(SET / "answers.jsonl")}
@@ -160,8 +160,8 @@ def score(built: dict) -> dict[str, dict]:
 
 def _answer_in(built: dict, answer: dict, hits: list) -> dict[str, bool]:
     """Whether the needle lies in the rank-1 hit / the answering document's best hit, bare and
-    grown to :data:`BUDGET` tokens as ``query/context.py`` grows it."""
-    from knowbase.query.context import _grow
+    grown to :data:`BUDGET` tokens as ``search/context.py`` grows it."""
+    from knowbase.search.context import _grow
 
     doc = answer["corpus_id"]
     text = built["text"][doc]

@@ -86,7 +86,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.providers.hashing_provider import hash_vector
     from knowbase.providers.registry import get_embedding_provider
     from knowbase.service import Knowledge

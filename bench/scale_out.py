@@ -89,8 +89,8 @@ def main() -> None:
 
     from knowbase.catalog import bases as base_repo
     from knowbase.catalog.db import Catalog
-    from knowbase.pipeline.store.postgres import PostgresIndexStore
-    from knowbase.pipeline.store.postgres_sql import vector_literal
+    from knowbase.index.postgres.sql import vector_literal
+    from knowbase.index.postgres.store import PostgresIndexStore
     from pg_server import TEMPLATE_DB, running_server
 
     rng = np.random.default_rng(1)
@@ -194,7 +194,7 @@ def ingest(args: argparse.Namespace) -> None:
     from loopback_embeddings import LoopbackEmbeddings
 
     from knowbase.catalog.schema import TERMINAL_ITEM_STATUSES
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.service import Knowledge
     from knowbase.settings import load_settings
     from pg_server import TEMPLATE_DB, running_server

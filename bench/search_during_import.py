@@ -53,8 +53,8 @@ def main() -> None:
     parser.add_argument("--idle-queries", type=int, default=200)
     args = parser.parse_args()
 
-    from knowbase.ingestion.inputs import AddInput
-    from knowbase.pipeline.store.vector_matrix import VectorMatrix
+    from knowbase.index.vector.matrix import VectorMatrix
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.service import Knowledge
     from knowbase.settings import Settings
 

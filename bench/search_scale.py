@@ -136,14 +136,14 @@ def replicated(base: np.ndarray, n: int, rng: np.random.Generator, noise: float)
 
 
 def matrix_of(rows: np.ndarray):  # type: ignore[no-untyped-def]
-    from knowbase.pipeline.store.vector_matrix import VectorMatrix
+    from knowbase.index.vector.matrix import VectorMatrix
 
     blobs = [(f"u{i:08d}", r.tobytes()) for i, r in enumerate(rows.astype("<f4"))]
     return VectorMatrix.from_rows(blobs, dims=DIMS, version=1)
 
 
 def lanes(name: str, rows: np.ndarray, queries: np.ndarray, n_timed: int) -> dict[str, float]:
-    from knowbase.pipeline.store import vector_quantized as vq
+    from knowbase.index.vector import quantized as vq
 
     t0 = time.perf_counter()
     matrix = matrix_of(rows)
@@ -219,11 +219,11 @@ class Precomputed:
 
 def hybrid(n: int, texts: list[str], base: np.ndarray, queries: np.ndarray, n_q: int) -> None:
     """A real SQLite index of ``n`` chunks; query.search.search end to end."""
+    from knowbase.index.base import MaterialInput
+    from knowbase.index.sqlite.store import SqliteIndexStore
     from knowbase.pipeline.documents import Chunk
-    from knowbase.pipeline.store.base import MaterialInput
-    from knowbase.pipeline.store.hashing import text_hash
-    from knowbase.pipeline.store.sqlite import SqliteIndexStore
-    from knowbase.query.search import SearchConfig, VisibleItem, search
+    from knowbase.pipeline.indexing.hashing import text_hash
+    from knowbase.search.search import SearchConfig, VisibleItem, search
 
     rng = np.random.default_rng(11)
     corpus, held = texts[:-HELD_OUT], texts[-HELD_OUT:]

@@ -68,7 +68,7 @@ MODEL = "local:all-minilm-l6-v2"
 
 def build(home: Path, n_paragraphs: int, per_note: int, bm25: bool) -> tuple[int, list[str]]:
     """The hybrid base (and a BM25-only twin with ``bm25``); its chunk count and vocabulary."""
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.providers.hashing_provider import hash_vector
     from knowbase.providers.registry import get_embedding_provider
     from knowbase.service import Knowledge

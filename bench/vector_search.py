@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from knowbase.index.base import MaterialInput
+from knowbase.index.sqlite.store import SqliteIndexStore
+from knowbase.index.vector.matrix import CACHE
 from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.store.base import MaterialInput
-from knowbase.pipeline.store.hashing import text_hash
-from knowbase.pipeline.store.sqlite import SqliteIndexStore
-from knowbase.pipeline.store.vector_matrix import CACHE
+from knowbase.pipeline.indexing.hashing import text_hash
 
 DIMS = 1536
 PER_MATERIAL = 500

@@ -81,7 +81,7 @@ def _kb_settings(request: pytest.FixtureRequest, home: Path) -> Settings:
 
 def _close_qdrant_clients() -> None:
     """Local mode locks its folder per process: release it when the test's home goes."""
-    from knowbase.pipeline.store import backends
+    from knowbase.index import backends
 
     backends.close_qdrant_clients()
 

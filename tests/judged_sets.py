@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 from knowbase.catalog.models import Base
-from knowbase.ingestion.inputs import AddInput
-from knowbase.query.eval_beir import CorpusDoc, file_name, read_corpus, read_qrels, read_queries
+from knowbase.eval.beir import CorpusDoc, file_name, read_corpus, read_qrels, read_queries
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 
 JUDGED = Path(__file__).resolve().parents[1] / "eval"

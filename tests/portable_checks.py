@@ -1,4 +1,4 @@
-"""Shared by the archive tests (tests/ingestion, tests/postgres, tests/interfaces): a source
+"""Shared by the archive tests (tests/operations, tests/postgres, tests/interfaces): a source
 base with files, notes and a folder on the ``hash:`` provider, a counter of embedding calls, and
 the comparison of two bases that must be the same (items, Concept IDs, chunk offsets, vectors
 bit for bit, top results of sample queries)."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from knowbase.ingestion.inputs import AddInput
-from knowbase.pipeline.store.hashing import text_hash
+from knowbase.operations.add.inputs import AddInput
+from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.registry import get_embedding_provider
 from knowbase.service import Knowledge
 

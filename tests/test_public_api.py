@@ -23,7 +23,7 @@ def test_all_is_the_facade_and_every_error_class():
 
 
 def test_every_name_in_all_resolves_to_its_defining_object():
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.service import Knowledge
     from knowbase.settings import Settings, load_settings
 

@@ -10,8 +10,8 @@ import pytest
 
 from knowbase.catalog.models import Base
 from knowbase.errors import VectorStoreUnavailable
+from knowbase.index.base import MaterialInput
 from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.store.base import MaterialInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 
@@ -124,7 +124,7 @@ def test_the_registry_opens_the_backend_the_base_records(kb: Knowledge, bm25_bas
 
 def test_a_base_on_the_qdrant_backend_indexes_and_searches(kb: Knowledge) -> None:
     pytest.importorskip("qdrant_client")
-    from knowbase.pipeline.store import backends
+    from knowbase.index import backends
 
     base = kb.create_base(
         "q", embedding_model_id="hash:d64", file_processor_id=None, index_backend="qdrant"

@@ -15,7 +15,7 @@ from knowbase.errors import (
     UnsafePath,
     UnsupportedFileType,
 )
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
 
@@ -203,8 +203,8 @@ def test_local_model_finds_a_paraphrase(knowledge):
 
 def test_delete_base_cancels_every_active_job(knowledge):
     """More active jobs than one page (and than the old first-1,000 read): none survives."""
+    from knowbase.operations import kinds
     from knowbase.runtime import queue_of
-    from knowbase.tasks import kinds
 
     base = knowledge.create_base("many-jobs")
     keep = knowledge.create_base("other")

@@ -60,14 +60,14 @@ from knowbase.errors import (
 )
 
 if TYPE_CHECKING:
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.service import Knowledge
     from knowbase.settings import Settings, load_settings
 
 # name -> the module that defines it; resolved on first attribute access.
 _LAZY = {
     "Knowledge": "knowbase.service",
-    "AddInput": "knowbase.ingestion.inputs",
+    "AddInput": "knowbase.operations.add.inputs",
     "Settings": "knowbase.settings",
     "load_settings": "knowbase.settings",
 }

@@ -1,7 +1,7 @@
 """What is running and what changed in a home: jobs, live workers and the change feed.
 
 ``Knowledge.activity`` is one of these. The surfaces read it for ``kb jobs``, ``kb workers``,
-``GET /jobs`` and the event stream (``interfaces/http_events.py``); it never starts work.
+``GET /jobs`` and the event stream (``interfaces/http/events.py``); it never starts work.
 """
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.models import Base
 from knowbase.errors import CatalogUnavailable, VectorStoreUnavailable
+from knowbase.files import BaseStorage
+from knowbase.index import backends
+from knowbase.index.base import IndexStore
 from knowbase.jobs.manager import JobManager
 from knowbase.locks import KeyedMutex, pg_advisory_lock
-from knowbase.pipeline.store import backends
-from knowbase.pipeline.store.base import IndexStore
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
 from knowbase.settings import Settings
-from knowbase.storage import BaseStorage
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class Runtime:
 
         A store of other dims or another model (a model switch swapped it) is replaced; the
         old one closes when its last reader lets go
-        (:mod:`knowbase.pipeline.store.lease`). A transient open error is retried a few times
+        (:mod:`knowbase.index.lease`). A transient open error is retried a few times
         (:data:`OPEN_RETRY_DELAYS`) before a failed mount fails the base.
         """
         with self._stores_lock:

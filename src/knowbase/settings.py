@@ -41,7 +41,7 @@ class Settings:
     # next documents are read. A job waiting for its vectors holds a thread: with 16, a remote
     # model (4 requests in flight) got 2.8 texts per request and 0.06 of its ceiling; 48 keeps
     # the per-document pipeline, not the thread count, the limit (bench/ingest.py). OCR and
-    # file reads have seats of their own (tasks/process_file.py, tasks/index_documents.py).
+    # file reads have seats of their own (operations/indexing/process_file.py, operations/indexing/handler.py).
     workers: int = 48
     job_retention_days: float = 14  # terminal jobs older than this are pruned; <= 0 keeps all
     # Host names a server (kb serve, kb mcp --http) answers to besides its bound address and,
@@ -53,7 +53,7 @@ class Settings:
     # The deterministic ``hash:`` provider is for tests only: off, it is an unknown profile.
     test_providers: bool = False
     # A base with at least this many vectors searches a faiss index re-scored in float32
-    # (pipeline/store/vector_quantized.py; needs the ``big`` extra); 0 keeps every base exact.
+    # (index/vector/quantized.py; needs the ``big`` extra); 0 keeps every base exact.
     quantized_lane_min_rows: int = 100_000
     # Where bases on the ``qdrant`` index backend keep their vectors: a server URL
     # (``http://host:6333``); None keeps them in Qdrant's local mode next to the base's index.
@@ -62,10 +62,10 @@ class Settings:
     # Workers on several hosts sharing one PostgreSQL catalog mount the same folder here;
     # None: ``<home>/bases``.
     materials_root: Path | None = None
-    # The index backend new bases get (pipeline/store/backends.py); None: next to the catalog
+    # The index backend new bases get (index/backends.py); None: next to the catalog
     # (sqlite on an embedded home, postgres on a PostgreSQL catalog).
     default_index_backend: str | None = None
-    # Keys Dify (or RAGFlow) presents to ``POST /retrieval`` (interfaces/http_external.py); the
+    # Keys Dify (or RAGFlow) presents to ``POST /retrieval`` (interfaces/http/external.py); the
     # endpoint exists only when at least one is set. Never stored in the catalog.
     external_api_keys: tuple[str, ...] = ()
 

@@ -19,7 +19,7 @@ import pytest
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base
 from knowbase.errors import NotFound
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 
 pytestmark = pytest.mark.timeout(120)

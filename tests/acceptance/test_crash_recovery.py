@@ -22,10 +22,10 @@ import pytest
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.catalog.schema import ACTIVE_STATUSES
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations import kinds
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
-from knowbase.tasks import kinds
 
 pytestmark = pytest.mark.timeout(120)
 

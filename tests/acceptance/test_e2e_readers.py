@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
 

@@ -17,7 +17,7 @@ import pytest
 
 from knowbase.catalog.models import Item
 from knowbase.errors import InvalidUrl
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.pipeline.sources import ratelimit
 from knowbase.pipeline.sources.okf import strip_okf_frontmatter
 from knowbase.service import Knowledge

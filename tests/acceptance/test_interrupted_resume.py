@@ -25,10 +25,10 @@ import pytest
 from test_crash_recovery import WorkerProcess, assert_consistent, make_folder, poll
 
 from _serve import free_port
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations import kinds
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
-from knowbase.tasks import kinds
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from test_crash_recovery import poll, workers  # noqa: F401 - the fixture
 
-from knowbase.ingestion.inputs import AddInput
-from knowbase.pipeline.store.hashing import text_hash
+from knowbase.operations.add.inputs import AddInput
+from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

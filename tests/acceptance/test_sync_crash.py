@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from knowbase.catalog.schema import ACTIVE_STATUSES
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

@@ -61,8 +61,8 @@ def test_update_takes_the_mutable_settings() -> None:
 
 
 def test_the_defaults_agree_with_the_query_layer() -> None:
-    from knowbase.pipeline.store.rrf import K
-    from knowbase.query import fusion
+    from knowbase.search import fusion
+    from knowbase.search.rrf import K
 
     assert (
         BY_NAME["fusion"].default,

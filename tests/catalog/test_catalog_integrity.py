@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from knowbase.errors import CatalogUnavailable
-from knowbase.ingestion.inputs import AddInput
-from knowbase.readiness import readiness
+from knowbase.interfaces.readiness import readiness
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

@@ -11,7 +11,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.migrate import alembic_config
 from knowbase.errors import InvalidInput
-from knowbase.query.fusion import DEFAULT_ALPHA, DEFAULT_METHOD, FusionSettings
+from knowbase.search.fusion import DEFAULT_ALPHA, DEFAULT_METHOD, FusionSettings
 
 
 def test_upgrade_keeps_old_bases_on_rrf(tmp_path: Path) -> None:

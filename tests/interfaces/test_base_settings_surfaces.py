@@ -52,7 +52,7 @@ def _options(command: str) -> set[str]:
 
 
 def test_the_http_models_carry_every_setting() -> None:
-    from knowbase.interfaces.http_models import BaseCreate, BaseOut, BaseSettingsPatch
+    from knowbase.interfaces.http.models import BaseCreate, BaseOut, BaseSettingsPatch
 
     assert set(NAMES) <= set(BaseOut.model_fields)
     assert set(BaseSettingsPatch.model_fields) == {"name", *MUTABLE}
@@ -129,7 +129,7 @@ def test_the_console_form_has_a_field_per_setting(kb: Knowledge) -> None:
 
 
 def test_an_archive_manifest_carries_every_portable_setting() -> None:
-    from knowbase.ingestion import archive_format
+    from knowbase.portable import archive_format
 
     assert set(PORTABLE) <= set(archive_format.SETTINGS)
     assert set(archive_format.SETTINGS) - set(PORTABLE) == {

@@ -69,10 +69,10 @@ def test_cli_errors_have_codes(run):
 
 
 def test_cli_jobs_newest_first_and_status_counts_every_active_job(run, tmp_path):
+    from knowbase.operations import kinds
     from knowbase.runtime import queue_of
     from knowbase.service import Knowledge
     from knowbase.settings import load_settings
-    from knowbase.tasks import kinds
 
     with Knowledge(load_settings(tmp_path / "home")) as kb:
         base = kb.create_base("queued")

@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from knowbase.errors import InvalidPattern, NotFound
-from knowbase.ingestion.inputs import AddInput
-from knowbase.interfaces import cli_concepts
+from knowbase.interfaces.cli import concepts as cli_concepts
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from knowbase.interfaces.cli_search import passage
+from knowbase.interfaces.cli.search import passage
 
 pytestmark = pytest.mark.timeout(300)
 

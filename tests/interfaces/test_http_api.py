@@ -268,7 +268,7 @@ def test_error_mapping(client: httpx.Client, kb) -> None:
 
 def test_search_over_several_bases_merges_on_one_scale(client: httpx.Client) -> None:
     """A hybrid base and a BM25-only base both score on the absolute scale (issue 29), so the
-    merged list is ordered by score (``query/multi_base.py``)."""
+    merged list is ordered by score (``search/multi_base.py``)."""
     models = {"h": {"embedding_model_id": "hash:d16"}, "k": {}}
     for name, extra in models.items():
         client.post("/bases", json={"name": name, **extra}).raise_for_status()

@@ -14,7 +14,7 @@ import typer
 import uvicorn
 
 from knowbase.errors import InvalidInput
-from knowbase.interfaces.cli_serve import check_bind, is_loopback
+from knowbase.interfaces.cli.serve import check_bind, is_loopback
 from knowbase.interfaces.http import create_app
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings

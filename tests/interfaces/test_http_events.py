@@ -25,13 +25,13 @@ from knowbase.catalog.db import now_ms
 from knowbase.catalog.schema import job as job_t
 from knowbase.catalog.schema import knowledge_item as item_t
 from knowbase.ids import new_time_id
-from knowbase.ingestion.inputs import AddInput
-from knowbase.interfaces import http_events
 from knowbase.interfaces.http import create_app
+from knowbase.interfaces.http import events as http_events
+from knowbase.operations import kinds
+from knowbase.operations.add.inputs import AddInput
 from knowbase.runtime import queue_of
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
-from knowbase.tasks import kinds
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -150,7 +150,7 @@ def test_a_change_in_another_process_is_pushed(tmp_path: Path) -> None:
     home = tmp_path / "shared-home"
     script = (
         "import sys\n"
-        "from knowbase.ingestion.inputs import AddInput\n"
+        "from knowbase.operations.add.inputs import AddInput\n"
         "from knowbase.service import Knowledge\n"
         "from knowbase.settings import load_settings\n"
         "with Knowledge(load_settings(sys.argv[1])) as kb:\n"

@@ -12,7 +12,7 @@ import pytest
 
 from knowbase import AddInput, Knowledge, load_settings
 from knowbase.interfaces.http import create_app
-from knowbase.interfaces.http_external import MetadataCondition, matches
+from knowbase.interfaces.http.external import MetadataCondition, matches
 
 pytestmark = pytest.mark.timeout(120)
 KEY = "dify-key-1"

@@ -26,8 +26,8 @@ import schemathesis
 from hypothesis import strategies as st
 from schemathesis.config import SchemathesisConfig
 
-from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import create_app
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from knowbase.interfaces.http import create_app
-from knowbase.interfaces.http_guard import HostPolicy, normalise_host
+from knowbase.interfaces.http.guard import HostPolicy, normalise_host
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
 

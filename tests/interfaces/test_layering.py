@@ -11,7 +11,7 @@ from pathlib import Path
 import knowbase.interfaces
 
 INTERFACES = Path(knowbase.interfaces.__file__).parent
-FORBIDDEN = ("knowbase.catalog", "knowbase.jobs", "knowbase.runtime", "knowbase.pipeline.store")
+FORBIDDEN = ("knowbase.catalog", "knowbase.jobs", "knowbase.runtime", "knowbase.index")
 ALLOWED = {
     "knowbase.catalog.models",  # plain dataclasses the facade returns
     "knowbase.jobs.model",  # the Job dataclass, likewise

@@ -49,7 +49,7 @@ def two(kb: Knowledge) -> tuple[str, str]:
 def test_search_merges_dedupes_and_clamps(kb: Knowledge, two: tuple[str, str]) -> None:
     server = build_server(kb, base_ids=None, allow_writes=False)
     found = data(call(server, "kb_search", {"query": "comets", "baseIds": list(two)}))
-    # Merged on the one absolute scale (query/multi_base.py), best first; the shared sentence
+    # Merged on the one absolute scale (search/multi_base.py), best first; the shared sentence
     # is listed once, under the base where it scored higher.
     texts = [h["content"] for h in found["items"]]
     assert sorted(texts) == ["Comets have tails of dust.", "Shared sentence about comets."]
@@ -178,7 +178,7 @@ def test_camel_keeps_locator_keys() -> None:
 def test_manage_sync_adds_and_changes_but_never_deletes(kb: Knowledge, tmp_path: Path) -> None:
     """kb_manage action sync: a new file is added and an edited one reindexed; a vanished file
     is reported and kept, even where the base would prune (an agent cannot delete by surprise)."""
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
 
     folder = tmp_path / "notes"
     folder.mkdir()

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters, types
 
 from knowbase.catalog.models import Base
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 
 pytestmark = pytest.mark.timeout(90)

@@ -17,9 +17,9 @@ import pytest
 from mcp import Client, types
 
 from knowbase.catalog.models import Base
-from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import create_app
 from knowbase.interfaces.mcp import build_server
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 
 pytestmark = pytest.mark.timeout(120)

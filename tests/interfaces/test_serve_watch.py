@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from _serve import kb_serve
-from knowbase.ingestion.inputs import AddInput
-from knowbase.ingestion.watch import _owners
+from knowbase.interfaces.watch import _owners
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from _serve import kb_serve
-from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.http import create_app
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from knowbase.catalog.models import Base
-from knowbase.ingestion.inputs import AddInput
 from knowbase.interfaces.cli import app
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 
 pytestmark = pytest.mark.timeout(60)
@@ -91,8 +91,8 @@ def test_index_backend_is_chosen_at_create_by_cli_and_http(kb: Knowledge, home: 
     pytest.importorskip("qdrant_client")
     from fastapi.testclient import TestClient
 
+    from knowbase.index import backends
     from knowbase.interfaces.http import create_app
-    from knowbase.pipeline.store import backends
 
     on_pg = kb.settings.database_url is not None
     kb.close()

@@ -192,8 +192,8 @@ def test_kind_validates_its_policy() -> None:
 
 
 def test_spec_kind_table() -> None:
+    from knowbase.operations.kinds import ALL_KINDS, PROCESS_FILE, SYNC_BASE
     from knowbase.runtime import queue_of
-    from knowbase.tasks.kinds import ALL_KINDS, PROCESS_FILE, SYNC_BASE
 
     # A model switch resumes after a crash (its shadow vectors are kept): issue 15 item 4; so
     # does an item's job (issue 26: interrupted work resumes). Only a sync is re-planned.

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from knowbase.catalog.models import Base
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.schema import knowledge_item
-from knowbase.query.concepts import TREE_MAX_NODES, build_tree, catalog_tree
+from knowbase.search.concepts import TREE_MAX_NODES, build_tree, catalog_tree
 
 pytestmark = pytest.mark.timeout(120)
 

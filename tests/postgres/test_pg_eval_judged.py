@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from judged_sets import build_base, judged_set
-from knowbase.query import eval as ev
+from knowbase.eval import judged as ev
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.schema import worker as worker_t
-from knowbase.interfaces import http_events
+from knowbase.interfaces.http import events as http_events
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

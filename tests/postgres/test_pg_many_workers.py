@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.schema import TERMINAL_ITEM_STATUSES
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

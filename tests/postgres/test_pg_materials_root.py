@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings, load_settings
 

@@ -99,7 +99,7 @@ def test_copy_home_to_postgres(source: Knowledge, tmp_path: Path, pg_server, pg_
 
 
 def _note(text: str):  # type: ignore[no-untyped-def]
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
 
     return AddInput.note(text)
 
@@ -141,7 +141,7 @@ def test_verify_copy_finds_a_difference(
     source: Knowledge, pg_kb: Knowledge, tmp_path: Path
 ) -> None:
     from knowbase.errors import CopyVerificationFailed
-    from knowbase.ingestion.copy_home import copy_home, verify_copy
+    from knowbase.portable.copy_home import copy_home, verify_copy
 
     build_source(source, tmp_path / "src")
     copy_home(source.rt, pg_kb.rt)
@@ -159,7 +159,7 @@ def test_a_copy_that_fails_part_way_leaves_the_target_empty(
     source: Knowledge, pg_kb: Knowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from knowbase.errors import CopyVerificationFailed
-    from knowbase.ingestion import copy_home as module
+    from knowbase.portable import copy_home as module
 
     build_source(source, tmp_path / "src")
     second = source.create_base("second", file_processor_id=None)

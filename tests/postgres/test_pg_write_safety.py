@@ -91,7 +91,7 @@ def test_a_status_write_racing_a_delete_keeps_deleting(
 
 
 def test_sweep_leaves_an_item_added_while_it_reads(kb: Knowledge, base: Base, monkeypatch) -> None:
-    from knowbase.ingestion import recovery
+    from knowbase.operations import recovery
 
     kb.add_note(base.id, "Already queued.", wait=False)  # something active: the sweep reads jobs
     real = recovery._covered_ids
@@ -112,7 +112,7 @@ def test_sweep_leaves_an_item_added_while_it_reads(kb: Knowledge, base: Base, mo
 def test_sweep_leaves_an_item_whose_job_finished_between_its_reads(
     kb: Knowledge, base: Base, monkeypatch
 ) -> None:
-    from knowbase.ingestion import recovery
+    from knowbase.operations import recovery
 
     item = kb.add_note(base.id, "Finished during the sweep.", wait=False)
     real = recovery._covered_ids

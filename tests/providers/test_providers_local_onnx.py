@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from knowbase.ingestion.inputs import AddInput
+from knowbase.operations.add.inputs import AddInput
 from knowbase.pipeline.indexing.batcher import batcher_for
 from knowbase.pipeline.indexing.embed import embed_missing, embed_query
-from knowbase.pipeline.store.hashing import text_hash
+from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers import minilm_onnx
 from knowbase.providers.local import LocalMiniLM
 from knowbase.service import Knowledge

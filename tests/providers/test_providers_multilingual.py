@@ -216,9 +216,9 @@ def test_vectors_prefixes_and_token_counts(e5: MultilingualE5) -> None:
 @pytest.mark.multilingual
 def test_its_tokenizer_caps_chinese_chunks_at_the_window(e5: MultilingualE5) -> None:
     from knowbase.catalog.models import Base
+    from knowbase.operations.indexing.handler import chunk_settings
     from knowbase.pipeline.documents import Document
     from knowbase.pipeline.indexing.chunking import chunk_documents, chunk_settings_for_window
-    from knowbase.tasks.index_documents import chunk_settings
 
     size, overlap = chunk_settings_for_window(e5.window)
     assert (size, overlap) == (512, 64)
@@ -241,7 +241,7 @@ def test_its_tokenizer_caps_chinese_chunks_at_the_window(e5: MultilingualE5) -> 
 @pytest.fixture(scope="module")
 def two_bases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, str, str]]:
     pytest.importorskip("sentence_transformers")
-    from knowbase.ingestion.inputs import AddInput
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.service import Knowledge
     from knowbase.settings import Settings
 

@@ -16,7 +16,7 @@ from knowbase.catalog.models import Base
 from knowbase.catalog.schema import knowledge_base as kb_t
 from knowbase.errors import Conflict, InvalidInput, NotFound
 from knowbase.ids import new_base_id
-from knowbase.pipeline.store import backends
+from knowbase.index import backends
 
 #: What ``update`` may change: the name and every mutable setting (:mod:`.base_settings`).
 UPDATABLE = {"name", *base_settings.MUTABLE}

@@ -1,6 +1,6 @@
 """What changed among a base's items, for the event stream: light state rows and tombstones.
 
-``interfaces/http_events.py`` reads these through ``Knowledge`` (never the tables): a first
+``interfaces/http/events.py`` reads these through ``Knowledge`` (never the tables): a first
 snapshot page by page, then only rows whose ``updated_at`` moved and the ids that
 ``items.delete_rows`` left a tombstone for.
 """

@@ -1,5 +1,5 @@
 """Walks of the item tree by ``group_id``: children, whole subtrees, and the organisation tree's
-pages (query/concepts.py walks them a page at a time; never the whole base).
+pages (search/concepts.py walks them a page at a time; never the whole base).
 
 Reads only, over the caller's connection; the status rules live in :mod:`knowbase.catalog.items`.
 """
@@ -53,7 +53,7 @@ def deleting_roots(conn: Connection) -> list[Item]:
     return [Item.from_row(r) for r in conn.execute(q)]
 
 
-# --- organisation tree pages (query/concepts.py walks them; never the whole base) ---------------
+# --- organisation tree pages (search/concepts.py walks them; never the whole base) ---------------
 def tree_page(
     conn: Connection,
     base_id: str,

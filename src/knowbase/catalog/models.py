@@ -26,7 +26,7 @@ class BaseIdentity:
     dimensions: int | None
     created_at: int
     updated_at: int
-    index_backend: str = "sqlite"  # the registry in pipeline/store/backends.py names them
+    index_backend: str = "sqlite"  # the registry in index/backends.py names them
 
     @classmethod
     def from_row(cls, row: Any) -> Base:

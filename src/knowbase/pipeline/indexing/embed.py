@@ -18,7 +18,7 @@ import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.pipeline.indexing.batcher import EmbeddingBatcher, query_batcher_for
-from knowbase.pipeline.store.hashing import text_hash
+from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.base import EmbeddingProvider
 
 DEFAULT_BATCH_SIZE = 10

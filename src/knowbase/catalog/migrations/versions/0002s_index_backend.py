@@ -6,7 +6,7 @@ the backend next to their catalog (``catalog/bases.py``). On PostgreSQL the per-
 base id. Every FK cascades, so deleting a base's row deletes its index in one statement (the
 store's GC never deletes a row still referenced). The ``vector`` extension is created when the
 server has it; without it the catalog and BM25-only bases work and a vector base's index is
-``unavailable`` (``pipeline/store/postgres.py``). The per-width vector tables (``kb_vec_<dims>``)
+``unavailable`` (``index/postgres/store.py``). The per-width vector tables (``kb_vec_<dims>``)
 are made by the store when a base of that width first opens.
 
 Revision ID: 0002s

@@ -2,7 +2,7 @@
 
 Bases made before this revision keep what they ran (the origin's RRF, k = 60, α = 0.5), so an
 upgrade changes no ranking; new bases get the default picked with ``kb eval --sweep``
-(``query/fusion.py``). 0001 builds the schema module as it is now, so on a fresh database the
+(``search/fusion.py``). 0001 builds the schema module as it is now, so on a fresh database the
 columns exist already: every step checks first.
 
 Revision ID: 0004e

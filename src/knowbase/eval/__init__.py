@@ -1,0 +1,1 @@
+"""Retrieval evaluation: judged sets, metrics, sweeps, BEIR import, shadow vectors."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL index backend (tsvector + pgvector)."""

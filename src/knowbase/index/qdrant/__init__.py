@@ -1,0 +1,1 @@
+"""The Qdrant index backend."""

@@ -1,0 +1,287 @@
+"""``kb``: the command line. Each command opens ``Knowledge``, calls one method, renders.
+
+Errors are turned into ``code: message`` (+ hint) in one place, :func:`main`. ``--json`` prints
+machine-readable output on stdout. Exit codes: 0 ok, 1 error, 3 detect-strategy conflicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from knowbase.errors import KnowbaseError
+from knowbase.interfaces.cli.progress import follow as follow  # re-exported: cli.follow
+
+if TYPE_CHECKING:  # imported where a command runs: ``kb --help`` stays light
+    from knowbase.service import Knowledge
+
+
+class _Group(typer.core.TyperGroup):
+    """The root group: a flag shows no ``<bool>`` type in ``--help`` (typer 0.29 adds one)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _hide_flag_types(self)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """A newcomer's order: make a base, fill it, search it, see how it went; then the rest."""
+        names = super().list_commands(ctx)
+        first = [n for n in FIRST_COMMANDS if n in names]
+        return first + [n for n in names if n not in first]
+
+
+FIRST_COMMANDS = ("base", "add", "search", "status", "jobs", "retry", "rm", "tree", "read", "sync")
+
+
+def _hide_flag_types(command: Any) -> None:
+    for param in command.params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    make_help = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = make_help(ctx)
+        if option is not None and option.metavar is None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = get_help_option
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _hide_flag_types(sub)
+
+
+app = typer.Typer(
+    name="kb",
+    cls=_Group,
+    no_args_is_help=True,
+    add_completion=False,
+    help="knowbase: local-first knowledge bases for AI apps and agents.",
+)
+console = Console()
+err_console = Console(stderr=True)
+
+HomeOpt = Annotated[
+    str | None,
+    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+
+EXIT_CONFLICTS = 3
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            console.print(f"knowbase {version('knowbase')}", highlight=False)
+        except PackageNotFoundError:
+            console.print("knowbase (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """knowbase: local-first knowledge bases for AI apps and agents.
+
+    Exit codes: 0 ok; 1 an error (code: message, and a hint); 2 a usage error; 3 kb add
+    --conflict detect found conflicts; 4 kb add ran but some items failed (it names them).
+    """
+
+
+# --- shared helpers (also used by cli_concepts / cli_serve) ------------------------------------
+@contextmanager
+def open_kb(home: str | None, **overrides: Any) -> Iterator[Knowledge]:
+    """Open the home's ``Knowledge`` for one command."""
+    from knowbase.service import Knowledge
+    from knowbase.settings import load_settings
+
+    kb = Knowledge(load_settings(home, **overrides))
+    try:
+        yield kb
+    finally:
+        kb.close()
+
+
+def to_jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return to_jsonable(value.to_dict())
+    if is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def emit(data: Any, as_json: bool, render: Callable[[], None]) -> None:
+    """Print ``data`` as JSON with ``--json``, else call ``render`` for the rich view."""
+    if as_json:
+        sys.stdout.write(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2) + "\n")
+    else:
+        render()
+
+
+def _render_workers(workers: list[dict[str, Any]]) -> None:
+    """One line per live worker (every host): id, pid, heartbeat age, jobs held."""
+    if not workers:
+        return
+    table = Table("worker", "host", "pid", "heartbeat", "jobs held", box=None)
+    for w in workers:
+        age = f"{w['heartbeat_age_s']:.1f} s ago"
+        table.add_row(w["id"], w["host"], str(w["pid"]), age, str(w["jobs_held"]))
+    console.print(table)
+
+
+@app.command("worker")
+def worker(
+    threads: Annotated[int | None, typer.Option(help="Worker threads.")] = None,
+    nice: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=19,
+            help="Lower this process's CPU priority by this much (POSIX nice): imports then "
+            "use the CPU that searches leave.",
+        ),
+    ] = 0,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch", help="Also keep every base current: sync it when its origins change."
+        ),
+    ] = False,
+    home: HomeOpt = None,
+) -> None:
+    """Run job workers until interrupted (Ctrl-C / SIGTERM)."""
+    import signal
+    import threading
+
+    from knowbase.interfaces.cli.serve import watching
+
+    if nice and hasattr(os, "nice"):
+        os.nice(nice)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with open_kb(home) as kb:
+        kb.start_workers(threads=threads)
+        err_console.print(
+            f"worker running{' and watching origins' if watch else ''}; Ctrl-C to stop"
+        )
+        with watching(kb, enabled=watch):
+            try:
+                while not stop.wait(0.5):
+                    pass
+            except KeyboardInterrupt:
+                pass
+
+
+def _register_plugins() -> None:
+    """Commands defined next to their surface (concepts + MCP, HTTP serve)."""
+    import importlib
+
+    for name in (
+        "knowbase.interfaces.cli.bases",
+        "knowbase.interfaces.cli.items",
+        "knowbase.interfaces.cli.search",
+        "knowbase.interfaces.cli.concepts",
+        "knowbase.interfaces.cli.serve",
+        "knowbase.interfaces.cli.sync",
+        "knowbase.interfaces.cli.eval",
+        "knowbase.interfaces.cli.portable",
+        "knowbase.interfaces.cli.labels",
+        "knowbase.interfaces.cli.formats",
+    ):
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(app)
+
+
+_register_plugins()
+
+
+def _library_error(exc: Exception) -> KnowbaseError | None:
+    """An OSError or a database driver's error that reached the edge, as a coded error."""
+    from knowbase.errors import FileSystemError, Unavailable
+
+    if isinstance(exc, RuntimeError) and isinstance(exc.__context__, OSError):
+        exc = exc.__context__  # pathlib's "Symlink loop" wraps the ELOOP OSError
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return FileSystemError(
+            f"{exc.strerror or exc}{where}",
+            hint="check the path, its permissions and free disk space",
+            path=str(exc.filename) if exc.filename else None,
+            errno=exc.errno,
+        )
+    if type(exc).__module__.split(".")[0] in ("sqlalchemy", "sqlite3", "apsw", "psycopg"):
+        return Unavailable(
+            f"database error ({type(exc).__name__}): {exc}".splitlines()[0],
+            hint="kb status says which component is unavailable and why",
+        )
+    return None
+
+
+def _print_error(exc: KnowbaseError) -> None:
+    if "--json" in sys.argv:
+        sys.stdout.write(json.dumps(to_jsonable(exc.to_dict()), ensure_ascii=False) + "\n")
+    from rich.markup import escape
+
+    err_console.print(f"[red]{exc.code}[/]: {escape(exc.message)}", highlight=False)
+    if exc.hint:
+        err_console.print(f"hint: {exc.hint}", markup=False, highlight=False)
+
+
+def main() -> None:
+    """Entry point: one error edge for every command (OSError and database errors included)."""
+    try:
+        # standalone_mode=False returns the exit code of typer.Exit instead of raising it.
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except KnowbaseError as exc:
+        _print_error(exc)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(1)
+    except Exception as exc:  # usage errors: a message and exit 2, never a traceback
+        # typer vendors its own click (typer._click), so check the shape, not click's class.
+        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):
+            show()
+            sys.exit(exit_code)
+        mapped = _library_error(exc)
+        if mapped is None:
+            raise
+        _print_error(mapped)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""``kb tree``, ``kb read``, ``kb rm``, ``kb reindex`` (Concept IDs, §8) and ``kb mcp``.
+
+The CLI twins of the agent tools; ``kb mcp`` starts the MCP server (``interfaces/mcp/``).
+Registered on the main app by ``interfaces/cli/``. Errors are ``KnowbaseError``s, rendered by
+the main app's single error edge. Nothing here imports ``mcp`` until ``kb mcp`` runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+HomeOpt = Annotated[
+    str | None,
+    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="Return once queued.")]
+
+
+def _cli() -> Any:
+    # Imported late: cli.py imports this module while it is still being initialised.
+    from knowbase.interfaces import cli
+
+    return cli
+
+
+def tree(
+    base: str,
+    max_depth: Annotated[int | None, typer.Option("--max-depth", min=0, help="Levels.")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a base's items as a tree, with the Concept ID of each readable document."""
+    cli = _cli()
+    with cli.open_kb(home) as kb:
+        data = kb.concepts.organization_tree(base, max_depth=max_depth)
+
+    def render() -> None:
+        if not data["nodes"]:
+            cli.console.print("empty base")
+        for node in data["nodes"]:
+            indent = "  " * node["depth"]
+            cid = f"  [cyan]{node['concept_id']}[/]" if node.get("concept_id") else ""
+            status = "" if node["status"] == "completed" else f" [yellow]({node['status']})[/]"
+            cli.console.print(f"{indent}{node['title']}{status}{cid}", highlight=False)
+        if data["truncated"]:
+            cli.console.print(f"[dim]… first {len(data['nodes'])} of {data['total_items']}[/]")
+
+    cli.emit(data, as_json, render)
+
+
+def read(
+    base: str,
+    concept_id: str,
+    char_from: Annotated[int | None, typer.Option("--from", min=0, help="First char.")] = None,
+    char_to: Annotated[int | None, typer.Option("--to", min=1, help="End char.")] = None,
+    grep: Annotated[str | None, typer.Option("--grep", help="Regex; list matches.")] = None,
+    case_sensitive: Annotated[
+        bool, typer.Option("--case-sensitive", help="With --grep: match case.")
+    ] = False,
+    max_matches: Annotated[
+        int | None, typer.Option("--max-matches", min=1, max=200, help="With --grep (≤ 200).")
+    ] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a document by Concept ID (≤ 20,000 chars per call), or grep it."""
+    cli = _cli()
+    with cli.open_kb(home) as kb:
+        if grep is not None:
+            data = kb.concepts.grep_concept(
+                base, concept_id, grep, ignore_case=not case_sensitive, max_matches=max_matches
+            )
+        else:
+            data = kb.concepts.read_concept(
+                base, concept_id, char_start=char_from, char_end=char_to
+            )
+
+    def render_read() -> None:
+        sys.stdout.write(data["content"])
+        if not data["content"].endswith("\n"):
+            sys.stdout.write("\n")
+        if data["truncated"]:
+            cli.err_console.print(
+                f"[dim]truncated: chars {data['char_start']}–{data['char_end']} of "
+                f"{data['total_chars']}; continue with --from {data['char_end']}[/]"
+            )
+
+    def render_grep() -> None:
+        for m in data["matches"]:
+            sys.stdout.write(f"{m['line']}:{m['char_start']}: {m['snippet']}\n")
+        shown = len(data["matches"])
+        if data["total_matches"] > shown or data["partial"]:
+            more = f" (stopped early: {data.get('reason', '')})" if data["partial"] else ""
+            cli.err_console.print(f"[dim]{shown} of {data['total_matches']} matches{more}[/]")
+
+    cli.emit(data, as_json, render_grep if grep is not None else render_read)
+
+
+def rm(
+    base: str,
+    concept_ids: Annotated[
+        list[str],
+        typer.Argument(help="Concept IDs to delete; an item id, URL or path also works."),
+    ],
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete documents by Concept ID, item id or URL (unknown ones are reported, not fatal)."""
+    _batch("delete", base, concept_ids, no_wait, home, as_json)
+
+
+def reindex(
+    base: str,
+    concept_ids: Annotated[list[str], typer.Argument(help="Concept IDs to rebuild.")],
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-read and re-index documents by Concept ID (one batch, re-acquired from the origin)."""
+    _batch("refresh", base, concept_ids, no_wait, home, as_json)
+
+
+def _batch(
+    action: str, base: str, concept_ids: list[str], no_wait: bool, home: str | None, as_json: bool
+) -> None:
+    cli = _cli()
+    with cli.open_kb(home) as kb:
+        b = kb.get_base(base)
+        if action == "delete":
+            data = kb.concepts.delete_concepts(b.id, concept_ids)
+            _delete_by_item(kb, b.id, data)
+        else:
+            data = kb.concepts.refresh_concepts(b.id, concept_ids)
+        jobs = [j for j in (data["job_id"], data.get("items_job_id")) if j]
+        if jobs and not no_wait:
+            cli.follow(kb, b.id, jobs, quiet=as_json)
+
+    def render() -> None:
+        verb = "deleted" if action == "delete" else "reindexed"
+        for cid in data["applied"]:
+            cli.console.print(f"{verb} {cid}", highlight=False)
+        for cid in data["not_found"]:
+            cli.err_console.print(f"[yellow]not found[/]: {cid}", highlight=False)
+
+    cli.emit(data, as_json, render)
+
+
+def _delete_by_item(kb: Any, base_id: str, data: dict[str, Any]) -> None:
+    """What is no Concept ID may name an item: its id, URL or path (a page that was refused
+    never gets a Concept ID, yet must be removable). Those go in one more delete batch."""
+    if not data["not_found"]:
+        return
+    items = kb.list_items(base_id)
+    hits: dict[str, str] = {}
+    for name in data["not_found"]:
+        match = next((i for i in items if name in (i.id, i.origin, i.source)), None)
+        if match is not None:
+            hits[name] = match.id
+    if hits:
+        data["items_job_id"] = kb.delete_items(base_id, list(dict.fromkeys(hits.values())))
+        data["applied"] += list(hits)
+        data["not_found"] = [n for n in data["not_found"] if n not in hits]
+
+
+def mcp(
+    base: Annotated[
+        list[str] | None,
+        typer.Option("--base", help="A base the server may see (repeat); default: every base."),
+    ] = None,
+    allow_writes: Annotated[
+        bool,
+        typer.Option(
+            "--allow-writes",
+            help="Let kb_manage write without asking when the client cannot ask (no MCP "
+            "elicitation).",
+        ),
+    ] = False,
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="HTTP host (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
+    no_workers: Annotated[
+        bool, typer.Option("--no-workers", help="Do not run job workers in this process.")
+    ] = False,
+    allow_path: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-path",
+            help="A folder kb_manage may add local files from (repeat), as kb serve "
+            "--allow-path. With --allow-writes and none given, local-file adds are refused.",
+        ),
+    ] = None,
+    home: HomeOpt = None,
+) -> None:
+    """Run the MCP server (kb_list, kb_tree, kb_search, kb_read, kb_grep, kb_manage) over stdio or
+    HTTP."""
+    from knowbase.interfaces.mcp.run import serve
+
+    serve(
+        home=home,
+        bases=base or None,
+        allow_writes=allow_writes,
+        http=http,
+        host=host,
+        port=port,
+        workers=not no_workers,
+        allow_path=allow_path,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tree``, ``read``, ``rm``, ``reindex`` and ``mcp`` to ``app``."""
+    app.command("tree")(tree)
+    app.command("read")(read)
+    app.command("rm")(rm)
+    app.command("reindex")(reindex)
+    app.command("mcp")(mcp)

@@ -1,0 +1,402 @@
+"""``kb add``, ``kb status``, ``kb jobs``, ``kb retry``: putting items in and seeing how it went.
+
+Registered on the main app by ``interfaces/cli/`` (imported late: run as ``python -m``,
+cli.py is ``__main__`` and a module-level import of it would re-import it half-built).
+
+Exit codes of ``kb add`` (README "Exit codes"): 0 every item indexed (or still queued with
+``--no-wait``), 1 an error refused the command, 2 a usage error, 3 ``--conflict detect`` found
+conflicts (nothing added), 4 the add ran but some items failed (the summary names them).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from knowbase.interfaces.cli.labels import MetaOpt, TagOpt, parse_meta, split_tags
+from knowbase.interfaces.cli.progress import summarize
+
+if TYPE_CHECKING:
+    from knowbase.catalog.models import Base
+    from knowbase.operations.add.inputs import AddInput
+    from knowbase.service import Knowledge
+
+HomeOpt = Annotated[
+    str | None,
+    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="Return once queued.")]
+
+EXIT_CONFLICTS = 3
+EXIT_ITEMS_FAILED = 4
+FAILED_SHOWN = 20
+
+
+def _cli() -> Any:
+    from knowbase.interfaces import cli
+
+    return cli
+
+
+def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list[AddInput]:
+    from knowbase.operations.add.inputs import AddInput
+
+    inputs: list[AddInput] = []
+    for target in targets:
+        if target.startswith(("http://", "https://")):
+            inputs.append(AddInput.web(target))
+        elif Path(target).is_dir():
+            inputs.append(AddInput.directory(target))
+        else:
+            inputs.append(AddInput.file(target))
+    if note is not None:
+        text = sys.stdin.read() if note == "-" else note
+        inputs.append(AddInput.note(text, title=title))
+    return inputs
+
+
+def add(
+    base: str,
+    targets: Annotated[list[str] | None, typer.Argument(help="Files, folders or URLs.")] = None,
+    note: Annotated[
+        str | None, typer.Option(help="Add a note with this text ('-': stdin).")
+    ] = None,
+    title: Annotated[str | None, typer.Option(help="Title of the note.")] = None,
+    conflict: Annotated[
+        str,
+        typer.Option(
+            metavar="STRATEGY",
+            help="When a source is already in the base. update: re-adding the same path or URL "
+            "updates it (a sync; only changed files are reindexed); rename: add a copy "
+            "(DIR_1); detect: add nothing and list the clashes (exit 3); replace: delete the "
+            "old one first.",
+        ),
+    ] = "update",
+    tag: TagOpt = None,
+    meta: MetaOpt = None,
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add files, folders, web pages or a note, index them, and count what was indexed.
+
+    ``--tag`` and ``--meta`` label every item added (a folder's labels apply to its files;
+    re-adding adds them to the item it updates); search filters on them (``--tag``,
+    ``--where``).
+
+    The summary gives files indexed, skipped (by reason) and failed (named); exit code 4 when
+    any item failed.
+    """
+    cli = _cli()
+    inputs = _inputs_for(targets or [], note, title)
+    if tag or meta:
+        labels = (split_tags(tag), parse_meta(meta))
+        inputs = [i.with_labels(*labels) for i in inputs]
+    if not inputs:
+        raise typer.BadParameter("give at least one file, folder or URL, or --note")
+    with cli.open_kb(home) as kb:
+        b = kb.get_base(base)
+        _warn_model_cannot_read(kb, b, targets or [])
+        result = kb.add(b.id, inputs, strategy=conflict)  # type: ignore[arg-type]
+        if result.status == "conflicts":
+            cli.emit(result, as_json, lambda: _render_conflicts(result))
+            raise typer.Exit(EXIT_CONFLICTS)
+        roots = [i.id for i in result.items] + [i.id for i in result.updated]
+        if not no_wait:
+            cli.follow(kb, b.id, result.job_ids, quiet=as_json, root_ids=roots)
+        tree = kb.subtree(b.id, roots)
+    by_id = {i.id: i for i in tree}
+    items = [by_id[i.id] for i in result.items if i.id in by_id]
+    updated = [by_id[i.id] for i in result.updated if i.id in by_id]
+    summary = summarize(tree)
+    data = {
+        "status": result.status,
+        "items": items,
+        "updated": updated,
+        "update": result.update_report,
+        "job_ids": result.job_ids,
+        "summary": summary.to_dict(),
+    }
+
+    def render() -> None:
+        console = cli.console
+        for item in items:
+            cid = _concept_prefix(item)
+            console.print(f"added {escape(item.title)}" + (f" → {cid}" if cid else ""))
+        found = result.update_report
+        for item in updated:
+            console.print(f"updated {escape(item.title)} (already in the base)", highlight=False)
+        if found:
+            console.print(
+                f"update: {found['changed']} changed, {found['new']} new, "
+                f"{found['vanished']} vanished (kept; kb sync --prune removes them), "
+                f"{found['unchanged']} unchanged"
+                + (
+                    f", {found['refetched']} read again from the origin"
+                    if found["refetched"]
+                    else ""
+                ),
+                highlight=False,
+            )
+        parts = [f"{summary.indexed} indexed"]
+        if summary.active:
+            parts.append(f"{summary.active} still processing (kb status {b.name})")
+        skipped = sum(summary.skipped.values())
+        if skipped:
+            why = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items()))
+            parts.append(f"{skipped} skipped ({why})")
+        parts.append(f"{len(summary.failed)} failed")
+        console.print("files: " + ", ".join(parts), highlight=False)
+        for f in summary.failed[:FAILED_SHOWN]:
+            console.print(
+                f"  [red]failed[/] {escape(str(f['source']))}: {f['code']} — "
+                f"{escape(str(f['message']))}",
+                highlight=False,
+            )
+        if len(summary.failed) > FAILED_SHOWN:
+            console.print(f"  … and {len(summary.failed) - FAILED_SHOWN} more: kb status {b.name}")
+
+    cli.emit(data, as_json, render)
+    if summary.failed and not no_wait:
+        raise typer.Exit(EXIT_ITEMS_FAILED)
+
+
+def _concept_prefix(item: Any) -> str:
+    """The Concept ID (a file) or the prefix every Concept ID under a folder starts with."""
+    rel = item.relative_path
+    if item.type == "directory" and rel:
+        return f"{rel.rstrip('/')}/…"
+    return item.concept_id or ""
+
+
+def _warn_model_cannot_read(kb: Knowledge, b: Base, targets: list[str]) -> None:
+    """On stderr: suggest a multilingual model when the files are mostly CJK (never applied)."""
+    local = [t for t in targets if not t.startswith(("http://", "https://"))]
+    hint = kb.model_hint(b, local)
+    if hint:
+        _cli().err_console.print(f"[yellow]hint:[/] {escape(hint)}", soft_wrap=True)
+
+
+def _render_conflicts(result: Any) -> None:
+    console = _cli().console
+    console.print("[yellow]conflicts — nothing was added:[/]")
+    for c in result.conflicts:
+        console.print(f"  {c.type}: {c.title}")
+
+
+def base_state(base: Base, counts: dict[str, int]) -> str:
+    """What a newcomer needs from a base's state: empty, processing, failures, or ready."""
+    if base.status != "completed":
+        return f"{base.status}: {base.error}" if base.error else base.status
+    total = sum(counts.values())
+    if not total:
+        return "empty"
+    active = total - counts.get("completed", 0) - counts.get("failed", 0)
+    if active:
+        return f"processing, {active} items to go"
+    if counts.get("failed"):
+        return f"ready, {counts['failed']} failed"
+    return "ready"
+
+
+def status(
+    base: Annotated[str | None, typer.Argument(help="A base; without it: readiness.")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Items by status with errors and item ids (for a base), or readiness of every part."""
+    cli = _cli()
+    with cli.open_kb(home) as kb:
+        if base is None:
+            from knowbase.interfaces.readiness import readiness
+
+            report = readiness(kb)
+            live = next((c for c in report["components"] if c["component"] == "workers"), None)
+            cli.emit(report, as_json, lambda: _render_readiness(report, live))
+            if report["status"] == "unavailable":
+                raise typer.Exit(1)
+            return
+        b = kb.get_base(base)
+        counts = kb.counts(b.id)
+        # A folder that failed only through its files (child_failed) is not listed: its files are.
+        failed = [
+            i
+            for i in kb.list_items(b.id, statuses=["failed"])
+            if not (i.is_container and i.error_code == "child_failed")
+        ]
+        queued = kb.activity.count_jobs(base=b.id, statuses=["pending", "running"])
+        workers = kb.activity.list_workers()
+        skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
+        from knowbase.interfaces.readiness import base_vector_lane, lane_line
+
+        lane = base_vector_lane(kb, b)
+    data = {
+        "base": b,
+        "state": base_state(b, counts),
+        "counts": counts,
+        "failed": failed,
+        "active_jobs": queued,
+        "live_workers": len(workers),
+        "workers": workers,
+        "skipped": skipped,
+        "vector_lane": lane,
+    }
+
+    def render() -> None:
+        console = cli.console
+        console.print(
+            f"[bold]{escape(b.name)}[/] ({base_state(b, counts)}) — "
+            + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no items")
+        )
+        if lane and lane.get("lane") != "none":
+            console.print(lane_line(lane))
+        if queued:
+            note = "" if workers else " — queued, no worker running (run: kb worker)"
+            console.print(f"{queued} active jobs{note}")
+        if failed:
+            table = Table("failed item", "id", "error", box=None)
+            for item in failed:
+                hint = f" — {item.error_message}" if item.error_message != item.error_code else ""
+                table.add_row(
+                    escape(item.origin or item.title), item.id, f"{item.error_code}{hint}"
+                )
+            console.print(table)
+            console.print(f"[dim]remove one: kb rm {b.name} ID; re-run them: kb retry {b.name}[/]")
+        for folder, report in skipped.items():
+            parts = ", ".join(f"{r}: {v['count']}" for r, v in report.items())
+            console.print(f"  skipped in {escape(folder)}: {parts}")
+        cli._render_workers([w.to_dict() for w in workers])
+
+    cli.emit(data, as_json, render)
+
+
+def _render_readiness(report: dict[str, Any], live: dict[str, Any] | None) -> None:
+    cli = _cli()
+    colour = {"ready": "green", "degraded": "yellow"}
+    cli.console.print(f"home: [bold]{report['status']}[/]")
+    table = Table("component", "base", "status", "detail", box=None)
+    for c in report["components"]:
+        st = c["status"]
+        table.add_row(
+            c["component"],
+            escape(c.get("base_name") or ""),
+            f"[{colour.get(st, 'red')}]{st}[/]",
+            escape(c["reason"]),
+        )
+    cli.console.print(table)
+    if live:
+        cli._render_workers(live["details"].get("workers", []))
+
+
+def jobs(
+    base: Annotated[str | None, typer.Option(help="Only this base.")] = None,
+    all_jobs: Annotated[bool, typer.Option("--all", help="Include completed jobs.")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="Show this many, newest first.")] = 200,
+    before: Annotated[
+        str | None, typer.Option(help="Page on: only jobs created before this job id.")
+    ] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List active and failed jobs, newest first: base, what each works on, progress."""
+    cli = _cli()
+    statuses = None if all_jobs else ["pending", "running", "failed"]
+    with cli.open_kb(home) as kb:
+        found = kb.activity.list_jobs(base=base, statuses=statuses, limit=limit, before=before)
+        names = {b.id: b.name for b in kb.list_bases()}
+        subjects = {j.id: _job_subject(kb, j) for j in found}
+
+    def render() -> None:
+        if not found:
+            what = "jobs" if all_jobs else "active or failed jobs (--all shows finished ones)"
+            cli.console.print(f"no {what}")
+            return
+        table = Table(
+            "id", "base", "kind", "on", "status", "attempts", "progress", "error", box=None
+        )
+        for j in found:
+            prog = (
+                f"{j.progress_stage or ''} {j.progress_percent or 0:.0f}%"
+                if j.progress_stage
+                else ""
+            )
+            table.add_row(
+                j.id,
+                escape(names.get(str(j.payload.get("base_id")), "")),
+                j.kind.removeprefix("knowledge."),
+                escape(subjects[j.id]),
+                j.status,
+                f"{j.attempts}/{j.max_attempts}",
+                prog,
+                j.error_code or "",
+            )
+        table.columns[0].no_wrap = True
+        cli.console.print(table)
+
+    cli.emit(found, as_json, render)
+
+
+def _job_subject(kb: Knowledge, job: Any) -> str:
+    """The file or folder a job works on, else how many items; '' when it names none."""
+    from knowbase.errors import KnowbaseError
+
+    p = job.payload
+    ids = [p["item_id"]] if p.get("item_id") else list(p.get("item_ids") or [])
+    ids = ids or list(p.get("root_item_ids") or [])
+    if not ids or not p.get("base_id"):
+        return ""
+    try:
+        first = kb.get_item(p["base_id"], ids[0]).title
+    except KnowbaseError:
+        first = ids[0]
+    return first if len(ids) == 1 else f"{first} +{len(ids) - 1}"
+
+
+def retry(
+    base: str,
+    no_wait: NoWaitOpt = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-run the failed items of a base (rebuilt from the stored copies)."""
+    cli = _cli()
+    with cli.open_kb(home) as kb:
+        b = kb.get_base(base)
+        job_id = kb.retry_failed(b.id)
+        if job_id and not no_wait:
+            cli.follow(kb, b.id, [job_id], quiet=as_json)
+        counts = kb.counts(b.id)
+        failed = kb.list_items(b.id, statuses=["failed"])
+        blocked = kb.retry_blockers(b.id, failed)
+    summary = summarize([i for i in failed if i.id not in blocked] if job_id else [])
+    titles = {i.id: i.origin or i.title for i in failed}
+
+    def render() -> None:
+        if job_id is None:
+            cli.console.print("nothing to retry" if not blocked else "nothing a retry can fix:")
+        for item_id, why in blocked.items():
+            cli.console.print(f"  {escape(titles[item_id])}: {why}", highlight=False)
+        if job_id is None:
+            return
+        cli.console.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        for f in summary.failed[:FAILED_SHOWN]:
+            cli.console.print(
+                f"  [red]still failed[/] {escape(str(f['source']))}: {f['code']}", highlight=False
+            )
+
+    data = {"job_id": job_id, "counts": counts, "failed": summary.failed, "not_retried": blocked}
+    cli.emit(data, as_json, render)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``add``, ``status``, ``jobs`` and ``retry`` to ``app``."""
+    app.command("add")(add)
+    app.command("status")(status)
+    app.command("jobs")(jobs)
+    app.command("retry")(retry)

@@ -1,0 +1,201 @@
+"""``kb serve``: the HTTP API and the job workers in one process.
+
+Binds 127.0.0.1 unless told otherwise; any other address needs ``KNOWBASE_API_TOKEN`` (clients
+send ``Authorization: Bearer <token>``). With the token set, loopback requires it too. Requests
+naming another ``Host`` are refused 421 and state-changing ones from a foreign ``Origin`` 403
+(:mod:`.http_guard`); more names go in ``allowed_hosts`` (config.toml) or
+``KNOWBASE_ALLOWED_HOSTS``. FastAPI and uvicorn are imported only when the command runs, so
+``kb --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from knowbase.interfaces.http.guard import is_loopback
+
+if TYPE_CHECKING:
+    from knowbase.service import Knowledge
+
+TOKEN_ENV = "KNOWBASE_API_TOKEN"
+PATH_ROOTS_ENV = "KNOWBASE_HTTP_PATH_ROOTS"
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback bind without a token (``kb serve`` exits 2 with the reason)."""
+    if not is_loopback(host) and not token:
+        raise typer.BadParameter(
+            f"binding {host} exposes the API beyond this machine: set {TOKEN_ENV} "
+            "(clients then send 'Authorization: Bearer <token>')",
+            param_hint="--host",
+        )
+
+
+def serve(
+    home: Annotated[
+        str | None,
+        typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help=f"Address to bind; non-loopback needs {TOKEN_ENV}.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8765,
+    no_workers: Annotated[
+        bool, typer.Option("--no-workers", help="Serve only; run jobs in a separate kb worker.")
+    ] = False,
+    allow_path: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-path",
+            help=f"Directory whose files may be added by local path (repeatable; env "
+            f"{PATH_ROOTS_ENV}, {os.pathsep}-separated). Uploads work without it.",
+        ),
+    ] = None,
+    max_upload_mb: Annotated[
+        int, typer.Option(min=1, help="Largest request body accepted, in MiB.")
+    ] = 100,
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="API processes sharing the port (one per core scales search); with more "
+            "than one, the job workers run in one extra process.",
+        ),
+    ] = 1,
+    worker_nice: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=19,
+            help="With --processes > 1: the job-worker process runs this much nicer, so "
+            "imports use the CPU that searches leave (0: equal priority).",
+        ),
+    ] = 10,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="Keep every base's folders and files current: sync a base when its origins "
+            "change (as kb sync --watch; deletes only where the base sets sync_deletes).",
+        ),
+    ] = False,
+) -> None:
+    """Run the HTTP API (OpenAPI at /docs) and, unless --no-workers, the job workers."""
+    token = os.environ.get(TOKEN_ENV) or None
+    check_bind(host, token)
+    if watch and no_workers:
+        raise typer.BadParameter(
+            "--watch syncs through this process's job workers; with --no-workers run "
+            "'kb worker --watch' beside the server instead",
+            param_hint="--watch",
+        )
+    roots = list(allow_path or [])
+    if not roots and os.environ.get(PATH_ROOTS_ENV):
+        roots = [Path(p) for p in os.environ[PATH_ROOTS_ENV].split(os.pathsep) if p]
+
+    if processes > 1:
+        from knowbase.interfaces.http.processes import serve_processes
+
+        typer.echo(
+            f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs), "
+            f"{processes} processes; "
+            f"workers {'off' if no_workers else 'in one more process'}; "
+            f"auth {'bearer token' if token else 'off'}",
+            err=True,
+        )
+        config = {
+            "host": host,
+            "token": token,
+            "require_token": not is_loopback(host),
+            "max_upload_bytes": max_upload_mb * 1024 * 1024,
+            "roots": [str(r) for r in roots],
+        }
+        serve_processes(
+            home=home,
+            host=host,
+            port=port,
+            processes=processes,
+            workers=not no_workers,
+            worker_nice=worker_nice,
+            config=config,
+            watch=watch,
+        )
+        return
+
+    import uvicorn
+
+    from knowbase.interfaces.http import create_app
+    from knowbase.service import Knowledge
+    from knowbase.settings import load_settings
+
+    with Knowledge(load_settings(home)) as kb:
+        if not no_workers:
+            kb.start_workers()
+        app = create_app(
+            kb,
+            token=token,
+            require_token=not is_loopback(host),
+            max_upload_bytes=max_upload_mb * 1024 * 1024,
+            local_path_roots=roots,
+            host=host,
+            allowed_hosts=kb.settings.allowed_hosts,
+        allowed_origins=kb.settings.allowed_origins,
+        )
+        typer.echo(
+            f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs); "
+            f"workers {'off' if no_workers or kb.catalog_problem else 'on'}; "
+            f"auth {'bearer token' if token else 'off'}"
+            f"{'; watching origins' if watch else ''}",
+            err=True,
+        )
+        with watching(kb, enabled=watch):
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _address(host: str, port: int) -> str:
+    """The URL a browser opens (an IPv6 address in brackets; 0.0.0.0 reached as localhost)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}"
+
+
+@contextlib.contextmanager
+def watching(kb: Knowledge, *, enabled: bool) -> Iterator[None]:
+    """Run the origin watcher of every base in a thread beside the caller (the workers are
+    already running); stop it on the way out."""
+    if not enabled:
+        yield
+        return
+    from knowbase.interfaces.watch import watch_bases
+
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=watch_bases,
+        args=(kb, None),
+        kwargs={"stop": stop, "run_workers": False},
+        name="kb-watch",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``kb serve`` to the main CLI."""
+    app.command("serve")(serve)
+
+
+__all__ = ["check_bind", "is_loopback", "register", "serve"]

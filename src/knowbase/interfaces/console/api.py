@@ -1,0 +1,185 @@
+"""API routes the console needs that the rest of the API did not have: upload a folder keeping
+its relative paths, cancel a base's running work, a base's item counts and index size, and the
+embedding models a base can be given.
+
+They are ordinary API routes (OpenAPI, bearer token, the error shape), included next to the
+others; any client can use them.
+
+A dropped folder arrives as files plus one relative path each (the browser's
+``webkitRelativePath``). It is staged under ``$KNOWBASE_HOME/uploads/<id>/<folder>`` and added
+as a directory item whose origin is that staged copy: the prepare-root job expands a directory
+from its origin after ``add`` returns, so a temp dir that vanished with the request would fail
+it. The staged copy is the upload's own origin (a reindex re-reads it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, File, Form, UploadFile
+from pydantic import BaseModel, Field
+
+from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
+from knowbase.files import sanitize_filename
+from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.items import _add_response, unsupported
+from knowbase.interfaces.http.models import AddOut, ConflictStrategy
+from knowbase.operations.add.inputs import AddInput
+from knowbase.pipeline.readers import is_supported
+from knowbase.providers.registry import BUILTIN_EMBEDDING_PROFILES
+from knowbase.service import Knowledge
+
+router = APIRouter(responses=COMMON_ERRORS)
+UPLOADS_DIR = "uploads"
+
+
+class Cancelled(BaseModel):
+    cancelled: list[str]
+
+
+def split_relative(raw: str) -> list[str]:
+    """The sanitised segments of a browser-given relative path; refuses ``..`` and empties.
+
+    >>> split_relative("docs/sub/a.pdf")
+    ['docs', 'sub', 'a.pdf']
+    """
+    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise UnsafePath(f"not a relative path inside a folder: {raw!r}", path=raw)
+    return [sanitize_filename(p) for p in parts]
+
+
+@router.post(
+    "/bases/{base}/uploads/folders",
+    status_code=201,
+    response_model=AddOut,
+    responses=BODY_ERRORS,
+    tags=["items"],
+)
+def upload_folders(
+    base: str,
+    files: list[UploadFile] = File(min_length=1, description="the folder's files"),
+    paths: list[str] = Form(
+        min_length=1, description="one relative path per file, e.g. docs/sub/a.pdf"
+    ),
+    conflict: ConflictStrategy = Form("rename"),
+    tags: str = Form("", max_length=2000, description="comma-separated tags for each folder"),
+    kb: Knowledge = Depends(get_kb),
+) -> Any:
+    """Add dropped folders: one directory item per top folder, relative paths kept; ``tags``
+    label each folder (and so every file in it)."""
+    kb.get_base(base)
+    if len(paths) != len(files):
+        raise InvalidInput("give one relative path per file", files=len(files), paths=len(paths))
+    stage = Path(kb.settings.home) / UPLOADS_DIR / uuid.uuid4().hex
+    tops: dict[str, Path] = {}
+    rejected: list[dict[str, str]] = []
+    try:
+        for upload, raw in zip(files, paths, strict=True):
+            parts = split_relative(raw)
+            if len(parts) < 2:
+                raise InvalidInput("a folder upload's paths start with the folder", path=raw)
+            if not is_supported(parts[-1]):
+                # Not staged: reported now, by name, instead of as a count the folder's
+                # expansion finds later ("Added 7" while 2 were skipped).
+                rejected.append({**unsupported(parts[-1]), "name": "/".join(parts)})
+                continue
+            target = stage.joinpath(*parts)
+            tops.setdefault(parts[0], stage / parts[0])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as out:
+                shutil.copyfileobj(upload.file, out, length=1024 * 1024)
+        labels = [t.strip() for t in tags.split(",") if t.strip()]
+        inputs = [
+            AddInput("directory", source=name, path=str(p), origin=str(p)).with_labels(labels)
+            for name, p in tops.items()
+        ]
+        if not inputs:
+            raise UnsupportedFileType(
+                "no file of the folder has a supported type", rejected=rejected[:50]
+            )
+        response = _add_response(kb.add(base, inputs, strategy=conflict), rejected)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    if response.status_code != 201:  # detect conflicts: nothing was added
+        shutil.rmtree(stage, ignore_errors=True)
+    return response
+
+
+@router.post("/bases/{base}/jobs/cancel", response_model=Cancelled, tags=["jobs"])
+def cancel_base_jobs(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+    """Cancel every pending or running job of the base (items end ``failed``/cancelled)."""
+    return {"cancelled": kb.activity.cancel_jobs(base)}
+
+
+class Summary(BaseModel):
+    counts: dict[str, int]
+    index_bytes: int | None
+    model_switch: dict[str, Any] | None = Field(
+        default=None, description="the latest model switch, as /model-switch shows it; null: none"
+    )
+
+
+@router.get("/bases/{base}/summary", response_model=Summary, tags=["bases"])
+def base_summary(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+    """Items by status (containers included), the size of the base's index on disk (its
+    SQLite file with WAL; null for an index kept elsewhere or not built yet) and its latest
+    model switch (null when it never switched)."""
+    b = kb.get_base(base)
+    return {
+        "counts": kb.counts(b.id),
+        "index_bytes": kb.index_bytes(b.id),
+        "model_switch": kb.model_switch(b.id),
+    }
+
+
+class EmbeddingModelOut(BaseModel):
+    id: str = Field(description="a model id, or a profile's prefix (``ollama:``) to complete")
+    kind: Literal["model", "profile"]
+    available: bool = Field(description="its extra is installed and its files are intact")
+    reason: str
+
+
+def offered_embedding_models(kb: Knowledge) -> list[dict[str, Any]]:
+    """The built-in local models with whether they can run here (readiness's own check: the
+    extra's imports and files, nothing loaded), each configured remote profile as a prefix to
+    complete with a model name (not probed: a remote model is checked when it is first used),
+    and the ``hash:`` test model only when test providers are on."""
+    from knowbase.interfaces.readiness import READY, check_local_model
+    from knowbase.providers import local, multilingual
+
+    out: list[dict[str, Any]] = []
+    for name in (local.MODEL_NAME, multilingual.MODEL_NAME):
+        status, reason = check_local_model(name)
+        out.append(
+            {"id": f"local:{name}", "kind": "model", "available": status == READY, "reason": reason}
+        )
+    if kb.settings.test_providers:
+        out.append(
+            {"id": "hash:d64", "kind": "model", "available": True, "reason": "test provider"}
+        )
+    for name, profile in sorted(kb.settings.providers.items()):
+        if name in BUILTIN_EMBEDDING_PROFILES:
+            continue  # the built-in profile of that name wins (providers/registry.py)
+        out.append(
+            {
+                "id": f"{name}:",
+                "kind": "profile",
+                "available": True,
+                "reason": f"remote profile at {profile.base_url}: add the model name",
+            }
+        )
+    return out
+
+
+@router.get("/embedding-models", response_model=list[EmbeddingModelOut], tags=["bases"])
+def embedding_models(kb: Knowledge = Depends(get_kb)) -> list[dict[str, Any]]:
+    """The embedding models a base can be created with or switched to on this server."""
+    return offered_embedding_models(kb)
+
+
+__all__ = ["offered_embedding_models", "router", "split_relative"]

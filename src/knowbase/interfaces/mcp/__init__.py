@@ -1,0 +1,406 @@
+"""The MCP server: six agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
+
+Tools (arguments keep the origin's camelCase): ``kb_list`` (bases with their mode, model and
+freshness, or one base's outline), ``kb_tree`` (the outline), ``kb_search`` (several bases,
+merged), ``kb_read`` (a slice, or grep with ``pattern``), ``kb_grep`` (a regex inside one
+document) and ``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID, sync).
+This module registers them (argument schemas, approval); their bodies and result shapes live in
+:mod:`.mcp_tools` and :mod:`.mcp_listing`, the scope in :mod:`.mcp_scope`, running the server
+in :mod:`.mcp_run`.
+
+Scope: the server sees the bases it was started with (``base_ids``), or every base when that is
+None; an empty list sees none and every tool fails closed. A base outside the scope answers
+``Knowledge base "<id>" is not available to this assistant.``
+
+Approval: every ``kb_manage`` call asks the user through MCP form elicitation when the client
+declares it; a client without elicitation is refused unless the server runs with
+``allow_writes``. The question rides whichever transport the negotiated protocol uses (a
+mid-call request before 2026-07-28, ``InputRequiredResult`` after): the SDK's ``Resolve``
+machinery picks it.
+
+    kb mcp --home ~/kb --base docs            # stdio (interfaces/mcp/run.py)
+    kb mcp --http --port 8765 --allow-writes  # streamable HTTP
+"""
+
+# No `from __future__ import annotations`: the SDK evaluates tool annotations, and
+# `Resolve(approval)` names a closure that string annotations could not see.
+import logging
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from knowbase.errors import KnowbaseError
+from knowbase.interfaces.mcp import listing, tools
+from knowbase.interfaces.mcp.approval import Approve, _approval_text, _client_elicits, _Decision
+from knowbase.interfaces.mcp.listing import _decode_cursor as _decode_cursor  # re-exported
+from knowbase.interfaces.mcp.paths import check_local_file
+from knowbase.interfaces.mcp.scope import Scope as Scope  # re-exported (tests)
+from knowbase.interfaces.mcp.scope import resolve_scope as resolve_scope  # re-exported
+from knowbase.interfaces.mcp.tools import (
+    LIST_DEFAULT_LIMIT,
+    LIST_MAX_LIMIT,
+    MANAGE_MAX_IDS,
+    NOTE_MAX_CHARS,
+    QUERY_MAX_CHARS,
+    QUERY_MIN_CHARS,
+    SEARCH_MAX_BASES,
+    OutOfScope,
+    _add_input,
+    _Cites,
+    _fail,
+    _manage_problem,
+)
+from knowbase.interfaces.mcp.tools import _camel as _camel  # re-exported (tests)
+from knowbase.service import Knowledge
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "knowbase"
+DEFAULT_HTTP_PORT = 8765
+
+INSTRUCTIONS = (
+    "Knowledge bases of the user. Start with kb_list to see the bases, kb_list with baseId for "
+    "one base's outline (Concept IDs), kb_search to find passages (cite the returned ids), "
+    "kb_read to read or grep a document by Concept ID. kb_manage changes a base and needs "
+    "the user's approval."
+)
+
+
+# --- the server --------------------------------------------------------------------------------
+def build_server(
+    kb: Knowledge,
+    *,
+    base_ids: list[str] | None,
+    allow_writes: bool,
+    path_roots: list[Path] | None = None,
+) -> Any:
+    """An ``MCPServer`` with the six tools, scoped to ``base_ids`` (None: every base); local
+    file adds follow ``path_roots`` (:mod:`.mcp_paths`)."""
+    # The SDK is imported here, not at module level: importing it takes seconds, and
+    # `kb mcp --base nope` should refuse at once (and `kb --help` never import it).
+    from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.resolve import Elicit, Resolve
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    scope = Scope(kb, None if base_ids is None else list(base_ids))
+    roots = list(path_roots or [])
+    cites = _Cites()
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+
+    @server.tool(
+        name="kb_list",
+        title="List knowledge bases / outline one base",
+        description=(
+            "Without baseId: list the knowledge bases you may use (id, name, item counts, sample "
+            "sources, retrieval mode hybrid/bm25/switching, model, capabilities, updatedAt), "
+            "filtered by an optional query, paged with limit/cursor. With baseId: that base's "
+            "outline (as kb_tree)."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_list(
+        query: Annotated[
+            str | None,
+            Field(min_length=1, max_length=200, description="Filter bases by name or content"),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=LIST_MAX_LIMIT)] = LIST_DEFAULT_LIMIT,
+        cursor: Annotated[str | None, Field(max_length=200, description="nextCursor")] = None,
+        baseId: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="Outline this base")
+        ] = None,
+        maxDepth: Annotated[int | None, Field(ge=0, le=64, description="Outline depth")] = None,
+    ) -> CallToolResult:
+        return listing.kb_list(
+            scope, query=query, limit=limit, cursor=cursor, base_id=baseId, max_depth=maxDepth
+        )
+
+    @server.tool(
+        name="kb_tree",
+        title="Outline of a knowledge base",
+        description=(
+            "The outline of one knowledge base: its folders and documents depth-first, each "
+            "document with the conceptId to use with kb_read, kb_grep and kb_manage. maxDepth "
+            "limits how deep it goes (0: the top level only)."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_tree(
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        maxDepth: Annotated[int | None, Field(ge=0, le=64, description="Outline depth")] = None,
+    ) -> CallToolResult:
+        return listing.kb_tree(scope, base_id=baseId, max_depth=maxDepth)
+
+    @server.tool(
+        name="kb_grep",
+        title="Search inside one document",
+        description=(
+            "A regular-expression search inside one document of a knowledge base, by conceptId: "
+            "matching lines with line numbers, character offsets and snippets "
+            "(case-insensitive unless ignoreCase=false). Read around a match with kb_read."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_grep(
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
+        pattern: Annotated[str, Field(min_length=1, max_length=200, description="A regex")],
+        ignoreCase: bool = True,
+        maxMatches: Annotated[int | None, Field(ge=1, le=200)] = None,
+    ) -> CallToolResult:
+        return tools.kb_read(
+            scope,
+            cites,
+            base_id=baseId,
+            concept_id=conceptId,
+            char_start=None,
+            char_end=None,
+            pattern=pattern,
+            ignore_case=ignoreCase,
+            max_matches=maxMatches,
+        )
+
+    @server.tool(
+        name="kb_search",
+        title="Search knowledge bases",
+        description=(
+            "Search one or more knowledge bases (hybrid keyword + vector search). Returns passages "
+            "with a cite id, baseId, conceptId, title, locator (page, sheet, heading path), a "
+            "score in [0, 1] and its scoreKind, best first, plus notices on how the search ran. "
+            "Filter by folder (under), type, date, tags and metadata (where). Cite passages by "
+            "their id; read around a passage with kb_read."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_search(
+        # The schema states the lengths but the tool checks them: a schema refusal would reach
+        # the model as pydantic's raw error text with a URL.
+        query: Annotated[
+            str,
+            Field(
+                description="What to find (2 to 200 characters)",
+                json_schema_extra={"minLength": QUERY_MIN_CHARS, "maxLength": QUERY_MAX_CHARS},
+            ),
+        ],
+        baseIds: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=200)]],
+            Field(min_length=1, max_length=SEARCH_MAX_BASES, description="Bases to search"),
+        ],
+        under: Annotated[
+            str | None,
+            Field(
+                max_length=1000,
+                description="Only documents in this folder: a conceptId prefix such as 'papers'",
+            ),
+        ] = None,
+        types: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=20)]] | None,
+            Field(
+                max_length=32,
+                description="Only these source types: file extensions (pdf, md, docx…), url, note",
+            ),
+        ] = None,
+        since: Annotated[
+            str | None,
+            Field(
+                max_length=64,
+                description="Only items updated at or after this ISO date, e.g. 2024-05-01",
+            ),
+        ] = None,
+        context: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=8000,
+                description="Tokens of surroundings per passage (neighbouring chunks, merged);"
+                f" default {tools.KB_SEARCH_CONTEXT}",
+            ),
+        ] = None,
+        tags: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
+            Field(max_length=32, description="Only documents carrying every one of these tags"),
+        ] = None,
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='Metadata conditions, all required, e.g. {"year": {"gte": 2023}, '
+                '"lang": {"in": ["en", "de"]}, "team": "infra"}'
+            ),
+        ] = None,
+    ) -> CallToolResult:
+        return tools.kb_search(
+            scope,
+            cites,
+            query=query,
+            base_ids=baseIds,
+            under=under,
+            types=types,
+            since=since,
+            context=context,
+            tags=tags,
+            where=where,
+        )
+
+    @server.tool(
+        name="kb_read",
+        title="Read or grep a document",
+        description=(
+            "Read a document of a knowledge base by its conceptId: a slice of at most 20,000 "
+            "characters from charStart to charEnd (truncated=true means there is more; continue "
+            "from charEnd). With pattern: regex search line by line instead (case-insensitive "
+            "unless ignoreCase=false), returning line numbers, offsets and snippets."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_read(
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
+        charStart: Annotated[int | None, Field(ge=0)] = None,
+        charEnd: Annotated[int | None, Field(gt=0)] = None,
+        pattern: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="Regex: grep mode")
+        ] = None,
+        ignoreCase: bool = True,
+        maxMatches: Annotated[int | None, Field(ge=1, le=200)] = None,
+    ) -> CallToolResult:
+        return tools.kb_read(
+            scope,
+            cites,
+            base_id=baseId,
+            concept_id=conceptId,
+            char_start=charStart,
+            char_end=charEnd,
+            pattern=pattern,
+            ignore_case=ignoreCase,
+            max_matches=maxMatches,
+        )
+
+    def approval(
+        ctx: Context,
+        baseId: str,
+        action: str,
+        type: str | None,
+        path: str | None,
+        url: str | None,
+        content: str | None,
+        title: str | None,
+        conceptIds: list[str] | None,
+    ) -> Any:
+        """Decide before the body runs: refuse bad calls, else ask the user (or allow_writes).
+
+        An add is validated here (path exists, type supported, note text, SSRF guard), so the
+        user is never asked to approve a call that would fail anyway.
+        """
+        try:
+            b = scope.base(baseId)
+        except OutOfScope as exc:
+            return _Decision(False, {"error": str(exc)})
+        except KnowbaseError as exc:
+            return _Decision(False, {"error": exc.message, "code": exc.code})
+        problem = _manage_problem(action, type, path, url, conceptIds)
+        if problem:
+            return _Decision(False, {"error": problem, "code": "invalid_input"})
+        if action == "add":
+            from knowbase.operations.add.inputs import validate
+
+            try:
+                if type == "file":
+                    pre_granted = allow_writes and not _client_elicits(ctx)
+                    check_local_file(path or "", roots, pre_granted=pre_granted)
+                validate(_add_input(kb, b, type, path, url, content, title))
+            except KnowbaseError as exc:
+                return _Decision(False, {"error": exc.message, "code": exc.code, "hint": exc.hint})
+        if action in ("delete", "refresh"):
+            # Ask only about documents that exist: the user approves what will really change.
+            known = tools.existing_concepts(kb, b, conceptIds or [])
+            if not known:
+                return _Decision(False, tools.none_of_these(conceptIds or []))
+            conceptIds = known
+        if _client_elicits(ctx):
+            return Elicit(_approval_text(b, action, type, path, url, title, conceptIds), Approve)
+        if allow_writes:
+            return _Decision(True)
+        return _Decision(
+            False,
+            {
+                "error": "kb_manage needs the user's approval, but this client cannot ask for it "
+                "(no MCP elicitation support) and the server was not started with "
+                "--allow-writes. Nothing was changed; tell the user.",
+                "code": "approval_required",
+            },
+        )
+
+    @server.tool(
+        name="kb_manage",
+        title="Change a knowledge base",
+        description=(
+            "Change a knowledge base (always asks the user for approval). action=add with "
+            "type=file (absolute path on the user's machine), type=url (http/https) or type=note "
+            "(content, optional title), each optionally with tags and metadata; action=delete "
+            "or action=refresh with conceptIds (from kb_list outline or kb_search); action=sync "
+            "brings the base up to date with the folders, files and pages it was built from "
+            "(adds new files, reindexes changed ones; never deletes). Adds and syncs run in the "
+            "background."
+        ),
+        annotations=ToolAnnotations(
+            readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
+        ),
+    )
+    async def kb_manage(
+        approved: Annotated[ElicitationResult[Approve], Resolve(approval)],
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        action: Literal["add", "delete", "refresh", "sync"],
+        type: Literal["file", "url", "note"] | None = None,
+        path: Annotated[str | None, Field(min_length=1, max_length=4096)] = None,
+        url: Annotated[str | None, Field(min_length=1, max_length=8192)] = None,
+        content: Annotated[str | None, Field(max_length=NOTE_MAX_CHARS)] = None,
+        title: Annotated[str | None, Field(max_length=200)] = None,
+        conceptIds: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=1000)]] | None,
+            Field(min_length=1, max_length=MANAGE_MAX_IDS),
+        ] = None,
+        tags: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=100)]] | None,
+            Field(max_length=64, description="add: tags for the new item"),
+        ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description="add: metadata for the new item (text, numbers, lists of them)"),
+        ] = None,
+    ) -> CallToolResult:
+        import anyio
+
+        if isinstance(approved, AcceptedElicitation):
+            data = approved.data
+            if isinstance(data, _Decision):
+                if not data.granted:
+                    error = dict(data.error or {})
+                    return _fail(str(error.pop("error", "refused")), **error)
+            elif not (isinstance(data, Approve) and data.approve):
+                return _fail("The user did not approve this change. Nothing was changed.",
+                             code="approval_declined")  # fmt: skip
+        else:
+            return _fail(
+                f"The user {approved.action}d this change. Nothing was changed.",
+                code="approval_declined",
+            )
+
+        def run() -> CallToolResult:
+            return tools.kb_manage(
+                scope,
+                base_id=baseId,
+                action=action,
+                type=type,
+                path=path,
+                url=url,
+                content=content,
+                title=title,
+                concept_ids=conceptIds,
+                tags=tags,
+                metadata=metadata,
+            )
+
+        return await anyio.to_thread.run_sync(run)
+
+    return server

@@ -1,0 +1,362 @@
+"""The bodies of the MCP tools (§8) and the shape of their results.
+
+:mod:`.mcp` registers the tools (names, argument schemas, approval) and calls these functions;
+they take a :class:`~knowbase.interfaces.mcp.scope.Scope` and return a ``CallToolResult``: the
+structured data plus a text block, with an ``error`` (and guidance) on failure. ``kb_tree`` and
+``kb_grep`` share ``kb_list``'s outline and ``kb_read``'s grep. The SDK is imported inside
+functions only, so that ``kb --help`` never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from knowbase.catalog.models import Base
+from knowbase.errors import InvalidInput, KnowbaseError, NotFound
+from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
+from knowbase.operations.add.inputs import AddInput
+
+# --- result shapes (the JSON helpers live in mcp_results.py) ------------------------------------
+
+if TYPE_CHECKING:
+    from knowbase.interfaces.mcp.scope import Scope
+    from knowbase.search.search import SearchResult
+    from knowbase.service import Knowledge
+
+CITE_PREFIX = "kb"
+LIST_DEFAULT_LIMIT = 20
+LIST_MAX_LIMIT = 50
+SAMPLE_SOURCES = 8
+SEARCH_MAX_BASES = 20
+MANAGE_MAX_IDS = 100
+NOTE_MAX_CHARS = 1_000_000
+QUERY_MIN_CHARS = 2
+QUERY_MAX_CHARS = 200
+
+
+class OutOfScope(Exception):
+    def __init__(self, ref: str) -> None:
+        super().__init__(f'Knowledge base "{ref}" is not available to this assistant.')
+
+
+def _not_found_guidance(exc: NotFound) -> str:
+    """§8: base gone → kb_list; content missing → retry; otherwise → check the id."""
+    kind = exc.details.get("kind")
+    if kind == "concept_content":
+        return "The document is being rebuilt; retry kb_read in a moment."
+    if kind == "concept":
+        return (
+            "No readable document has this conceptId in this base. Check the id with kb_list "
+            "(baseId for the outline) or kb_search; it must be copied exactly."
+        )
+    return "This knowledge base does not exist (any more). Call kb_list to see the bases."
+
+
+class _Cites:
+    """Cite ids ``kb-1``, ``kb-2``… unique for the server's lifetime."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def next(self) -> str:
+        self.n += 1
+        return f"{CITE_PREFIX}-{self.n}"
+
+
+# --- kb_search ---------------------------------------------------------------------------------
+# An agent gets the paragraph that answers, not only the chunk that matched: each passage comes
+# with its neighbouring chunks within this many tokens (search/context.py; ~2 MiniLM chunks).
+KB_SEARCH_CONTEXT = 512
+
+
+def kb_search(
+    scope: Scope,
+    cites: _Cites,
+    *,
+    query: str,
+    base_ids: list[str],
+    under: str | None = None,
+    types: list[str] | None = None,
+    since: str | None = None,
+    context: int | None = None,
+    tags: list[str] | None = None,
+    where: dict[str, Any] | list[str] | None = None,
+) -> Any:
+    """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
+    passage text), each passage with ``context`` tokens of surroundings (default
+    :data:`KB_SEARCH_CONTEXT`), clamp scores, cite. ``under``/``types``/``since`` filter
+    inside each base's lanes (``search/scope.py``); a malformed one is a tool error naming the
+    filter."""
+    kb = scope.kb
+    query = query.strip()
+    if not QUERY_MIN_CHARS <= len(query) <= QUERY_MAX_CHARS:
+        return _fail(
+            f"The query must be {QUERY_MIN_CHARS} to {QUERY_MAX_CHARS} characters long "
+            f"(got {len(query)}); search with a word or a phrase.",
+            code="invalid_input",
+        )
+    refs = list(dict.fromkeys(base_ids))
+    errors: dict[str, str] = {}
+    unknown: set[str] = set()  # refused for good: out of scope or no such base
+    targets: list[Base] = []
+    for ref in refs:
+        try:
+            targets.append(scope.base(ref))
+        except OutOfScope as exc:
+            errors[ref] = str(exc)
+            unknown.add(ref)
+        except NotFound as exc:
+            errors[ref] = exc.message
+            unknown.add(ref)
+        except KnowbaseError as exc:
+            errors[ref] = exc.message
+
+    try:
+        found = kb.search_many(
+            targets,
+            query,
+            dedupe_text=True,
+            under=under,
+            types=types,
+            since=since,
+            tags=tags,
+            where=where,
+            context=context or KB_SEARCH_CONTEXT,
+        )
+    except InvalidInput as exc:
+        return _from_error(exc)
+    invalid = [e for e in found.errors.values() if isinstance(e, InvalidInput)]
+    if invalid:
+        return _from_error(invalid[0])
+    errors.update({base_id: exc.message for base_id, exc in found.errors.items()})
+    merged = found.results
+    if errors and not merged and unknown == set(refs):
+        return _fail(
+            "None of the requested bases is available to this assistant (out of scope or no "
+            "such base); retrying will not change that. Call kb_list for the bases you can "
+            "search, or tell the user.",
+            code="not_found",
+            bases=errors,
+        )
+    if errors and not merged and len(errors) == len(refs):
+        return _fail(
+            "Knowledge search failed for every requested base; tell the user the knowledge "
+            "bases could not be searched right now.",
+            bases=errors,
+        )
+    results = [_hit(m.base_id, m.result) for m in merged]
+    items = [{"id": cites.next(), **{k: v for k, v in h.items() if v is not None}}
+             for h in results]  # fmt: skip
+    data: dict[str, Any] = {"items": items}
+    if errors:
+        data["failedBases"] = errors
+    filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
+    notices = scope_notices(targets, found.modes, {k: v for k, v in filters.items() if v})
+    if notices:
+        data["notices"] = notices
+    if not items:
+        filtered = any(filters.values())
+        return _ok(
+            data,
+            f"No passages match {query!r}"
+            + (" within the filters (under/types/since/tags/where); try without them"
+               if filtered else "")
+            + ". Try other words, or call kb_list (with baseId for an outline) to see what "
+            "these bases hold.",
+        )
+    return _ok(data)
+
+
+def scope_notices(
+    targets: list[Base], modes: dict[str, str], filters: dict[str, Any]
+) -> list[str]:
+    """What an agent should know about how its search ran: the filters that narrowed it, and
+    the bases that answered keyword-only (no model, or one that cannot read the query)."""
+    notices = []
+    if filters:
+        shown = ", ".join(f"{k}={v}" for k, v in filters.items())
+        notices.append(f"Only documents matching {shown} were searched.")
+    keyword_only = [b.name for b in targets if modes.get(b.id) == "bm25"]
+    if keyword_only:
+        notices.append(
+            "Keyword-only search (no embedding model, or one that cannot read this query) in: "
+            + ", ".join(keyword_only)
+            + ". Use the words the documents would use."
+        )
+    return notices
+
+
+def _hit(base_id: str, r: SearchResult) -> dict[str, Any]:
+    """A search result as ``kb_search`` shows it: camelCase, the score clamped to [0, 1] and
+    its kind (``hybrid``, ``keyword``, ``vector``: one absolute scale; ``rrf``: ranks only;
+    ``relevance``: a reranker's), and the locator (page, sheet, heading path…)."""
+    return {
+        "baseId": base_id,
+        "conceptId": r.concept_id,
+        "title": r.title,
+        "type": r.item_type,
+        "content": r.text,
+        "score": min(max(float(r.score), 0.0), 1.0),
+        "scoreKind": r.score_kind,
+        "charStart": r.char_start,
+        "charEnd": r.char_end,
+        "locator": r.locator or {},
+    }
+
+
+# --- kb_read -----------------------------------------------------------------------------------
+def kb_read(
+    scope: Scope,
+    cites: _Cites,
+    *,
+    base_id: str,
+    concept_id: str,
+    char_start: int | None,
+    char_end: int | None,
+    pattern: str | None,
+    ignore_case: bool,
+    max_matches: int | None,
+) -> Any:
+    """A slice of the document, or with ``pattern`` its matching lines; both get a cite id."""
+    kb = scope.kb
+    try:
+        b = scope.base(base_id)
+        if pattern is not None:
+            found = kb.concepts.grep_concept(
+                b.id, concept_id, pattern, ignore_case=ignore_case, max_matches=max_matches
+            )
+            data = _camel(found)
+            data["type"] = data.pop("itemType")
+            data = {"id": cites.next(), **data}
+            if not found["matches"]:
+                return _ok(data, f"No line of {concept_id!r} matches {pattern!r}.")
+            return _ok(data)
+        page = _camel(
+            kb.concepts.read_concept(b.id, concept_id, char_start=char_start, char_end=char_end)
+        )
+        return _ok({"id": cites.next(), **page})
+    except OutOfScope as exc:
+        return _fail(str(exc))
+    except NotFound as exc:
+        return _from_error(exc, _not_found_guidance(exc))
+    except KnowbaseError as exc:
+        return _from_error(exc)
+
+
+# --- kb_manage ---------------------------------------------------------------------------------
+def kb_manage(
+    scope: Scope,
+    *,
+    base_id: str,
+    action: str,
+    type: str | None,
+    path: str | None,
+    url: str | None,
+    content: str | None,
+    title: str | None,
+    concept_ids: list[str] | None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Any:
+    """Apply an approved change (blocking: run it off the event loop). An add may carry tags
+    and metadata (a re-added source gets them added)."""
+    kb = scope.kb
+    try:
+        b = scope.base(base_id)
+        if action == "add":
+            inp = _add_input(kb, b, type, path, url, content, title)
+            if tags or metadata:
+                inp = inp.with_labels(tags, metadata)
+            # A URL already in the base is fetched again, not copied (DESIGN turn 3).
+            result = kb.add(b.id, [inp], strategy="update")
+            return _ok(
+                {
+                    "action": "add",
+                    "added": [i.source for i in result.items],
+                    "updated": [i.source for i in result.updated] or None,
+                    "items": [{"itemId": i.id, "status": i.status} for i in result.items],
+                    "note": "Indexing runs in the background; the conceptId appears in "
+                    "kb_list (baseId) once the item is completed.",
+                }
+            )
+        if action == "sync":  # never prunes: an agent cannot delete by surprise
+            r = kb.sync(b.id, prune=False)
+            counts = {k: len(getattr(r, k)) for k in ("added", "changed", "vanished", "failed")}
+            return _ok({"action": "sync", "jobId": r.job_id, **counts})
+        ids = list(concept_ids or [])
+        if action == "delete":
+            done = kb.concepts.delete_concepts(b.id, ids)
+            key = "deleted"
+        else:
+            done = kb.concepts.refresh_concepts(b.id, ids)
+            key = "refreshed"
+        return _ok({"action": action, key: done["applied"], "notFound": done["not_found"]})
+    except OutOfScope as exc:
+        return _fail(str(exc))
+    except NotFound as exc:
+        return _from_error(exc, _not_found_guidance(exc))
+    except KnowbaseError as exc:
+        return _from_error(exc)
+
+
+def existing_concepts(kb: Knowledge, b: Base, concept_ids: list[str]) -> list[str]:
+    """The ids that name a readable document of ``b`` (what an approval may list)."""
+    found = []
+    for concept_id in concept_ids:
+        try:
+            kb.concepts.resolve(b.id, concept_id)
+        except KnowbaseError:
+            continue
+        found.append(concept_id)
+    return found
+
+
+def none_of_these(concept_ids: list[str]) -> dict[str, str]:
+    return {
+        "error": "None of these conceptIds is a document of this base: "
+        + ", ".join(concept_ids[:10])
+        + ". Nothing was changed; check them with kb_list (baseId) or kb_search.",
+        "code": "not_found",
+    }
+
+
+def _manage_problem(
+    action: str, type: str | None, path: str | None, url: str | None, ids: list[str] | None
+) -> str | None:
+    if action == "add":
+        if type is None:
+            return "action add needs type: file, url or note"
+        if type == "file" and not (path and os.path.isabs(path)):
+            return "type file needs an absolute path"
+        if type == "url" and not url:
+            return "type url needs a url"
+        return None
+    if action == "sync":
+        return None
+    if not ids:
+        return f"action {action} needs a non-empty conceptIds list"
+    return None
+
+
+def _add_input(
+    kb: Knowledge,
+    b: Base,
+    type: str | None,
+    path: str | None,
+    url: str | None,
+    content: str | None,
+    title: str | None,
+) -> AddInput:
+    """§8's source derivation; agent file adds keep no origin; URLs pass the SSRF guard."""
+    if type == "file":
+        assert path is not None
+        return AddInput.file(path, source=os.path.basename(path), keep_origin=False)
+    if type == "url":
+        from knowbase.pipeline.sources.ssrf import check_url
+
+        checked = check_url(
+            url or "", allow_local=b.allow_local_urls or kb.settings.allow_local_urls
+        )
+        return AddInput("url", checked, url=checked, origin=checked)
+    return AddInput.note(content or "", title=title)

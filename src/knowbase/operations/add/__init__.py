@@ -1,0 +1,1 @@
+"""``add``: conflicts, inputs, re-adds, the workflow and the prepare-root handler."""

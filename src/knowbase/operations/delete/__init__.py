@@ -1,0 +1,1 @@
+"""``delete``: mark subtrees deleting (workflow), purge them (handler)."""

@@ -1,0 +1,1 @@
+"""Indexing one item: the index-documents and process-file handlers."""

@@ -1,0 +1,1 @@
+"""Model switch: the workflow and the switch-model handler."""

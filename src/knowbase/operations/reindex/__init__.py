@@ -1,0 +1,1 @@
+"""``reindex``: the workflow and the reindex-subtree handler."""

@@ -1,0 +1,1 @@
+"""``sync``: plan and schedule (workflow), resume, apply (handler)."""

@@ -1,0 +1,51 @@
+"""One base's search as the facade runs it: its settings, its scope, a leased index store,
+visibility, and the surroundings a caller asked for (``context``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from knowbase.catalog.models import Base
+from knowbase.runtime import Runtime
+from knowbase.search.context import with_context
+from knowbase.search.fusion import FusionSettings
+from knowbase.search.scope import SearchFilters, resolve
+from knowbase.search.search import SearchConfig, SearchResponse, search
+
+if TYPE_CHECKING:
+    from knowbase.search.visibility import VisibilityCache
+
+
+def search_base(
+    rt: Runtime,
+    visible: VisibilityCache,
+    b: Base,
+    query: str,
+    *,
+    top_k: int | None,
+    filters: SearchFilters,
+    context: int | None = None,
+) -> SearchResponse:
+    """Search ``b`` with its own settings; filters resolved in the catalog first. The caller
+    has checked that the base can be searched (``ingestion.guards.assert_base_runnable``)."""
+    config = SearchConfig(
+        top_k=top_k or b.document_count,
+        threshold=b.threshold,
+        dims=b.dimensions,
+        fusion=FusionSettings.of_base(b),
+    )
+    scope = resolve(rt.catalog, b.id, filters)
+    with rt.lease(b) as store:  # a base update meanwhile closes it after us
+        response = search(
+            store,
+            query,
+            config=config,
+            embedder=rt.embedder(b),
+            reranker=rt.reranker(b),
+            visible=visible.for_base(b.id),
+            scope=scope,
+        )
+        if context:
+            response = replace(response, results=with_context(store, response.results, context))
+        return response

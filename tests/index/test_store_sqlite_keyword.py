@@ -1,0 +1,63 @@
+"""The keyword lane's absolute scores: one pass per term gives FTS5's own numbers (issue 30)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from knowbase.index.base import MaterialInput
+from knowbase.index.fts_query import fts_quote
+from knowbase.index.keyword_scale import absolute, idf, scale_idf
+from knowbase.index.sqlite.keyword import absolute_scores, fts_row_count
+from knowbase.index.sqlite.store import SqliteIndexStore
+from knowbase.pipeline.documents import Chunk
+
+WORDS = ["owl", "fox", "elk", "yak", "emu"]
+
+
+def reference(conn, terms: list[str], rowids: list[int]) -> dict[int, float]:
+    """Each term's count and BM25 asked of FTS5 row by row (how the lane used to ask)."""
+    n_rows = fts_row_count(conn)
+    parts: dict[int, list[tuple[float, float]]] = {r: [] for r in rowids}
+    for term in terms:
+        match = ("SELECT {} FROM search_text_fts WHERE search_text_fts MATCH ?", fts_quote(term))
+        (n_hit,) = conn.execute(match[0].format("count(*)"), (match[1],)).fetchone()
+        weight, fts_idf = scale_idf(n_rows, n_hit), idf(n_rows, n_hit)
+        for rowid in rowids:
+            row = conn.execute(
+                match[0].format("bm25(search_text_fts)") + " AND rowid = ?", (match[1], rowid)
+            ).fetchone()
+            parts[rowid].append((weight, -row[0] / fts_idf if row else 0.0))
+    return {rowid: absolute(pairs) for rowid, pairs in parts.items()}
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    docs=st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), min_size=1, max_size=40
+    ),
+    terms=st.lists(st.sampled_from([*WORDS, "gnu"]), min_size=1, max_size=4, unique=True),
+    asked=st.integers(min_value=1, max_value=40),
+)
+def test_one_pass_scores_equal_fts5_row_by_row(
+    tmp_path_factory: pytest.TempPathFactory, docs: list[list[str]], terms: list[str], asked: int
+) -> None:
+    store = SqliteIndexStore.open(tmp_path_factory.mktemp("k") / "i.sqlite", base_id="b", dims=None)
+    try:
+        for n, words in enumerate(docs):
+            text = " ".join(words)
+            store.rebuild_material(
+                MaterialInput(f"m{n:03d}", f"d{n:03d}.md", text, [Chunk(text, 0, len(text), 0)]),
+                {},
+            )
+        conn = store._reader()
+        rowids = [r for (r,) in conn.execute("SELECT rowid FROM search_text_fts")][:asked]
+        with conn:
+            got = absolute_scores(conn, terms, rowids)
+            want = reference(conn, terms, rowids)
+        assert got == want  # the same numbers, not merely close
+    finally:
+        store.close()

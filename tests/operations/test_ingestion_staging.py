@@ -1,0 +1,217 @@
+"""Copies outside the base lock (DESIGN "the base lock never covers copying"; issue 13 item 2).
+
+A folder import or an add copies into ``.kb/staging/<owner>/`` without the lock; other writers
+of the same base go on meanwhile. A crash mid-copy leaves only the staging folder, which the
+recovery sweep removes; raw/ never holds a file that no row owns.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from knowbase.catalog.models import Base
+from knowbase.files.staging import STAGING_DIR, Staging, remove_stale_staging
+from knowbase.operations.add.inputs import AddInput
+from knowbase.operations.recovery import sweep
+from knowbase.service import Knowledge
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def during_copy(monkeypatch: pytest.MonkeyPatch, at: int, action: Callable[[], None]) -> None:
+    """Run ``action`` when the ``at``-th file is being staged (the add is mid-copy)."""
+    real = Staging._copy
+    seen = {"n": 0}
+
+    def copy(src: Path, dest: Path) -> Path:
+        seen["n"] += 1
+        if seen["n"] == at:
+            action()
+        return real(src, dest)
+
+    monkeypatch.setattr(Staging, "_copy", staticmethod(copy))
+
+
+def finishes_in_another_thread(fn: Callable[[], object], timeout_s: float = 10) -> bool:
+    """Whether ``fn`` returns within ``timeout_s`` in another thread (False: it was blocked)."""
+    done = threading.Event()
+
+    def run() -> None:
+        fn()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done.wait(timeout_s)
+
+
+def staging_dirs(kb: Knowledge, base: Base) -> list[str]:
+    root = kb.rt.storage(base.id).kb_dir / STAGING_DIR
+    return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+def raw_files(kb: Knowledge, base: Base) -> list[str]:
+    raw = kb.rt.storage(base.id).raw
+    return sorted(str(p.relative_to(raw)) for p in raw.rglob("*") if p.is_file())
+
+
+def test_another_writer_and_a_search_go_on_while_a_folder_copies(
+    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(30):
+        write(src / "docs" / f"d{i:02}.md", f"document {i} about staging")
+    kb.add(bm25_base.id, [AddInput.note("an earlier note about lanterns")], wait=True)
+    side: dict[str, object] = {}
+
+    def second_writer() -> None:
+        # Another add and a raw lock acquisition of the same base, both while the folder copies.
+        side["add"] = finishes_in_another_thread(
+            lambda: kb.add(bm25_base.id, [AddInput.note("a note added mid-copy")])
+        )
+
+        def hold_lock() -> None:
+            with kb.rt.lock(bm25_base.id):
+                pass
+
+        side["lock"] = finishes_in_another_thread(hold_lock)
+        side["search"] = finishes_in_another_thread(lambda: kb.search(bm25_base.id, "lanterns"))
+
+    during_copy(monkeypatch, 10, second_writer)
+    kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=60)
+    assert side == {"add": True, "lock": True, "search": True}
+    rows = kb.list_items(bm25_base.id)
+    assert sum(r.type == "file" for r in rows) == 30
+    assert {r.status for r in rows} == {"completed"}
+    assert staging_dirs(kb, bm25_base) == []
+    assert [f for f in raw_files(kb, bm25_base) if f.startswith("docs/")] == [
+        f"docs/d{i:02}.md" for i in range(30)
+    ]
+
+
+def test_a_file_add_copies_outside_the_lock(
+    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = [write(src / f"f{i}.md", f"file {i}") for i in range(3)]
+    side: dict[str, bool] = {}
+
+    def hold_lock() -> None:
+        with kb.rt.lock(bm25_base.id):
+            pass
+
+    during_copy(
+        monkeypatch, 2, lambda: side.setdefault("lock", finishes_in_another_thread(hold_lock))
+    )
+    result = kb.add(bm25_base.id, [AddInput.file(f) for f in files], wait=True)
+    assert side == {"lock": True}
+    assert [i.data["relative_path"] for i in result.items] == ["f0.md", "f1.md", "f2.md"]
+    assert raw_files(kb, bm25_base) == ["f0.md", "f1.md", "f2.md"]
+    assert staging_dirs(kb, bm25_base) == []
+
+
+def test_a_failed_copy_leaves_nothing(
+    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = [write(src / f"f{i}.md", f"file {i}") for i in range(3)]
+
+    def fail() -> None:
+        raise OSError(28, "No space left on device (injected)")
+
+    during_copy(monkeypatch, 3, fail)
+    with pytest.raises(OSError, match="injected"):
+        kb.add(bm25_base.id, [AddInput.file(f) for f in files])
+    assert kb.list_items(bm25_base.id) == []
+    assert raw_files(kb, bm25_base) == [] and staging_dirs(kb, bm25_base) == []
+
+
+_CRASHING_IMPORT = """
+import os, signal, sys
+from pathlib import Path
+from knowbase.operations.add.inputs import AddInput
+from knowbase.service import Knowledge
+from knowbase.settings import Settings
+from knowbase.files.staging import Staging
+
+real, seen = Staging._copy, [0]
+def copy(src, dest):
+    seen[0] += 1
+    if seen[0] == 6:  # mid-copy of the folder: no cleanup of any kind runs after this
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dest)
+Staging._copy = staticmethod(copy)
+settings = Settings(home=Path(sys.argv[1]), database_url=sys.argv[4] or None, test_providers=True)
+kb = Knowledge(settings)
+kb.add(sys.argv[2], [AddInput.directory(sys.argv[3])], wait=True, timeout_s=60)
+"""
+
+
+def test_kill_9_mid_copy_leaves_only_staging_that_the_sweep_removes(
+    kb: Knowledge, bm25_base: Base, home: Path, src: Path
+) -> None:
+    url = kb.settings.database_url or ""
+    for i in range(12):
+        write(src / "docs" / f"d{i:02}.md", f"document {i}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KNOWBASE_")}
+    env["KNOWBASE_TEST_PROVIDERS"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASHING_IMPORT, str(home), bm25_base.id, str(src / "docs"), url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == -9, proc.stderr
+    # The dead add left its staging folder (the copies done so far: several run at once, the
+    # killing one never finished) and nothing at all in raw/.
+    (left,) = staging_dirs(kb, bm25_base)
+    staged = kb.rt.storage(bm25_base.id).kb_dir / STAGING_DIR / left
+    assert staged.is_dir() and len([p for p in staged.rglob("*") if p.is_file()]) < 12
+    assert raw_files(kb, bm25_base) == []
+    report = sweep(kb.rt)
+    assert report.staging_removed == [f"{bm25_base.id}/{left}"]
+    assert staging_dirs(kb, bm25_base) == [] and raw_files(kb, bm25_base) == []
+    # The folder's job follows its policy like any interrupted job: back to the queue (turn 3,
+    # interrupted work resumes), and its next attempt takes the plain name (nothing unowned
+    # occupies it).
+    (folder,) = kb.list_items(bm25_base.id)
+    assert (folder.status, folder.error_code) == ("preparing", None)
+    kb.run_until_idle(timeout_s=60)
+    folder = kb.get_item(bm25_base.id, folder.id)
+    assert (folder.status, folder.data["relative_path"]) == ("completed", "docs")
+    assert len(raw_files(kb, bm25_base)) == 12
+
+
+def test_the_sweep_keeps_a_live_owners_staging(kb: Knowledge, bm25_base: Base, src: Path) -> None:
+    storage = kb.rt.storage(bm25_base.id)
+    with Staging(storage) as live:
+        live.copy(write(src / "a.md", "alpha"))
+        gone = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        dead_pid = int(gone.stdout)
+        host = live.root.name.split("~")[0]
+        dead = live.root.parent / f"{host}~{dead_pid}~{int(time.time() * 1000) - 5000}~abc"
+        dead.mkdir()
+        foreign = live.root.parent / "elsewhere~1~1~abc"
+        foreign.mkdir()
+        assert remove_stale_staging(storage) == [dead.name]
+        assert live.root.is_dir() and foreign.is_dir()
+        # Another host's folder goes only once it is a day old.
+        assert remove_stale_staging(storage, now=time.time() + 2 * 86_400) == [foreign.name]
+        assert live.root.is_dir()
+    assert not live.root.exists()
