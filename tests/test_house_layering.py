@@ -20,6 +20,7 @@ import knowbase
 PACKAGE = Path(knowbase.__file__).parent
 
 _BASE = {"errors", "ids", "clock", "diskspace", "sqlite_files"}
+# bottom to top: a room imports only rooms listed before it (its row says which)
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "ids": set(),
@@ -28,50 +29,37 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sqlite_files": {"errors"},
     "settings": _BASE,
     "locks": _BASE | {"settings"},
-    "catalog": _BASE | {"settings"},
     "providers": _BASE | {"settings"},
-    "pipeline": _BASE | {"settings", "providers"},
-    "storage": _BASE | {"settings"},
+    "catalog": _BASE | {"settings"},
     "jobs": _BASE | {"settings", "catalog", "locks"},
-    "staging": _BASE | {"settings", "storage", "jobs"},
+    "files": _BASE | {"settings", "jobs"},
+    "pipeline": _BASE | {"settings", "providers"},
+    "index": _BASE | {"settings", "catalog", "pipeline"},
     "runtime": _BASE
-    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "storage"},
-    "query": _BASE | {"settings", "catalog", "pipeline", "providers", "runtime"},
-    "tasks": _BASE
-    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "staging",
-       "storage"},
-    "ingestion": _BASE
-    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "staging",
-       "storage", "tasks", "query"},
-    "activity": _BASE | {"settings", "catalog", "jobs", "runtime"},
-    "readiness": _BASE | {"settings", "catalog", "pipeline", "providers", "runtime", "jobs"},
+    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "files", "index"},
+    "search": _BASE | {"settings", "catalog", "pipeline", "providers", "index", "runtime"},
+    "operations": _BASE
+    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "files",
+       "index"},
+    "eval": _BASE | {"settings", "catalog", "providers", "search", "operations"},
+    "portable": _BASE
+    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "files",
+       "index", "operations"},
     "service": _BASE
-    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "staging",
-       "storage", "tasks", "query", "ingestion", "readiness", "activity"},
+    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "files",
+       "index", "search", "eval", "operations", "portable"},
     "interfaces": _BASE
-    | {"settings", "service", "readiness", "providers", "storage", "pipeline", "catalog",
-       "jobs", "query", "ingestion"},
+    | {"settings", "service", "providers", "files", "pipeline", "catalog", "jobs", "search",
+       "eval", "operations"},
     "integrations": _BASE | {"settings", "service"},
 }
 
 # (importing module, imported room): today's breaks of the table, to be removed by issue 24.
 KNOWN_DEBT: set[tuple[str, str]] = {
-    # the PostgreSQL index shares the catalog's connection helpers
-    ("knowbase.pipeline.store.postgres_sql", "catalog"),
-    # catalog asks the index backends' registry which backend a new base gets
-    ("knowbase.catalog.bases", "pipeline"),
-    # concept reads and eval reach into workflows (the facade through an untyped `kb`)
-    ("knowbase.query.concepts", "ingestion"),
-    ("knowbase.query.eval", "ingestion"),
-    ("knowbase.query.eval_shadow", "ingestion"),
-    ("knowbase.query.items", "ingestion"),
-    # job handlers call back into the workflows that enqueue them (one room per operation fixes it)
-    ("knowbase.tasks.delete_subtree", "ingestion"),
-    ("knowbase.tasks.prepare_root", "ingestion"),
-    ("knowbase.tasks.reindex_subtree", "ingestion"),
-    ("knowbase.tasks.snapshots", "ingestion"),
-    ("knowbase.tasks.switch_model", "ingestion"),
-    ("knowbase.tasks.sync_apply", "ingestion"),
+    # the catalog checks a base's index backend against the index's registry
+    ("knowbase.catalog.bases", "index"),
+    # catalog reads fusion defaults from the layer above it
+    ("knowbase.catalog.bases", "search"),
 }
 
 

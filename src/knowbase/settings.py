@@ -41,7 +41,7 @@ class Settings:
     # next documents are read. A job waiting for its vectors holds a thread: with 16, a remote
     # model (4 requests in flight) got 2.8 texts per request and 0.06 of its ceiling; 48 keeps
     # the per-document pipeline, not the thread count, the limit (bench/ingest.py). OCR and
-    # file reads have seats of their own (operations/indexing/process_file.py, operations/indexing/handler.py).
+    # file reads have seats of their own (operations/indexing/process_file.py and handler.py).
     workers: int = 48
     job_retention_days: float = 14  # terminal jobs older than this are pruned; <= 0 keeps all
     # Host names a server (kb serve, kb mcp --http) answers to besides its bound address and,

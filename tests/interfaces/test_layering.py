@@ -17,36 +17,39 @@ ALLOWED = {
     "knowbase.jobs.model",  # the Job dataclass, likewise
     "knowbase.catalog.base_settings",  # the settings' declaration the surfaces derive from
     # kb migrate / migrate --check: upgrading the schema precedes any Knowledge
-    ("cli_portable.py", "knowbase.catalog.db"),
-    ("cli_portable.py", "knowbase.catalog.migrate"),
+    ("cli/portable.py", "knowbase.catalog.db"),
+    ("cli/portable.py", "knowbase.catalog.migrate"),
 }
+# readiness probes each component itself (``kb status``): the catalog, the index store
+NOT_SURFACES = {"readiness.py"}
 
 
-def _violations(path: Path) -> list[str]:
+def _violations(path: Path, name: str | None = None) -> list[str]:
+    name = name or path.name
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "rt":
-            found.append(f"{path.name}:{node.lineno} uses .rt")
+            found.append(f"{name}:{node.lineno} uses .rt")
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module:
             names = [node.module]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        for name in names:
+        for module in names:
             if (
-                name.startswith(FORBIDDEN)
-                and name not in ALLOWED
-                and (path.name, name) not in ALLOWED
+                module.startswith(FORBIDDEN)
+                and module not in ALLOWED
+                and (name, module) not in ALLOWED
             ):
-                found.append(f"{path.name}:{node.lineno} imports {name}")
+                found.append(f"{name}:{node.lineno} imports {module}")
     return found
 
 
 def test_surfaces_reach_only_the_facade() -> None:
-    files = sorted(INTERFACES.glob("*.py"))
+    files = {f.relative_to(INTERFACES).as_posix(): f for f in sorted(INTERFACES.rglob("*.py"))}
     assert len(files) > 10
-    assert [v for f in files for v in _violations(f)] == []
+    assert [v for n, f in files.items() if n not in NOT_SURFACES for v in _violations(f, n)] == []
 
 
 def test_the_check_sees_a_violation(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ REINDEX_SUBTREE = JobKind("knowledge.reindex-subtree", 3, 2.0, 60.0, 600.0, "ret
 # when its process dies: its children (index / delete jobs) resume on their own, and the next
 # `kb sync` re-plans what is left (a re-run would reindex again what its children finished).
 SYNC_BASE = JobKind("knowledge.sync", 3, 2.0, 60.0, 1800.0, "abandon")
-# A model switch (operations/model_switch/workflow.py): long (a whole base's bodies through a model), and
+# A model switch (operations/model_switch/): long (a whole base's bodies through a model), and
 # resumable — a worker killed mid-build hands it to the next, which keeps the vectors written.
 SWITCH_MODEL = JobKind("knowledge.switch-model", 3, 2.0, 60.0, 86400.0, "retry")
 

@@ -148,7 +148,7 @@ class Knowledge:
         )
 
     def enable_embedding_model(self, name_or_id: str, model_id: str) -> Base:
-        """BM25-only → hybrid: a model switch from no model (``operations/model_switch/workflow.py``)."""
+        """BM25-only → hybrid: a model switch from no model (``operations/model_switch/``)."""
         return bases.enable_embedding_model(self.rt, self.get_base(name_or_id), model_id)
 
     # --- portable archives (portable/transfer.py, portable/copy_home.py) ---------------------

@@ -1,6 +1,6 @@
 """``knowledge.switch-model``: build the new model's vectors from stored chunks, then swap.
 
-The rules are :mod:`knowbase.operations.model_switch.workflow`'s; this handler runs its loop: embed what
+The rules are :mod:`.workflow`'s; this handler runs its loop: embed what
 the shadow set lacks (outside the lock, a batch at a time, cancellable), store each batch under
 the lock, and once nothing is missing re-check under the lock and swap. Progress carries the
 bodies done and to do, the measured rate and the estimate left (bodies × measured rate).

@@ -1,4 +1,4 @@
-"""``knowledge.sync``: apply a sync plan (``operations/sync/workflow.py``) as one job tree (issue 15).
+"""``knowledge.sync``: apply a sync plan (``sync/workflow.py``) as one job tree (issue 15).
 
 Pages due a refresh are fetched first, outside the lock, with a conditional GET; a 304 or an
 unchanged body only records the fetch. Then one transaction under the base lock does the rest:

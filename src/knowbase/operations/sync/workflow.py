@@ -2,7 +2,7 @@
 
 The scan is read-only I/O at the edge (stat every origin file, hash only the files the stamps
 cannot decide), the decision is :func:`knowbase.pipeline.sources.sync_plan.plan_sync`, and the
-apply step is one ``knowledge.sync`` job (``operations/sync/handler.py``) whose children are the usual
+apply step is one ``knowledge.sync`` job (``sync/handler.py``) whose children are the usual
 index / delete jobs — one job tree with progress. A dry run stops after the plan.
 
 Scopes: each folder item whose origin is a reachable directory (its files keyed by origin
