@@ -56,8 +56,6 @@ MAY_IMPORT: dict[str, set[str]] = {
 
 # (importing module, imported room): today's breaks of the table, to be removed by issue 24.
 KNOWN_DEBT: set[tuple[str, str]] = {
-    # the catalog checks a base's index backend against the index's registry
-    ("knowbase.catalog.bases", "index"),
     # catalog reads fusion defaults from the layer above it
     ("knowbase.catalog.bases", "search"),
 }

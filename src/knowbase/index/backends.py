@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from knowbase.catalog.index_backend import POSTGRES, QDRANT, SQLITE, default_for
+from knowbase.catalog.index_backend import check_usable as _check_usable
 from knowbase.errors import InvalidInput, KnowbaseError, VectorStoreUnavailable
 from knowbase.index.base import IndexStore
 
-SQLITE = "sqlite"
-POSTGRES = "postgres"
-QDRANT = "qdrant"
+__all__ = ["POSTGRES", "QDRANT", "SQLITE", "default_for", "check_usable", "get"]
 
 
 @dataclass(frozen=True)
@@ -155,22 +155,9 @@ def get(name: str) -> Backend:
 
 def check_usable(name: str, dialect: str) -> Backend:
     """The backend called ``name`` when a base of this catalog (``dialect``) can use it; else
-    InvalidInput — a configuration error the caller fixes, not an index that is down."""
-    backend = get(name)
-    if name == POSTGRES and dialect != "postgresql":
-        raise InvalidInput(
-            "the postgres index backend needs the catalog on PostgreSQL",
-            hint="set KNOWBASE_DATABASE_URL to a PostgreSQL database, or use index_backend "
-            "'sqlite' or 'qdrant'",
-            index_backend=name,
-            catalog=dialect,
-        )
-    return backend
-
-
-def default_for(dialect: str) -> str:
-    """The backend a new base gets: its index next to the catalog."""
-    return POSTGRES if dialect == "postgresql" else SQLITE
+    InvalidInput (:func:`knowbase.catalog.index_backend.check_usable`)."""
+    _check_usable(name, dialect)
+    return get(name)
 
 
 def is_transient(exc: KnowbaseError) -> bool:
