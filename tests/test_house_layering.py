@@ -3,7 +3,7 @@ under ``if TYPE_CHECKING:`` do not).
 
 ``MAY_IMPORT`` is the architecture as a table: a room (a subpackage or a top-level module of
 ``knowbase``) may import only the rooms it lists. ``KNOWN_DEBT`` names, module by module, the
-imports that break the table today; the one-house restructure (issue 24) removes them. The test
+imports that break the table (empty since the one-house restructure, issue 24). The test
 fails on any import outside table and debt, on a debt entry that no longer exists (delete it),
 and on a cycle between rooms once the debt is set aside.
 """
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-import pytest
 
 import knowbase
 
@@ -54,11 +52,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "integrations": _BASE | {"settings", "service"},
 }
 
-# (importing module, imported room): today's breaks of the table, to be removed by issue 24.
-KNOWN_DEBT: set[tuple[str, str]] = {
-    # catalog reads fusion defaults from the layer above it
-    ("knowbase.catalog.bases", "search"),
-}
+# (importing module, imported room): breaks of the table to be removed; none since issue 24.
+KNOWN_DEBT: set[tuple[str, str]] = set()
 
 
 def room_of(module: str) -> str | None:
@@ -171,7 +166,6 @@ def test_no_cycle_between_rooms_but_the_known_debt() -> None:
     assert cycles(PACKAGE, KNOWN_DEBT) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: tasks and query still import ingestion")
 def test_no_cycle_between_rooms() -> None:
     assert cycles(PACKAGE, set()) == []
 
