@@ -21,10 +21,12 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput, NotFound
+from knowbase.runtime import Runtime
 from knowbase.search.grep import compile_pattern, grep_text
 
 __all__ = [
@@ -44,11 +46,24 @@ CONCEPT_ID_MAX_CHARS = 1_000
 
 
 class ConceptService:
-    """Concept ID operations over one ``Knowledge`` (reached as ``kb.concepts``)."""
+    """Concept ID operations over one runtime (the facade's ``kb.concepts``). The batch writes
+    call the workflows they are given (``delete(base_id, item_ids)``, ``reindex(...)``), never
+    the facade: the facade passes its operations in."""
 
-    def __init__(self, kb: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.kb = kb
+    def __init__(
+        self,
+        rt: Runtime,
+        *,
+        delete: Callable[[str, list[str]], str | None],
+        reindex: Callable[[str, list[str]], str | None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rt, self._delete, self._reindex = rt, delete, reindex
         self._clock = clock
+
+    def _base(self, name_or_id: str) -> Base:
+        with self.rt.catalog.read() as conn:
+            return base_repo.resolve(conn, name_or_id)
 
     # --- resolution ----------------------------------------------------------------------------
     def resolve(self, base: str, concept_id: str) -> Item:
@@ -57,17 +72,17 @@ class ConceptService:
         Raises ``NotFound`` (details ``kind="concept"``) for anything else, including paths that
         try to leave the material root, and ``BaseFailed`` on a failed base.
         """
-        b = self.kb.get_base(base)
+        b = self._base(base)
         assert_base_runnable(b, "reading concepts")
         return self._resolve_in(b, concept_id)
 
     def _resolve_in(self, b: Base, concept_id: str) -> Item:
         if not _plausible(concept_id):
             raise _not_found(b, concept_id)
-        material_id = self.kb.rt.store(b).material_by_path(concept_id)
+        material_id = self.rt.store(b).material_by_path(concept_id)
         if material_id is None:
             raise _not_found(b, concept_id)
-        with self.kb.rt.catalog.read() as conn:
+        with self.rt.catalog.read() as conn:
             item = item_repo.find(conn, material_id)
         if (
             item is None
@@ -80,7 +95,7 @@ class ConceptService:
         return item
 
     def _content(self, b: Base, item: Item, concept_id: str) -> str:
-        text = self.kb.rt.store(b).content_text(item.id)
+        text = self.rt.store(b).content_text(item.id)
         if text is None:
             raise NotFound(
                 f"Knowledge concept content for {concept_id!r} is not available yet",
@@ -107,12 +122,12 @@ class ConceptService:
         total)``; ``end = max(start, min(natural_end, start + 20000))``; ``truncated`` when
         ``end < natural_end``. ``locators`` lists the units overlapping ``[start, end)``.
         """
-        b = self.kb.get_base(base)
+        b = self._base(base)
         assert_base_runnable(b, "reading concepts")
         item = self._resolve_in(b, concept_id)
         text = self._content(b, item, concept_id)
         start, end, truncated = slice_bounds(len(text), char_start, char_end)
-        units = self.kb.rt.store(b).list_units(item.id)
+        units = self.rt.store(b).list_units(item.id)
         locators = [
             {
                 "unit_index": u.unit_index,
@@ -155,7 +170,7 @@ class ConceptService:
         the input-length bound returns what it found with ``partial: true``, ``stopped`` and a
         ``reason`` (a catastrophic pattern: no matches, partial, in about the budget's time).
         """
-        b = self.kb.get_base(base)
+        b = self._base(base)
         assert_base_runnable(b, "reading concepts")
         compiled = compile_pattern(pattern, ignore_case=ignore_case)
         item = self._resolve_in(b, concept_id)
@@ -182,8 +197,8 @@ class ConceptService:
         """
         if max_depth is not None and max_depth < 0:
             raise InvalidInput("max_depth must be ≥ 0", max_depth=max_depth)
-        b = self.kb.get_base(base)
-        with self.kb.rt.catalog.read() as conn:
+        b = self._base(base)
+        with self.rt.catalog.read() as conn:
             nodes, truncated, total = catalog_tree(conn, b.id, max_depth=max_depth)
         return {"base_id": b.id, "nodes": nodes, "truncated": truncated, "total_items": total}
 
@@ -191,19 +206,19 @@ class ConceptService:
     def delete_concepts(self, base: str, concept_ids: Iterable[str]) -> dict[str, Any]:
         """Delete the visible concepts in ONE ``delete_items`` call; the rest are not found."""
         b, found, not_found = self._split(base, concept_ids, "deleting concepts")
-        job_id = self.kb.delete_items(b.id, list(found.values())) if found else None
+        job_id = self._delete(b.id, list(found.values())) if found else None
         return {"applied": list(found), "not_found": not_found, "job_id": job_id}
 
     def refresh_concepts(self, base: str, concept_ids: Iterable[str]) -> dict[str, Any]:
         """Reindex the visible concepts in ONE ``reindex_items`` call (guards see the batch)."""
         b, found, not_found = self._split(base, concept_ids, "refreshing concepts")
-        job_id = self.kb.reindex_items(b.id, list(found.values())) if found else None
+        job_id = self._reindex(b.id, list(found.values())) if found else None
         return {"applied": list(found), "not_found": not_found, "job_id": job_id}
 
     def _split(
         self, base: str, concept_ids: Iterable[str], operation: str
     ) -> tuple[Base, dict[str, str], list[str]]:
-        b = self.kb.get_base(base)
+        b = self._base(base)
         assert_base_runnable(b, operation)
         found: dict[str, str] = {}
         not_found: list[str] = []

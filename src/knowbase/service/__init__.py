@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -440,7 +441,9 @@ class Knowledge:
         from knowbase.search.concepts import ConceptService
 
         if self._concepts is None:
-            self._concepts = ConceptService(self)
+            rt = self.rt
+            delete, reindex = partial(delete_items, rt), partial(reindex_items, rt)
+            self._concepts = ConceptService(rt, delete=delete, reindex=reindex)
         return self._concepts
 
 
