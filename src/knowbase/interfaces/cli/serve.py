@@ -19,13 +19,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from knowbase.interfaces.http.guard import is_loopback
-
 if TYPE_CHECKING:
     from knowbase.service import Knowledge
 
 TOKEN_ENV = "KNOWBASE_API_TOKEN"
 PATH_ROOTS_ENV = "KNOWBASE_HTTP_PATH_ROOTS"
+
+
+def is_loopback(host: str) -> bool:
+    """:func:`knowbase.interfaces.http.guard.is_loopback`, imported when called: the ``http``
+    package's face is the FastAPI app, and ``kb --help`` must not load FastAPI."""
+    from knowbase.interfaces.http.guard import is_loopback as check
+
+    return check(host)
 
 
 def check_bind(host: str, token: str | None) -> None:
