@@ -17,7 +17,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from knowbase.activity import Activity
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.guards import assert_base_runnable
@@ -42,6 +41,7 @@ from knowbase.search.multi_base import MultiSearch, search_bases
 from knowbase.search.scope import SearchFilters, parse_filters
 from knowbase.search.search import SearchResponse
 from knowbase.search.visibility import VisibilityCache
+from knowbase.service.activity import Activity
 from knowbase.settings import Settings
 
 if TYPE_CHECKING:
