@@ -135,13 +135,22 @@ class Catalog:
         from knowbase.catalog.migrate import upgrade_to_head
 
         path = self.sqlite_path
-        if bases_dir is not None and path is not None:
-            from knowbase.catalog.integrity import check_sqlite_catalog
+        if path is None:
+            upgrade_to_head(self.engine)
+            return
+        # Processes that open one new home at once (``kb serve --processes``: N API processes
+        # and a worker) take turns: two migrations on one SQLite file fail "database is
+        # locked", and a check that sees another's half-made file would call it damaged.
+        from filelock import FileLock
 
-            self.problem = check_sqlite_catalog(path, bases_dir)
-            if self.problem is not None:
-                raise self.problem
-        upgrade_to_head(self.engine)
+        with FileLock(str(path.with_name(path.name + ".migrate.lock"))):
+            if bases_dir is not None:
+                from knowbase.catalog.integrity import check_sqlite_catalog
+
+                self.problem = check_sqlite_catalog(path, bases_dir)
+                if self.problem is not None:
+                    raise self.problem
+            upgrade_to_head(self.engine)
 
     def check(self, bases_dir: Path) -> None:
         """Raise CatalogUnavailable when the catalog is unusable now: the reason found at open,
