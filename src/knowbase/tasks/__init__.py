@@ -11,6 +11,7 @@ from knowbase.tasks import kinds
 def register_all(rt: Runtime) -> None:
     from knowbase.tasks.common import make_item_on_settled
     from knowbase.tasks.delete_subtree import delete_subtree
+    from knowbase.tasks.index_batch import BATCH_MAX, index_batch
     from knowbase.tasks.index_documents import index_documents
     from knowbase.tasks.prepare_root import prepare_root
     from knowbase.tasks.process_file import process_file
@@ -20,7 +21,13 @@ def register_all(rt: Runtime) -> None:
 
     item_settled = make_item_on_settled(rt)
     rt.jobs.register(kinds.PREPARE_ROOT, partial(prepare_root, rt), on_settled=item_settled)
-    rt.jobs.register(kinds.INDEX_DOCUMENTS, partial(index_documents, rt), on_settled=item_settled)
+    rt.jobs.register(  # one claim carries a batch of documents (index_batch.py)
+        kinds.INDEX_DOCUMENTS,
+        partial(index_documents, rt),
+        on_settled=item_settled,
+        batch_handler=partial(index_batch, rt),
+        batch_max=BATCH_MAX,
+    )
     rt.jobs.register(kinds.PROCESS_FILE, partial(process_file, rt), on_settled=item_settled)
     rt.jobs.register(kinds.DELETE_SUBTREE, partial(delete_subtree, rt))
     rt.jobs.register(

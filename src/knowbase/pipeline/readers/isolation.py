@@ -195,6 +195,48 @@ def read_file_isolated(
     )
 
 
+def read_files_isolated(
+    paths: list[Path],
+    *,
+    timeout_s: float = 120,
+    memory_mb: int = 1024,
+    max_bytes: int | None = None,
+) -> list[list[Document] | KnowbaseError]:
+    """:func:`read_file_isolated` of many files in one child round trip (an index batch):
+    each file's documents, or the error reading it raised. When the batch breaches a cap or
+    kills its child, the files are read again one by one, so only the culprit fails."""
+    if len(paths) == 1:
+        try:
+            return [
+                read_file_isolated(
+                    paths[0], timeout_s=timeout_s, memory_mb=memory_mb, max_bytes=max_bytes
+                )
+            ]
+        except KnowbaseError as exc:
+            return [exc]
+    try:
+        replies = _POOL.call(
+            "read_files",
+            [str(Path(p).resolve()) for p in paths],
+            max_bytes,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+        )
+    except UnreadableFile:
+        out: list[list[Document] | KnowbaseError] = []
+        for path in paths:
+            try:
+                out.append(
+                    read_file_isolated(
+                        path, timeout_s=timeout_s, memory_mb=memory_mb, max_bytes=max_bytes
+                    )
+                )
+            except KnowbaseError as exc:
+                out.append(exc)
+        return out
+    return [reply[1] if reply[0] == "ok" else _rebuild(*reply[1:]) for reply in replies]
+
+
 def pdf_page_texts_isolated(
     path: Path, *, timeout_s: float = 120, memory_mb: int = 1024
 ) -> list[str]:
