@@ -314,9 +314,10 @@ def main() -> None:
                 counter = CallCounter(provider)
             rss = RssSampler()
             rss_before = rss.rss()
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             result = kb.add(base.id, [AddInput.directory(corpus)], wait=True, timeout_s=7200)
             wall = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started  # every thread of this process
             rss.stop()
             root_job = kb.get_job(result.job_ids[0])
             expand_s = (root_job.finished_at - root_job.created_at) / 1000  # type: ignore[operator]
@@ -353,6 +354,7 @@ def main() -> None:
             "RSS over the run "
             + "  ".join(f"{t - t0:.0f}s:{r / 2**20:.0f}MiB" for t, r in quarters)
         )
+    print(f"cpu over the add {cpu:.1f} s   {1000 * cpu / args.docs:.2f} ms/doc (this process)")
     if provider is None or counter is None or stats is None:
         print(f"kb add           {wall:.1f} s   {args.docs / wall:.1f} docs/s")
         return

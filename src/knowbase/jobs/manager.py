@@ -276,6 +276,10 @@ class JobManager:
             worker_id, queues=queues, limit=limit, batch_room=batch_room
         )
 
+    def owned_ids(self, conn: Connection, jobs: Sequence[Job], worker_id: str) -> set[str]:
+        """See :meth:`Attempts.owned_ids`."""
+        return self.attempts.owned_ids(conn, jobs, worker_id)
+
     def _owns(self, job: Job, worker_id: str, *, conn: Connection | None = None) -> bool:
         return self.attempts.owns(job, worker_id, conn=conn)
 

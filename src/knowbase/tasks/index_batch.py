@@ -302,19 +302,22 @@ def _write(rt: Runtime, base: Base, entries: list[_Entry], embeddings: dict) -> 
 
     def write(conn: Connection) -> None:
         serving = base_repo.find(conn, base.id)
+        if serving is not None and serving.embedding_model_id != base.embedding_model_id:
+            # A model switch swapped while the batch embedded: its vectors are the old one's.
+            changed = EmbeddingModelChanged(
+                "the base's embedding model changed while the item was embedding; retried",
+                base_id=base.id,
+                embedded_with=base.embedding_model_id,
+                serving=serving.embedding_model_id,
+            )
+            for entry in entries:
+                entry.fail(changed)
+            return
         current = item_repo.find_many(conn, [e.ctx.payload["item_id"] for e in entries])
+        if rt.catalog.is_sqlite and hasattr(store, "rebuild_materials"):
+            _write_sqlite(conn, store, entries, current, embeddings)
+            return
         for entry in entries:
-            if serving is not None and serving.embedding_model_id != base.embedding_model_id:
-                # A model switch swapped while the batch embedded: its vectors are the old one's.
-                entry.fail(
-                    EmbeddingModelChanged(
-                        "the base's embedding model changed while the item was embedding; retried",
-                        base_id=base.id,
-                        embedded_with=base.embedding_model_id,
-                        serving=serving.embedding_model_id,
-                    )
-                )
-                continue
             try:
                 with conn.begin_nested():
                     write_one(conn, entry, current.get(entry.ctx.payload["item_id"]))
@@ -327,6 +330,34 @@ def _write(rt: Runtime, base: Base, entries: list[_Entry], embeddings: dict) -> 
         for entry in entries:
             if not entry.done:
                 entry.fail(error)
+
+
+def _write_sqlite(
+    conn: Connection, store: Any, entries: list[_Entry], current: dict[str, Item], embeddings: dict
+) -> None:
+    """The batch's final write on a SQLite catalog: the fences in one read, the materials in
+    one index transaction (a SAVEPOINT each), then each owned job completes and its item is
+    marked. ``BEGIN IMMEDIATE`` holds the catalog's write lock from the fence read to the
+    commit, so no cancel or newer attempt can land in between: the read is as good a fence as
+    the conditional UPDATE, and an item whose material failed has written nothing to roll back.
+    (PostgreSQL keeps the UPDATE-first order, each item in its own SAVEPOINT.)"""
+    manager, worker_id = entries[0].ctx.manager, entries[0].ctx.worker_id
+    owned = manager.owned_ids(conn, [e.ctx.job for e in entries], worker_id)
+    live: list[tuple[_Entry, Item]] = []
+    for entry in entries:
+        row = current.get(entry.ctx.payload["item_id"])
+        if row is not None and row.status != "deleting" and entry.ctx.job_id in owned:
+            live.append((entry, row))
+    materials = [
+        MaterialInput(row.id, row.concept_id or "", entry.content, entry.chunks, row.title)
+        for entry, row in live
+    ]
+    outcomes = store.rebuild_materials(materials, embeddings) if materials else []
+    for (entry, row), error in zip(live, outcomes, strict=True):
+        if error is not None:
+            entry.fail(error)
+        elif entry.ctx.complete_in(conn, chunks=len(entry.chunks)):
+            item_repo.mark_completed(conn, row.id)
 
 
 __all__ = ["BATCH_BYTES", "BATCH_MAX", "index_batch"]
