@@ -244,7 +244,7 @@ def test_a_bug_in_the_index_handler_fails_the_item_at_once(
 
     calls: list[str] = []
 
-    def broken_read(rt, base, items):  # type: ignore[no-untyped-def]
+    def broken_read(rt, base, items, **kw):  # type: ignore[no-untyped-def]
         calls.extend(item.id for item in items)
         raise KeyError("page_count")  # stands for a programming error in a reader
 

@@ -46,9 +46,9 @@ def test_one_claim_carries_many_items_and_each_job_keeps_its_outcome(
     batches: list[int] = []
     real = index_batch.read_files
 
-    def counting(rt, base, items):  # type: ignore[no-untyped-def]
+    def counting(rt, base, items, **kw):  # type: ignore[no-untyped-def]
         batches.append(len(items))
-        return real(rt, base, items)
+        return real(rt, base, items, **kw)
 
     monkeypatch.setattr(index_batch, "read_files", counting)
     result = kb.add(bm25_base.id, [AddInput.directory(make_folder(src / "docs", 30))], wait=True)
@@ -67,9 +67,9 @@ def test_one_corrupt_file_in_a_batch_fails_only_that_item(
     seen: list[list[str]] = []
     real = index_batch.read_files
 
-    def recording(rt, base, items):  # type: ignore[no-untyped-def]
+    def recording(rt, base, items, **kw):  # type: ignore[no-untyped-def]
         seen.append([i.title for i in items])
-        return real(rt, base, items)
+        return real(rt, base, items, **kw)
 
     monkeypatch.setattr(index_batch, "read_files", recording)
     kb.add(bm25_base.id, [AddInput.directory(folder)], wait=True)

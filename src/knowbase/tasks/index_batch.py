@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -55,6 +56,7 @@ class _Entry:
     documents: list[Document] = field(default_factory=list)
     content: str = ""
     chunks: list[Any] = field(default_factory=list)
+    path: Path | None = None  # its raw file, once looked up
     error: BaseException | None = None
     done: bool = False  # its outcome is decided (an error, or nothing left to do)
 
@@ -110,10 +112,13 @@ def _slices(rt: Runtime, base: Base, entries: list[_Entry]) -> list[list[_Entry]
     size = 0
     for entry in _live(entries):
         item = entry.item
-        try:
-            n = storage.path_of(item.concept_id).stat().st_size if item and item.concept_id else 0
-        except (OSError, ValueError):
-            n = 0
+        n = 0
+        if item is not None and item.concept_id:
+            try:
+                entry.path = storage.path_of(item.concept_id)
+                n = entry.path.stat().st_size
+            except (OSError, ValueError):
+                entry.path = None
         if not out or (size + n > BATCH_BYTES and out[-1]):
             out.append([])
             size = 0
@@ -199,12 +204,18 @@ def _prepare(rt: Runtime, base: Base, entry: _Entry) -> None:
         entry.done = True  # deleted while its snapshot was being captured
 
 
-def read_files(rt: Runtime, base: Base, items: list[Item]) -> list[list[Document] | Exception]:
-    """Plain files' documents (or each one's error) in one reader-child round trip."""
+def read_files(
+    rt: Runtime, base: Base, items: list[Item], *, paths: list[Path | None] | None = None
+) -> list[list[Document] | Exception]:
+    """Plain files' documents (or each one's error) in one reader-child round trip;
+    ``paths``: the items' raw files where already looked up."""
     from knowbase.pipeline.readers import read_files_isolated
 
     storage = rt.storage(base.id)
-    paths = [storage.path_of(item.concept_id or "") for item in items]
+    given = paths or [None] * len(items)
+    paths = [
+        p or storage.path_of(item.concept_id or "") for p, item in zip(given, items, strict=True)
+    ]
     with READ_SEATS:
         return list(read_files_isolated(paths, max_bytes=rt.settings.max_file_bytes))
 
@@ -217,7 +228,8 @@ def _read(rt: Runtime, base: Base, entries: list[_Entry]) -> None:
         if e.item and e.item.type == "file" and not e.item.data.get("indexed_relative_path")
     ]
     if files:
-        results = read_files(rt, base, [e.item for e in files if e.item])
+        items = [e.item for e in files if e.item]
+        results = read_files(rt, base, items, paths=[e.path for e in files])
         for entry, result in zip(files, results, strict=True):
             if isinstance(result, Exception):
                 entry.fail(result)

@@ -217,7 +217,7 @@ def read_files_isolated(
     try:
         replies = _POOL.call(
             "read_files",
-            [str(Path(p).resolve()) for p in paths],
+            [os.path.abspath(p) for p in paths],  # no resolve(): a syscall per part, per file
             max_bytes,
             timeout_s=timeout_s,
             memory_mb=memory_mb,
