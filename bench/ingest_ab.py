@@ -26,6 +26,8 @@ AFTER = HERE.parent / "src"
 FIGURES = {
     "wall_s": r"^kb add\s+([\d.]+) s",
     "docs_s": r"([\d.]+) docs/s",
+    "docs_s_indexing": r"after the expansion: ([\d.]+) docs/s",
+    "expand_s": r"^expand \+ copy\s+([\d.]+) s",
     "cpu_ms_doc": r"^cpu over the add\s+[\d.]+ s\s+([\d.]+) ms/doc",
     "texts_call": r"([\d.]+) texts per call",
     "ratio": r"^ratio\s+([\d.]+) of the ceiling",

@@ -365,11 +365,15 @@ def _write_sqlite(
         for entry, row in live
     ]
     outcomes = store.rebuild_materials(materials, embeddings) if materials else []
+    written = []
     for (entry, row), error in zip(live, outcomes, strict=True):
         if error is not None:
             entry.fail(error)
-        elif entry.ctx.complete_in(conn, chunks=len(entry.chunks)):
-            item_repo.mark_completed(conn, row.id)
+        else:
+            written.append((entry, row))
+    # the jobs complete and the items are marked in one statement each
+    JobContext.complete_all_in(conn, [(e.ctx, {"chunks": len(e.chunks)}) for e, _ in written])
+    item_repo.mark_completed_many(conn, [row.id for _, row in written])
 
 
 __all__ = ["BATCH_BYTES", "BATCH_MAX", "index_batch"]
