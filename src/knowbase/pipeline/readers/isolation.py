@@ -127,7 +127,7 @@ class ReaderPool:
         except BaseException:
             child.kill()
             raise
-        child.uses += 1
+        child.uses += len(args[0]) if func == "read_files" else 1  # recycle by files read
         if fatal:  # the child exits after a MemoryError; never hand it out again
             child.kill()
         else:
