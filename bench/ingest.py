@@ -268,12 +268,38 @@ def make_tiny_corpus(folder: Path, files: int, per_dir: int = 1000) -> None:
         path.write_text(f"tiny file {i} about {WORDS[i % len(WORDS)]}\n", encoding="utf-8")
 
 
+def make_jsonl_corpus(folder: Path, source: Path, docs: int) -> int:
+    """The first ``docs`` records of a BEIR corpus as Markdown files; how many were written."""
+    import gzip
+    import json
+
+    opener = gzip.open if source.suffix == ".gz" else open
+    written = 0
+    with opener(source, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if written >= docs:
+                break
+            record = json.loads(line)
+            path = folder / f"part{written // 100:02d}" / f"r{written:05d}.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            title = record.get("title") or f"Record {written}"
+            path.write_text(f"# {title}\n\n{record['text']}\n", encoding="utf-8")
+            written += 1
+    return written
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", "--files", type=int, default=2000, dest="docs")
     parser.add_argument("--model", default="local:all-minilm-l6-v2")
     parser.add_argument("--bm25-only", action="store_true", help="no embedding model at all")
     parser.add_argument("--tiny", action="store_true", help="one-line files, 1,000 per folder")
+    parser.add_argument(
+        "--jsonl",
+        type=Path,
+        help="real text: the first --docs records (title, text) of a BEIR corpus.jsonl(.gz),"
+        " e.g. ../shared/datasets/nfcorpus/corpus.jsonl.gz (multi-chunk abstracts)",
+    )
     parser.add_argument("--workers", type=int, help="per-queue job threads (default: settings)")
     parser.add_argument("--remote-latency", type=float, help="seconds per loopback request")
     parser.add_argument("--in-flight", type=int, default=4, help="remote requests at once")
@@ -300,7 +326,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus"
-        (make_tiny_corpus if args.tiny else make_corpus)(corpus, args.docs)
+        if args.jsonl is not None:
+            args.docs = make_jsonl_corpus(corpus, args.jsonl, args.docs)
+        else:
+            (make_tiny_corpus if args.tiny else make_corpus)(corpus, args.docs)
         settings = Settings(home=Path(tmp) / "home", providers=providers, test_providers=True)
         if args.workers:
             settings = settings.with_(workers=args.workers)
