@@ -77,6 +77,22 @@ is 5.8x the 3.2 s ceiling, so even an instant model would score 0.17. Where the 
 grouped item writes (reading, embedding, completed + the material), 1.4 ms/doc finishing the
 job, 1.1 ms/doc claiming, 0.8 ms/doc the expansion: ~8 ms/doc of a 9.6 ms/doc run, one
 writer at a time. docs/eval.md says what would lift it.
+
+Issue 30 item 1 (index jobs carry batches: tasks/index_batch.py), before = main at 84afc34,
+after = the batches, one run each line (bench/ingest_ab.py, alternating, medians; 2 cores
+shared, load 3-5):
+
+    BM25 only, 2,000 docs (3 rounds)   kb add 11.8 -> 4.5 s   169.7 -> 444.5 docs/s (2.62x)
+                                       after the expansion 198 -> 881 docs/s (4.44x)
+                                       CPU of the add 4.08 -> 1.65 ms/doc (0.40x)
+    remote 200 ms, 2,000 docs (2)      ratio 0.17 -> 0.51; 8.1 -> 31.7 texts per call (32 fit)
+                                       after the expansion 124 -> 445 docs/s
+    MiniLM, 300 NFCorpus abstracts     ratio 0.90 -> 0.94 of the model's batched encode
+      (--jsonl, 1 round)               (texts per call 51 -> 60, CPU 252 -> 218 ms/doc)
+
+What is left is the expansion (prepare-root copies every file, an fsync each, before the first
+row and job exist: 1.4-2.4 s of a 4.5 s add): the remote ratio of the indexing alone is ~0.71,
+and the model is busy through all of it (8 batches at once instead of 4 changed nothing).
 """
 
 from __future__ import annotations
