@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterable
 
 from knowbase.catalog.db import Catalog
 from knowbase.errors import Unavailable
+from knowbase.jobs.attempt_state import Attempt as _Attempt
 from knowbase.jobs.context import JobContext
 from knowbase.jobs.disk_full import DiskFullBackoff, is_disk_full
 from knowbase.jobs.liveness import list_live_workers
-from knowbase.jobs.manager import JobManager, Registration
+from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Cancelled, Job
 from knowbase.jobs.retry import JobTimeout, decide
 
@@ -32,34 +33,6 @@ log = logging.getLogger("knowbase.jobs")
 POLL_S = 0.2
 #: Idle poll while LISTEN is up: only a lost notification waits for it.
 LISTEN_POLL_S = 1.0
-
-
-class _Attempt:
-    """One attempt of one job in this worker. ``end()`` lets exactly one party decide it."""
-
-    def __init__(self, job: Job, ctx: JobContext, reg: Registration, started: float) -> None:
-        self.job = job
-        self.ctx = ctx
-        self.reg = reg
-        self.started = started  # manager clock
-        self.deadline = started + reg.kind.timeout_s
-        self.cancel_seen_at: float | None = None
-        self.group: list[_Attempt] = [self]  # the attempts run together (a batch), this one too
-        self.done = threading.Event()  # set after the outcome was persisted
-        self._ending = False
-        self._lock = threading.Lock()
-
-    def end(self) -> bool:
-        """True for the first caller only: it decides and persists the outcome."""
-        with self._lock:
-            if self._ending:
-                return False
-            self._ending = True
-            return True
-
-    @property
-    def ending(self) -> bool:
-        return self._ending
 
 
 class Worker:
