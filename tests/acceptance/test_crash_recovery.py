@@ -197,14 +197,16 @@ def test_kill_mid_batch_then_restart(
     # A slow call (0.5 s) while other jobs queue behind it: the kill lands with several jobs'
     # texts in the worker's batcher, and they recover like any interrupted index job.
     base = kb.create_base("crash", embedding_model_id="hash:d64?delay=0.5", file_processor_id=None)
-    kb.add(base.id, [AddInput.directory(make_folder(src, 60))])
+    # Index jobs run in batches of up to 64 documents, a few batches at a time: enough files
+    # that some batches have finished while others wait on the batcher.
+    kb.add(base.id, [AddInput.directory(make_folder(src, 400))])
     worker = workers(kb_settings.home)
     poll(lambda: count(kb, base, {"completed"}) >= 3, 60, "some files indexed")
     poll(lambda: count(kb, base, {"embedding"}) >= 2, 20, "several jobs waiting on one batcher")
     worker.kill()
     running_at_kill = {
         j.payload["item_id"]
-        for j in kb.activity.list_jobs(base=base.id, statuses=["running"])
+        for j in kb.activity.list_jobs(base=base.id, statuses=["running"], limit=10_000)
         if j.kind == kinds.INDEX_DOCUMENTS.name
     }
     assert len(running_at_kill) >= 2
@@ -212,7 +214,13 @@ def test_kill_mid_batch_then_restart(
     with Knowledge(kb_settings) as again:
         again.start_workers()
         poll(
-            lambda: not [j for j in again.activity.list_jobs(base=base.id) if not j.is_terminal],
+            lambda: (
+                not [
+                    j
+                    for j in again.activity.list_jobs(base=base.id, limit=10_000)
+                    if not j.is_terminal
+                ]
+            ),
             90,
             "the queue to drain after restart",
         )
@@ -220,7 +228,10 @@ def test_kill_mid_batch_then_restart(
         assert_consistent(again, base)
         # The batch's jobs resumed; none of their items failed.
         assert {r.status for r in rows(again, base)} == {"completed"}
-        again_jobs = {j.payload.get("item_id"): j for j in again.activity.list_jobs(base=base.id)}
+        again_jobs = {
+            j.payload.get("item_id"): j
+            for j in again.activity.list_jobs(base=base.id, limit=10_000)
+        }
         assert {again_jobs[i].attempts for i in running_at_kill} == {2}
 
 
@@ -230,7 +241,8 @@ def test_kill_mid_delete_then_restart(
     # A slow batch (1 s) keeps the delete job waiting for its cancels long enough to be killed.
     base = kb.create_base("crash", embedding_model_id="hash:d64?delay=1", file_processor_id=None)
     lone = kb.add(base.id, [AddInput.note("a note that stays")], wait=True).items[0]
-    folder = kb.add(base.id, [AddInput.directory(make_folder(src, 40))]).items[0]
+    # more files than one index batch (64) takes, so some finish while others embed
+    folder = kb.add(base.id, [AddInput.directory(make_folder(src, 300))]).items[0]
     worker = workers(kb_settings.home)
     poll(lambda: count(kb, base, {"completed"}) >= 3, 60, "some files indexed")
     poll(lambda: count(kb, base, {"embedding"}) > 0, 10, "files mid-embedding")
@@ -248,7 +260,13 @@ def test_kill_mid_delete_then_restart(
         again.start_workers()
         poll(lambda: again.activity.get_job(delete_job).is_terminal, 60, "the delete to finish")
         poll(
-            lambda: not [j for j in again.activity.list_jobs(base=base.id) if not j.is_terminal],
+            lambda: (
+                not [
+                    j
+                    for j in again.activity.list_jobs(base=base.id, limit=10_000)
+                    if not j.is_terminal
+                ]
+            ),
             30,
             "the queue to drain",
         )

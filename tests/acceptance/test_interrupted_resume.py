@@ -64,7 +64,9 @@ def drain(settings: Settings, base: str) -> dict[str, int]:
 def test_kill_9_of_kb_add_resumes_the_import(kb_settings: Settings, src: Path) -> None:
     with Knowledge(kb_settings) as kb:
         kb.create_base("b", embedding_model_id="hash:d64?delay=0.1", file_processor_id=None)
-    folder = make_folder(src, 60)
+    # Index jobs run in batches of up to 64 documents (operations/indexing/index_batch.py), a
+    # few batches at a time: enough files that some batches have finished while others are mid-way.
+    folder = make_folder(src, 400)
     add = subprocess.Popen(
         [sys.executable, "-m", "knowbase.interfaces.cli", "add", "b", str(folder)],
         env=env_for(kb_settings.home),
@@ -88,7 +90,7 @@ def test_kill_9_of_kb_add_resumes_the_import(kb_settings: Settings, src: Path) -
         assert running, "the kill should land while index jobs run"
     after = drain(kb_settings, "b")
     # Before issue 26: 10-35 % of the files ended failed/indexing_interrupted.
-    assert after == {"completed": 60}
+    assert after == {"completed": 400}
 
 
 def _upload_files(n: int, size: int) -> list[tuple[str, tuple[str, bytes, str]]]:
@@ -141,13 +143,14 @@ def test_kill_9_of_kb_serve_resumes_the_import_and_sweeps_spooled_uploads(
     url = f"http://127.0.0.1:{port}"
     server = _serve(home, port, tmpdir)
     try:
-        # 1. Killed mid-import: the upload was answered (201), its 40 files are indexing.
-        r = httpx.post(url + "/bases/b/uploads", files=_upload_files(40, 1), timeout=60)
+        # 1. Killed mid-import: the upload was answered (201), its 400 files are indexing (more
+        #    than one index batch of 64 takes, so some finish while others still run).
+        r = httpx.post(url + "/bases/b/uploads", files=_upload_files(400, 1), timeout=60)
         assert r.status_code == 201, r.text
         with Knowledge(kb_settings) as kb:
             poll(lambda: statuses(kb, "b").get("completed", 0) >= 3, 60, "some files indexed")
             _kill(server)
-            assert statuses(kb, "b").get("completed", 0) < 40
+            assert statuses(kb, "b").get("completed", 0) < 400
         # 2. Killed while a large upload is spooled (before any row exists for it).
         server = _serve(home, port, tmpdir)
         big = _upload_files(40, 60_000)  # ~40 x 1 MB: spooling takes a while
@@ -166,13 +169,19 @@ def test_kill_9_of_kb_serve_resumes_the_import_and_sweeps_spooled_uploads(
         server = _serve(home, port, tmpdir)
         with Knowledge(kb_settings) as kb:
             poll(
-                lambda: not [j for j in kb.activity.list_jobs(base="b") if not j.is_terminal],
+                lambda: (
+                    not [
+                        j
+                        for j in kb.activity.list_jobs(base="b", limit=10_000)
+                        if not j.is_terminal
+                    ]
+                ),
                 120,
                 "the restarted server to finish the import",
             )
             counts = statuses(kb, "b")
             assert counts.get("failed", 0) == 0, counts  # before: 95 % of a 40-file upload
-            assert counts.get("completed", 0) >= 40
+            assert counts.get("completed", 0) >= 400
         poll(lambda: not _spooled(home, tmpdir), 20, "the dead server's spool to be swept")
     finally:
         if server.poll() is None:

@@ -240,15 +240,15 @@ def test_a_bug_in_the_index_handler_fails_the_item_at_once(
     kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A KeyError is a bug, not a transient error: one attempt, the item failed internal_error."""
-    from knowbase.operations.indexing import handler as index_documents
+    from knowbase.operations.indexing import index_batch
 
     calls: list[str] = []
 
-    def broken_read(rt, base, item):  # type: ignore[no-untyped-def]
-        calls.append(item.id)
+    def broken_read(rt, base, items, **kw):  # type: ignore[no-untyped-def]
+        calls.extend(item.id for item in items)
         raise KeyError("page_count")  # stands for a programming error in a reader
 
-    monkeypatch.setattr(index_documents, "read_item", broken_read)
+    monkeypatch.setattr(index_batch, "read_files", broken_read)
     result = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "# A\n\ntext"))], wait=True)
     item = kb.get_item(bm25_base.id, result.items[0].id)
     assert (item.status, item.error_code) == ("failed", "internal_error")

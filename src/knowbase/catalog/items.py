@@ -170,6 +170,38 @@ def advance_active(conn: Connection, item_id: str, status: str) -> bool:
     return bool(conn.execute(_ADVANCE_ACTIVE, args).rowcount)
 
 
+def advance_many(conn: Connection, item_ids: Iterable[str], status: str) -> set[str]:
+    """:func:`advance_active` of many items, one statement per chunk of ids: the ids that
+    moved (an index batch's ``reading`` and ``embedding``)."""
+    if status not in ACTIVE_STATUSES:
+        raise ValueError(f"{status!r} is not an active status")
+    moved: set[str] = set()
+    for part in _chunks(list(item_ids)):
+        rows = conn.execute(
+            it.update()
+            .where(it.c.id.in_(part), it.c.status.in_(ACTIVE_STATUSES))
+            .values(status=status, error_code=None, error_message=None, updated_at=now_ms())
+            .returning(it.c.id)
+        )
+        moved.update(rows.scalars())
+    return moved
+
+
+def mark_completed_many(conn: Connection, item_ids: list[str]) -> None:
+    """:func:`mark_completed` of many leaves in one executemany."""
+    if item_ids:
+        now = now_ms()
+        args = {"new_status": "completed", "new_code": None, "new_message": None, "now": now}
+        conn.execute(_SET_STATUS, [{**args, "item_id": item_id} for item_id in item_ids])
+
+
+def mark_completed(conn: Connection, item_id: str) -> bool:
+    """``completed`` for a leaf whose row the caller read in this transaction (no roll-up:
+    the caller reconciles the container once for many); never out of ``deleting``."""
+    args = {"item_id": item_id, "new_status": "completed", "new_code": None, "new_message": None}
+    return bool(conn.execute(_SET_STATUS, {**args, "now": now_ms()}).rowcount)
+
+
 def set_status(
     conn: Connection,
     item_id: str,
@@ -374,6 +406,7 @@ __all__ = [
     "CHILD_FAILED",
     "active_items",
     "advance_active",
+    "advance_many",
     "children",
     "count_by_status",
     "count_visible",
@@ -387,6 +420,8 @@ __all__ = [
     "insert_active",
     "insert_active_many",
     "list_items",
+    "mark_completed",
+    "mark_completed_many",
     "mark_deleting",
     "orphans_of_deleting",
     "reconcile_containers",

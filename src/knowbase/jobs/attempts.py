@@ -8,7 +8,7 @@ newer state.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -83,6 +83,22 @@ class Attempts:
         with self.catalog.read() as c:
             return c.execute(_OWNS, args).first() is not None
 
+    def owned_ids(self, conn: Connection, jobs: Sequence[Job], worker_id: str) -> set[str]:
+        """:meth:`owns` of many attempts in one statement per 500 (an index batch's fence,
+        read in its write transaction): the ids whose attempt still owns its row."""
+        want = {job.id: job.attempts for job in jobs}
+        ids, owned = list(want), set()
+        for at in range(0, len(ids), 500):
+            rows = conn.execute(
+                sa.select(job_t.c.id, job_t.c.attempts).where(
+                    job_t.c.id.in_(ids[at : at + 500]),
+                    job_t.c.status == "running",
+                    job_t.c.locked_by == worker_id,
+                )
+            )
+            owned.update(job_id for job_id, attempts in rows if want[job_id] == attempts)
+        return owned
+
     def write_progress(
         self, job: Job, worker_id: str, stage: str, percent: float | None, details: dict
     ) -> None:
@@ -150,6 +166,30 @@ class Attempts:
             return False
         self.wakeups.notify(conn, job.queue)  # a running slot of the queue freed
         return True
+
+
+def complete_many_in(
+    attempts: Attempts, conn: Connection, done: list[tuple[Job, dict[str, Any]]], worker_id: str
+) -> int:
+    """:meth:`Attempts.complete_in` of many attempts in one executemany (an index batch whose
+    fences the caller read in this same SQLite write transaction): how many completed."""
+    if not done:
+        return 0
+    now = attempts._ms()
+    args = []
+    for job, details in done:
+        progress = _progress_values("done", 100.0, details)
+        args.append(
+            {
+                **_owner_args(job, worker_id),
+                "stage": progress["progress_stage"],
+                "details": progress["progress_details"],
+                "now": now,
+            }
+        )
+    count = conn.execute(_COMPLETE, args).rowcount
+    attempts.wakeups.notify(conn, done[0][0].queue)  # running slots of the queue freed
+    return count
 
 
 def _progress_values(stage: str, percent: float | None, details: dict[str, Any]) -> dict:

@@ -7,7 +7,7 @@ claims, so the counts the caps rely on are consistent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -48,7 +48,28 @@ class Claims:
     ) -> list[Job]:
         """Atomically move up to ``limit`` due pending jobs of registered kinds to ``running``
         for ``worker_id``, oldest ``run_at`` first, keeping at most ``queue_concurrency``
-        running per queue and ``global_concurrency`` in all (counted over every worker)."""
+        running per queue and ``global_concurrency`` in all (counted over every worker).
+        A kind registered with a batch handler brings its batch-mates (:meth:`claim_groups`)."""
+        return [
+            job
+            for group in self.claim_groups(worker_id, queues=queues, limit=limit)
+            for job in group
+        ]
+
+    def claim_groups(
+        self,
+        worker_id: str,
+        *,
+        queues: Iterable[str] | None = None,
+        limit: int = 1,
+        batch_room: Mapping[str, int] | None = None,
+    ) -> list[list[Job]]:
+        """Like :meth:`claim`, in up to ``limit`` attempt groups: a job of a kind registered
+        with ``batch_max > 1`` leads a group that takes up to ``batch_max - 1`` further due
+        jobs of its kind and queue, in claim order, in the same transaction. The caps count
+        such a kind's running jobs in whole batches (one group is one slot), so batching
+        never shrinks what a queue may run; every other job is a group of its own.
+        ``batch_room``: how many new batches of each batched kind the caller may start."""
         kinds = self.registry.names()
         if limit <= 0 or not kinds:
             return []
@@ -59,33 +80,40 @@ class Claims:
                 # Caps need a consistent count of running jobs: serialise claims (the window
                 # paged read below takes no FOR UPDATE SKIP LOCKED; the lock makes it needless).
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(7244211)"))
-            running: dict[str, int] = dict(
-                conn.execute(
-                    sa.select(job_t.c.queue, sa.func.count())
-                    .where(job_t.c.status == "running")
-                    .group_by(job_t.c.queue)
-                ).all()
-            )
+            running: dict[str, int] = {}
+            for queue, kind, n in conn.execute(
+                sa.select(job_t.c.queue, job_t.c.kind, sa.func.count())
+                .where(job_t.c.status == "running")
+                .group_by(job_t.c.queue, job_t.c.kind)
+            ).all():
+                size = self.registry.batch_max(kind)
+                running[queue] = running.get(queue, 0) + -(-n // size)
             room = min(limit, self.global_concurrency - sum(running.values()))
             if room <= 0:
                 return []
-            picked = self._pick_due(conn, now, kinds, queue_list, running, room)
-            if not picked:
+            groups = self._pick_due(
+                conn, now, kinds, queue_list, running, room, dict(batch_room or {})
+            )
+            if not groups:
                 return []
-            rows = conn.execute(
-                sa.update(job_t)
-                .where(job_t.c.id.in_(picked), job_t.c.status == "pending")
-                .values(
-                    status="running",
-                    locked_by=worker_id,
-                    lease_until=now + int(self.lease_s * 1000),
-                    attempts=job_t.c.attempts + 1,
-                    updated_at=now,
-                )
-                .returning(*job_t.c)
-            ).all()
+            picked = [job_id for group in groups for job_id in group]
+            rows: list = []
+            for part in range(0, len(picked), 500):  # bound the IN list
+                rows += conn.execute(
+                    sa.update(job_t)
+                    .where(job_t.c.id.in_(picked[part : part + 500]), job_t.c.status == "pending")
+                    .values(
+                        status="running",
+                        locked_by=worker_id,
+                        lease_until=now + int(self.lease_s * 1000),
+                        attempts=job_t.c.attempts + 1,
+                        updated_at=now,
+                    )
+                    .returning(*job_t.c)
+                ).all()
         by_id = {r.id: Job.from_row(r) for r in rows}
-        return [by_id[i] for i in picked if i in by_id]
+        claimed = [[by_id[i] for i in group if i in by_id] for group in groups]
+        return [group for group in claimed if group]
 
     def _pick_due(
         self,
@@ -95,31 +123,48 @@ class Claims:
         queue_list: list[str] | None,
         running: dict[str, int],
         room: int,
-    ) -> list[str]:
-        """Ids of up to ``room`` due pending jobs, oldest first, each queue taking no more than
-        its free running slots. Reads pending jobs in claim order a page at a time and stops
-        once it has enough: ranking every pending job per claim (a window over the queue)
-        made a 100k-file import's claims cost the size of its backlog."""
+        batch_room: dict[str, int],
+    ) -> list[list[str]]:
+        """Ids of due pending jobs in up to ``room`` groups, oldest first, each queue taking
+        no more than its free running slots. Reads pending jobs in claim order a page at a
+        time and stops once it has enough: ranking every pending job per claim (a window over
+        the queue) made a 100k-file import's claims cost the size of its backlog."""
         free = {q: self.queue_concurrency - n for q, n in running.items()}
         order = (job_t.c.run_at, job_t.c.created_at, job_t.c.id)
-        due = sa.select(*order, job_t.c.queue).where(
+        due = sa.select(*order, job_t.c.queue, job_t.c.kind).where(
             job_t.c.status == "pending", job_t.c.run_at <= now, job_t.c.kind.in_(kinds)
         )
         if queue_list is not None:
             due = due.where(job_t.c.queue.in_(queue_list))
-        picked: list[str] = []
+        groups: list[list[str]] = []
+        filling: dict[tuple[str, str], tuple[list[str], int]] = {}  # open batches
         after: tuple[int, int, str] | None = None
         while True:
             page_q = due if after is None else due.where(sa.tuple_(*order) > after)
             page = conn.execute(page_q.order_by(*order).limit(CLAIM_PAGE)).all()
-            for _run_at, _created_at, job_id, queue in page:
-                if free.setdefault(queue, self.queue_concurrency) > 0:
+            for _run_at, _created_at, job_id, queue, kind in page:
+                open_group = filling.get((queue, kind))
+                if open_group is not None and len(open_group[0]) < open_group[1]:
+                    open_group[0].append(job_id)  # a batch-mate: no slot of its own
+                elif (
+                    len(groups) < room
+                    and free.setdefault(queue, self.queue_concurrency) > 0
+                    and batch_room.get(kind, 1) > 0
+                ):
                     free[queue] -= 1
-                    picked.append(job_id)
-                    if len(picked) >= room:
-                        return picked
-            if len(page) < CLAIM_PAGE:
-                return picked
+                    group = [job_id]
+                    groups.append(group)
+                    size = self.registry.batch_max(kind)
+                    if size > 1:
+                        filling[(queue, kind)] = (group, size)
+                        if kind in batch_room:
+                            batch_room[kind] -= 1
+                if len(groups) >= room and all(len(g) >= n for g, n in filling.values()):
+                    return groups
+            # A full claim stops at its page's end: batches fill from what it read, so a
+            # claim never scans the backlog for batch-mates.
+            if len(page) < CLAIM_PAGE or len(groups) >= room:
+                return groups
             after = (page[-1][0], page[-1][1], page[-1][2])
 
 

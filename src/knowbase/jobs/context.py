@@ -94,6 +94,25 @@ class JobContext:
         writes, so the check and the writes commit together."""
         return self.manager._owns(self.job, self.worker_id, conn=conn)
 
+    @staticmethod
+    def complete_all_in(conn: Connection, done: list[tuple[JobContext, dict[str, Any]]]) -> None:
+        """:meth:`complete_in` of many attempts of one worker, in one statement, for a batch
+        handler that read every fence (:meth:`JobManager.owned_ids`) in this same SQLite
+        write transaction: nothing can have ended them since."""
+        from knowbase.jobs.attempts import complete_many_in
+
+        if not done:
+            return
+        ctx0 = done[0][0]
+        for ctx, _details in done:
+            with ctx._lock:
+                ctx._pending = None
+        jobs = [(ctx.job, details) for ctx, details in done]
+        if complete_many_in(ctx0.manager.attempts, conn, jobs, ctx0.worker_id) != len(done):
+            raise RuntimeError("a batch's job changed owner inside its write transaction")
+        for ctx, _details in done:
+            ctx.completing = True
+
     def complete_in(self, conn: Connection, stage: str = "done", **details: Any) -> bool:
         """Mark the job completed inside the handler's final write transaction, so the
         worker writes nothing more once the handler returns (one transaction per job fewer).

@@ -22,6 +22,7 @@ from knowbase.errors import DiskFull
 
 log = logging.getLogger("knowbase.jobs")
 
+
 class DiskFullBackoff:
     """A worker's pause while the disk is full: ``hit`` starts or extends it, ``clear`` ends
     it (a write went through). Thread-safe; ``clock`` is real time in seconds."""

@@ -16,7 +16,7 @@ The methods here delegate, one line each: callers keep one object and its signat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,7 +32,7 @@ from knowbase.jobs.listing import PAGE, JobQueries
 from knowbase.jobs.liveness import make_worker_id
 from knowbase.jobs.model import Job, JobKind
 from knowbase.jobs.recovery import Leases, RecoveryReport
-from knowbase.jobs.registry import Handler, JobRegistry, OnSettled, Registration
+from knowbase.jobs.registry import BatchHandler, Handler, JobRegistry, OnSettled, Registration
 from knowbase.jobs.retry import Decision
 from knowbase.jobs.wakeups import JobWakeups
 
@@ -89,11 +89,28 @@ class JobManager:
 
     # --- registry ------------------------------------------------------------------------
     def register(
-        self, kind: JobKind, handler: Handler, *, on_settled: OnSettled | None = None
+        self,
+        kind: JobKind,
+        handler: Handler,
+        *,
+        on_settled: OnSettled | None = None,
+        batch_handler: BatchHandler | None = None,
+        batch_max: int = 1,
+        batch_concurrency: int = 4,
     ) -> None:
         """Run ``handler`` for jobs of ``kind``; ``on_settled(job, status, error)`` is called
-        once a job of this kind ends ``failed`` or ``cancelled`` (never for completed)."""
-        self.registry.register(kind, handler, on_settled)
+        once a job of this kind ends ``failed`` or ``cancelled`` (never for completed).
+        ``batch_handler``: one claim groups up to ``batch_max`` due jobs of the kind and queue
+        and the worker runs them together through it (each job keeps its own attempt), at
+        most ``batch_concurrency`` such batches at a time per worker."""
+        self.registry.register(
+            kind,
+            handler,
+            on_settled,
+            batch_handler=batch_handler,
+            batch_max=batch_max,
+            batch_concurrency=batch_concurrency,
+        )
 
     def registration(self, kind: str) -> Registration:
         return self.registry.registration(kind)
@@ -245,6 +262,23 @@ class JobManager:
     ) -> list[Job]:
         """See :meth:`Claims.claim`."""
         return self.claims.claim(worker_id, queues=queues, limit=limit)
+
+    def claim_groups(
+        self,
+        worker_id: str,
+        *,
+        queues: Iterable[str] | None = None,
+        limit: int = 1,
+        batch_room: Mapping[str, int] | None = None,
+    ) -> list[list[Job]]:
+        """See :meth:`Claims.claim_groups`."""
+        return self.claims.claim_groups(
+            worker_id, queues=queues, limit=limit, batch_room=batch_room
+        )
+
+    def owned_ids(self, conn: Connection, jobs: Sequence[Job], worker_id: str) -> set[str]:
+        """See :meth:`Attempts.owned_ids`."""
+        return self.attempts.owned_ids(conn, jobs, worker_id)
 
     def _owns(self, job: Job, worker_id: str, *, conn: Connection | None = None) -> bool:
         return self.attempts.owns(job, worker_id, conn=conn)

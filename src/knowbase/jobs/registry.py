@@ -13,6 +13,9 @@ from knowbase.jobs.model import Job, JobKind
 log = logging.getLogger("knowbase.jobs")
 
 Handler = Callable[[JobContext], None]
+# Runs many claimed jobs of one kind and queue in one attempt group: returns each job's error
+# (None: it completed or has nothing to do); the worker settles every attempt on its own.
+BatchHandler = Callable[[list[JobContext]], dict[str, BaseException | None]]
 OnSettled = Callable[[Job, str, BaseException | None], None]
 
 
@@ -21,6 +24,11 @@ class Registration:
     kind: JobKind
     handler: Handler
     on_settled: OnSettled | None
+    batch_handler: BatchHandler | None = None
+    batch_max: int = 1  # jobs one claim hands to ``batch_handler`` at once
+    # batches of this kind one worker runs at once: enough to overlap reading, the model and
+    # writing; more only contend for the same cores and hold more documents in memory
+    batch_concurrency: int = 4
 
 
 class JobRegistry:
@@ -29,8 +37,22 @@ class JobRegistry:
     def __init__(self) -> None:
         self._by_name: dict[str, Registration] = {}
 
-    def register(self, kind: JobKind, handler: Handler, on_settled: OnSettled | None) -> None:
-        self._by_name[kind.name] = Registration(kind, handler, on_settled)
+    def register(
+        self,
+        kind: JobKind,
+        handler: Handler,
+        on_settled: OnSettled | None,
+        *,
+        batch_handler: BatchHandler | None = None,
+        batch_max: int = 1,
+        batch_concurrency: int = 4,
+    ) -> None:
+        if batch_handler is None:
+            batch_max = 1
+        reg = Registration(
+            kind, handler, on_settled, batch_handler, max(1, batch_max), max(1, batch_concurrency)
+        )
+        self._by_name[kind.name] = reg
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._by_name
@@ -47,6 +69,11 @@ class JobRegistry:
                 f"job kind {kind!r} is not registered with this JobManager", kind=kind
             ) from None
 
+    def batch_max(self, kind: str) -> int:
+        """How many jobs of ``kind`` one claim may group into one attempt group (1: none)."""
+        reg = self._by_name.get(kind)
+        return reg.batch_max if reg is not None else 1
+
     def names(self) -> list[str]:
         """The registered kind names, in registration order."""
         return list(self._by_name)
@@ -62,4 +89,4 @@ class JobRegistry:
             log.exception("on_settled of %s raised; ignored", job.call_string)
 
 
-__all__ = ["Handler", "JobRegistry", "OnSettled", "Registration"]
+__all__ = ["BatchHandler", "Handler", "JobRegistry", "OnSettled", "Registration"]

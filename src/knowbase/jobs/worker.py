@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterable
 
 from knowbase.catalog.db import Catalog
 from knowbase.errors import Unavailable
+from knowbase.jobs.attempt_state import Attempt as _Attempt
 from knowbase.jobs.context import JobContext
 from knowbase.jobs.disk_full import DiskFullBackoff, is_disk_full
 from knowbase.jobs.liveness import list_live_workers
-from knowbase.jobs.manager import JobManager, Registration
+from knowbase.jobs.manager import JobManager
 from knowbase.jobs.model import Cancelled, Job
 from knowbase.jobs.retry import JobTimeout, decide
 
@@ -32,33 +33,6 @@ log = logging.getLogger("knowbase.jobs")
 POLL_S = 0.2
 #: Idle poll while LISTEN is up: only a lost notification waits for it.
 LISTEN_POLL_S = 1.0
-
-
-class _Attempt:
-    """One attempt of one job in this worker. ``end()`` lets exactly one party decide it."""
-
-    def __init__(self, job: Job, ctx: JobContext, reg: Registration, started: float) -> None:
-        self.job = job
-        self.ctx = ctx
-        self.reg = reg
-        self.started = started  # manager clock
-        self.deadline = started + reg.kind.timeout_s
-        self.cancel_seen_at: float | None = None
-        self.done = threading.Event()  # set after the outcome was persisted
-        self._ending = False
-        self._lock = threading.Lock()
-
-    def end(self) -> bool:
-        """True for the first caller only: it decides and persists the outcome."""
-        with self._lock:
-            if self._ending:
-                return False
-            self._ending = True
-            return True
-
-    @property
-    def ending(self) -> bool:
-        return self._ending
 
 
 class Worker:
@@ -95,7 +69,7 @@ class Worker:
         self._idle = threading.Condition()
         self._idle_seq = 0
         self._threads: list[threading.Thread] = []
-        self._run_queue: queue.SimpleQueue[_Attempt | None] = queue.SimpleQueue()
+        self._run_queue: queue.SimpleQueue[list[_Attempt] | None] = queue.SimpleQueue()
         self._runner_lock = threading.Lock()
         self._runners: list[threading.Thread] = []
         self._idle_runners = 0
@@ -235,13 +209,16 @@ class Worker:
                     with self._idle:  # a waiter gives up on a full disk (run_until_idle)
                         self._idle.notify_all()
                 else:
-                    free = self.threads - len(self._snapshot())
+                    # a batch of jobs runs on one thread: a thread is one attempt group
+                    free, batch_room = self._room()
                     if free > 0:
-                        claimed = self.manager.claim(self.worker_id, queues=self.queues, limit=free)
+                        claimed = self.manager.claim_groups(
+                            self.worker_id, queues=self.queues, limit=free, batch_room=batch_room
+                        )
                         if claimed:
                             self.disk.clear()  # the claim's write went through
-                        for job in claimed:
-                            self._start_attempt(job)
+                        for group in claimed:
+                            self._start_group(group)
                     if not claimed and not self._snapshot():
                         with self._idle:
                             self._idle_seq += 1
@@ -252,21 +229,38 @@ class Worker:
             if not claimed:
                 self._wake.wait(max(self.poll_s, self.disk.paused_s))
 
-    def _start_attempt(self, job: Job) -> None:
-        reg = self.manager.registration(job.kind)
-        ctx = JobContext(job, self.manager, self.worker_id)
-        att = _Attempt(job, ctx, reg, self.manager.clock())
-        with self._active_lock:
-            self._active[job.id] = att
-        self.manager.attach(ctx)
-        if job.cancel_requested:
-            ctx.cancel_event.set()
-        self._dispatch(att)
+    def _room(self) -> tuple[int, dict[str, int]]:
+        """Free threads (one per attempt group), and the batches each batched kind may add."""
+        groups = {id(a.group): a for a in self._snapshot()}.values()
+        room = {
+            reg.kind.name: reg.batch_concurrency
+            for reg in map(self.manager.registry.get, self.manager.kinds())
+            if reg is not None and reg.batch_handler is not None
+        }
+        for att in groups:
+            if att.reg.kind.name in room:
+                room[att.reg.kind.name] -= 1
+        return self.threads - len(groups), room
+
+    def _start_group(self, jobs: list[Job]) -> None:
+        group: list[_Attempt] = []
+        for job in jobs:
+            reg = self.manager.registration(job.kind)
+            ctx = JobContext(job, self.manager, self.worker_id)
+            att = _Attempt(job, ctx, reg, self.manager.clock())
+            att.group = group
+            group.append(att)
+            with self._active_lock:
+                self._active[job.id] = att
+            self.manager.attach(ctx)
+            if job.cancel_requested:
+                ctx.cancel_event.set()
+        self._dispatch(group)
 
     # Handlers run on reused runner threads: torch (and OpenMP) set up per-thread state, so a
     # fresh thread per attempt made embedding ~15 % slower. A runner stuck in a handler that
     # ignored its timeout keeps its thread; the next attempt then gets a new runner.
-    def _dispatch(self, att: _Attempt) -> None:
+    def _dispatch(self, att: list[_Attempt]) -> None:
         with self._runner_lock:
             if self._idle_runners > 0:
                 self._idle_runners -= 1
@@ -278,12 +272,15 @@ class Worker:
                 t.start()
         self._run_queue.put(att)
 
-    def _runner(self, work: queue.SimpleQueue[_Attempt | None]) -> None:
+    def _runner(self, work: queue.SimpleQueue[list[_Attempt] | None]) -> None:
         while True:
-            att = work.get()
-            if att is None:
+            group = work.get()
+            if group is None:
                 return
-            self._run(att)
+            if group[0].reg.batch_handler is None:
+                self._run(group[0])
+            else:
+                self._run_batch(group)
             with self._runner_lock:
                 self._idle_runners += 1
 
@@ -298,6 +295,20 @@ class Worker:
                 self._settle(att, error, cancel_requested=att.ctx.cancel_event.is_set())
             else:
                 log.debug("%s returned after its attempt ended", att.job.call_string)
+
+    def _run_batch(self, group: list[_Attempt]) -> None:
+        """A batch handler's attempts: each settles on its own outcome (one job's failure is
+        never its batch-mates'); one the worker already ended (timeout, cancel) is skipped."""
+        handler = group[0].reg.batch_handler
+        assert handler is not None
+        try:
+            errors = handler([att.ctx for att in group])
+        except BaseException as exc:  # noqa: BLE001 - the whole batch failed: every attempt's
+            errors = {att.job.id: exc for att in group}
+        for att in group:
+            if att.end():
+                cancelled = att.ctx.cancel_event.is_set()
+                self._settle(att, errors.get(att.job.id), cancel_requested=cancelled)
 
     def _supervise(self) -> None:
         now = self.manager.clock()

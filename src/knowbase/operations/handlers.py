@@ -13,6 +13,7 @@ def register_all(rt: Runtime) -> None:
     from knowbase.operations.common import make_item_on_settled
     from knowbase.operations.delete.handler import delete_subtree
     from knowbase.operations.indexing.handler import index_documents
+    from knowbase.operations.indexing.index_batch import BATCH_MAX, index_batch
     from knowbase.operations.indexing.process_file import process_file
     from knowbase.operations.model_switch.handler import make_switch_on_settled, switch_model
     from knowbase.operations.reindex.handler import make_reindex_on_settled, reindex_subtree
@@ -20,7 +21,13 @@ def register_all(rt: Runtime) -> None:
 
     item_settled = make_item_on_settled(rt)
     rt.jobs.register(kinds.PREPARE_ROOT, partial(prepare_root, rt), on_settled=item_settled)
-    rt.jobs.register(kinds.INDEX_DOCUMENTS, partial(index_documents, rt), on_settled=item_settled)
+    rt.jobs.register(  # one claim carries a batch of documents (index_batch.py)
+        kinds.INDEX_DOCUMENTS,
+        partial(index_documents, rt),
+        on_settled=item_settled,
+        batch_handler=partial(index_batch, rt),
+        batch_max=BATCH_MAX,
+    )
     rt.jobs.register(kinds.PROCESS_FILE, partial(process_file, rt), on_settled=item_settled)
     rt.jobs.register(kinds.DELETE_SUBTREE, partial(delete_subtree, rt))
     rt.jobs.register(

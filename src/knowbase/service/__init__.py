@@ -336,18 +336,11 @@ class Knowledge:
 
     def model_hint(self, base: str | Base, paths: list[str]) -> str | None:
         """A hint to switch models when files at ``paths`` are mostly in scripts the base's
-        model cannot read (never applied; best effort, None when the model is unusable)."""
-        from knowbase.pipeline.indexing.model_hint import model_hint, sample_text
+        model cannot read (``operations/add/model_hint.py``)."""
+        from knowbase.operations.add.model_hint import model_hint_for
 
         b = base if isinstance(base, Base) else self.get_base(base)
-        if not b.embedding_model_id:
-            return None
-        try:
-            embedder = self.rt.embedder(b)
-        except KnowbaseError:
-            return None  # the add itself reports an unusable model
-        scripts = embedder.scripts if embedder is not None else None
-        return model_hint(sample_text(paths), model_id=b.embedding_model_id, scripts=scripts)
+        return model_hint_for(self.rt, b, paths)
 
     # --- search --------------------------------------------------------------------------------
     def search(

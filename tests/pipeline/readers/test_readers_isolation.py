@@ -9,7 +9,7 @@ import pytest
 
 from knowbase.errors import EncryptedFile, NoTextExtracted, UnreadableFile
 from knowbase.pipeline.documents import Document
-from knowbase.pipeline.readers import read_file_isolated
+from knowbase.pipeline.readers import isolation, read_file_isolated
 from knowbase.pipeline.readers.isolation import ReaderPool, pdf_page_texts_isolated
 
 pytestmark = pytest.mark.timeout(120)
@@ -130,3 +130,20 @@ def test_concurrent_calls_each_get_their_own_answer(tmp_path: Path) -> None:
         assert len(pool._idle) <= 2
     finally:
         pool.close()
+
+
+def test_many_files_in_one_round_trip_each_with_its_own_outcome(tmp_path: Path) -> None:
+    from knowbase.pipeline.readers import read_files_isolated
+
+    good = [tmp_path / f"g{i}.md" for i in range(3)]
+    for i, path in enumerate(good):
+        path.write_text(f"# G{i}\n\ngood file {i}", encoding="utf-8")
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(b"%PDF-1.4 not a pdf " * 10)
+    pool = isolation._POOL
+    pool.close()
+    results = read_files_isolated([good[0], bad, good[1], good[2]])
+    assert len(pool._idle) == 1  # one child served the whole batch
+    assert isinstance(results[1], UnreadableFile)
+    for n, result in zip((0, 1, 2), (results[0], results[2], results[3]), strict=True):
+        assert isinstance(result, list) and f"good file {n}" in result[0].text

@@ -189,6 +189,14 @@ class SqliteIndexStore:
                 sqlite_writes.gc(conn, self.model_id)
             sqlite_writes.bump(conn)
 
+    def rebuild_materials(
+        self, materials: Sequence[MaterialInput], embeddings: Mapping[str, Any]
+    ) -> list[Exception | None]:
+        """Many materials in one transaction, each one's error (:mod:`.sqlite_batch`)."""
+        from knowbase.index.sqlite_batch import rebuild_materials
+
+        return rebuild_materials(self, materials, embeddings)
+
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         """Delete materials, one short transaction each, then one GC."""
         with self._edge("delete_materials"):

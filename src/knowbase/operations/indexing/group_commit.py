@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -37,6 +37,7 @@ class _Pending:
     single: bool = False  # one statement: atomic by itself, no SAVEPOINT needed
     done: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # set when this job must lead the next group
+    roll_ups: tuple[str, ...] = ()  # more containers to reconcile (a batch's folders)
     error: BaseException | None = None
 
 
@@ -87,6 +88,43 @@ def commit(
     return _outcome(me)
 
 
+def commit_each(
+    rt: Runtime,
+    base_id: str,
+    writes: list[tuple[Write, str | None]],
+    *,
+    roll_up: Iterable[str] = (),
+) -> list[BaseException | None]:
+    """:func:`commit` of many writes at once (an index batch's items, each ``(write,
+    roll_up)``), under the base lock: they join the base's queue together, so they share
+    its transactions (``MAX_GROUP`` writes each), each in its own SAVEPOINT. Returns each
+    write's error (None: committed); one write's failure is never another's. ``roll_up``:
+    further containers the writes may change, reconciled with the group's."""
+    if not writes:
+        return []
+    q = _queue(rt, base_id)
+    mine = [_Pending(write, up) for write, up in writes]
+    mine[0].roll_ups = tuple(roll_up)
+    with q.lock:
+        q.pending.extend(mine)
+        lead = not q.leading
+        q.leading = True
+    while True:
+        if lead:
+            _lead(rt, base_id, q)
+        with q.lock:
+            q.wake.wait_for(
+                lambda: (
+                    all(p.done.is_set() for p in mine)
+                    or any(p.lead and not p.done.is_set() for p in mine)
+                )
+            )
+            nxt = next((p for p in mine if p.lead and not p.done.is_set()), None)
+            if nxt is None:
+                return [p.error for p in mine]
+            nxt.lead, lead = False, True
+
+
 def _outcome(p: _Pending) -> None:
     if p.error is not None:
         raise p.error
@@ -118,7 +156,8 @@ def _run_group(rt: Runtime, base_id: str | None, group: list[_Pending]) -> None:
                         p.write(conn)
                 except BaseException as exc:  # noqa: BLE001 - this job's own outcome
                     p.error = exc
-            containers = dict.fromkeys(p.roll_up for p in group if p.roll_up and not p.error)
+            ups = [u for p in group if not p.error for u in (p.roll_up, *p.roll_ups) if u]
+            containers = dict.fromkeys(ups)
             for container_id in containers:
                 item_repo.reconcile_containers(conn, container_id)
     except BaseException as exc:  # noqa: BLE001 - the lock or the commit failed: every job
@@ -149,4 +188,4 @@ def set_status(rt: Runtime, base_id: str, item_id: str, status: str) -> bool:
     return changed[0]
 
 
-__all__ = ["MAX_GROUP", "commit", "set_status"]
+__all__ = ["MAX_GROUP", "commit", "commit_each", "set_status"]

@@ -37,7 +37,7 @@ from pathlib import Path, PurePath
 from knowbase.errors import NoTextExtracted, UnreadableFile, UnsupportedFileType
 from knowbase.pipeline.documents import Document
 from knowbase.pipeline.readers.formats import TEXT_EXTENSIONS, is_text_name
-from knowbase.pipeline.readers.isolation import read_file_isolated
+from knowbase.pipeline.readers.isolation import read_file_isolated, read_files_isolated
 from knowbase.pipeline.readers.markdown import (
     PROCESSED_MARKER,
     read_markdown_text,
@@ -56,6 +56,7 @@ __all__ = [
     "pdf_pages_without_text",
     "read_file",
     "read_file_isolated",
+    "read_files_isolated",
     "read_markdown_text",
     "read_processed_markdown",
 ]

@@ -40,6 +40,36 @@ def _read_file(path: str, max_bytes: int | None) -> Any:
     return read_file(Path(path), max_bytes=max_bytes)
 
 
+def _read_files(paths: list[str], max_bytes: int | None) -> list[tuple[Any, ...]]:
+    """Many files in one round trip (an index batch): each file's own reply, so one bad file
+    fails alone. A ``MemoryError`` is not caught here: it ends the whole request (fatal), and
+    the parent reads the files again one by one to find the culprit."""
+
+    replies: list[tuple[Any, ...]] = []
+    for path in paths:
+        try:
+            replies.append(("ok", _read_file(path, max_bytes)))
+        except MemoryError:
+            raise
+        except Exception as exc:  # as in _handle: this file's error, or an unreadable file
+            replies.append(_error_reply(exc))
+    return replies
+
+
+def _error_reply(exc: BaseException) -> tuple[Any, ...]:
+    """The reply for an error a reader raised (the parent rebuilds the same class)."""
+    from knowbase.errors import KnowbaseError
+
+    if isinstance(exc, KnowbaseError):
+        hint = exc.__dict__.get("hint")  # only an instance-level hint; the class has its own
+        return ("error", type(exc).__name__, exc.message, hint, _plain(exc.details))
+    if isinstance(exc, RecursionError):
+        return ("error", "UnreadableFile", f"file structure too deep: {exc}", None, {})
+    # a library bug on a hostile file is still an unreadable file
+    message = f"the reader failed: {type(exc).__name__}: {exc}"
+    return ("error", "UnreadableFile", message, None, {"reason": "reader_error"})
+
+
 def _pdf_page_texts(path: str) -> Any:
     from knowbase.pipeline.readers.pdf import pdf_page_texts
 
@@ -54,6 +84,7 @@ def _read_with_figures(path: str) -> Any:
 
 FUNCTIONS = {
     "read_file": _read_file,
+    "read_files": _read_files,
     "pdf_page_texts": _pdf_page_texts,
     "read_with_figures": _read_with_figures,
 }
@@ -79,7 +110,6 @@ def _die_with_parent() -> None:
 
 
 def _handle(req: Request) -> tuple[tuple[Any, ...], bool]:
-    from knowbase.errors import KnowbaseError
 
     ballast = None
     try:
@@ -98,14 +128,8 @@ def _handle(req: Request) -> tuple[tuple[Any, ...], bool]:
             None,
             {"reason": "memory_cap", "memory_mb": req.memory_mb},
         ), True
-    except KnowbaseError as exc:
-        hint = exc.__dict__.get("hint")  # only an instance-level hint; the class has its own
-        return ("error", type(exc).__name__, exc.message, hint, _plain(exc.details)), False
-    except RecursionError as exc:
-        return ("error", "UnreadableFile", f"file structure too deep: {exc}", None, {}), False
-    except Exception as exc:  # a library bug on a hostile file is still an unreadable file
-        message = f"the reader failed: {type(exc).__name__}: {exc}"
-        return ("error", "UnreadableFile", message, None, {"reason": "reader_error"}), False
+    except Exception as exc:  # the reader's error, or a library bug on a hostile file
+        return _error_reply(exc), False
     finally:
         _set_memory_cap(None)
 

@@ -127,7 +127,7 @@ class ReaderPool:
         except BaseException:
             child.kill()
             raise
-        child.uses += 1
+        child.uses += len(args[0]) if func == "read_files" else 1  # recycle by files read
         if fatal:  # the child exits after a MemoryError; never hand it out again
             child.kill()
         else:
@@ -193,6 +193,48 @@ def read_file_isolated(
         timeout_s=timeout_s,
         memory_mb=memory_mb,
     )
+
+
+def read_files_isolated(
+    paths: list[Path],
+    *,
+    timeout_s: float = 120,
+    memory_mb: int = 1024,
+    max_bytes: int | None = None,
+) -> list[list[Document] | KnowbaseError]:
+    """:func:`read_file_isolated` of many files in one child round trip (an index batch):
+    each file's documents, or the error reading it raised. When the batch breaches a cap or
+    kills its child, the files are read again one by one, so only the culprit fails."""
+    if len(paths) == 1:
+        try:
+            return [
+                read_file_isolated(
+                    paths[0], timeout_s=timeout_s, memory_mb=memory_mb, max_bytes=max_bytes
+                )
+            ]
+        except KnowbaseError as exc:
+            return [exc]
+    try:
+        replies = _POOL.call(
+            "read_files",
+            [os.path.abspath(p) for p in paths],  # no resolve(): a syscall per part, per file
+            max_bytes,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+        )
+    except UnreadableFile:
+        out: list[list[Document] | KnowbaseError] = []
+        for path in paths:
+            try:
+                out.append(
+                    read_file_isolated(
+                        path, timeout_s=timeout_s, memory_mb=memory_mb, max_bytes=max_bytes
+                    )
+                )
+            except KnowbaseError as exc:
+                out.append(exc)
+        return out
+    return [reply[1] if reply[0] == "ok" else _rebuild(*reply[1:]) for reply in replies]
 
 
 def pdf_page_texts_isolated(

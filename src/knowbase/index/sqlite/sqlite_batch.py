@@ -1,0 +1,65 @@
+"""Many materials in one SQLite index transaction (an index batch, issue 30).
+
+One ``BEGIN IMMEDIATE`` … ``COMMIT`` for the whole batch instead of one per document, one GC and
+one version bump at the end. Each material is written inside its own SAVEPOINT (apsw's
+``with conn``), so one material's error — a slice that is not its text, a missing vector —
+rolls back only that material and is returned as its outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from knowbase.index.base import MaterialInput
+from knowbase.index.plan import check_vectors, plan_units
+from knowbase.index.sqlite import writes as sqlite_writes
+from knowbase.index.sqlite.schema import write_tx
+
+if TYPE_CHECKING:
+    from knowbase.index.sqlite.store import SqliteIndexStore
+
+
+def rebuild_materials(
+    store: SqliteIndexStore,
+    materials: Sequence[MaterialInput],
+    embeddings: Mapping[str, np.ndarray | Sequence[float]],
+) -> list[Exception | None]:
+    """:meth:`SqliteIndexStore.rebuild_material` of each material, in one transaction; each
+    one's error (None: written). An error of the transaction itself is raised."""
+    outcomes: list[Exception | None] = []
+    conn = store._writer
+    changed = False
+    with store._edge("rebuild_materials"), write_tx(conn):
+        for material in materials:
+            try:
+                content_hash, planned = plan_units(material, store.dims, bool(embeddings))
+                units = [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in planned]
+                blobs: dict[str, bytes] = {}
+                if store.dims is not None:
+                    needed = sorted({u[3] for u in units})
+                    checked = check_vectors(embeddings, needed, store.dims)
+                    blobs = {h: v.tobytes() for h, v in checked.items()}
+                with conn:  # a SAVEPOINT: this material's rows, or none of them
+                    changed |= sqlite_writes.write_material(
+                        conn,
+                        material,
+                        content_hash,
+                        units,
+                        blobs,
+                        model_id=store.model_id,
+                        vectors=store.dims is not None,
+                    )
+                outcomes.append(None)
+            except Exception as exc:  # noqa: BLE001 - this material's own outcome
+                outcomes.append(exc)
+        if changed:
+            sqlite_writes.gc(conn, store.model_id)
+        if any(o is None for o in outcomes):
+            sqlite_writes.bump(conn)
+    return outcomes
+
+
+__all__ = ["rebuild_materials"]
