@@ -123,7 +123,7 @@ from pathlib import Path
 from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
-from knowbase.operations.handlers import index_batch
+from knowbase.operations.indexing import index_batch
 
 real = index_batch._write
 def write(rt, base, entries, embeddings):  # inside a batch: read, chunked, statuses written

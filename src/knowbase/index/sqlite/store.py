@@ -192,8 +192,8 @@ class SqliteIndexStore:
     def rebuild_materials(
         self, materials: Sequence[MaterialInput], embeddings: Mapping[str, Any]
     ) -> list[Exception | None]:
-        """Many materials in one transaction, each one's error (:mod:`.sqlite_batch`)."""
-        from knowbase.index.sqlite_batch import rebuild_materials
+        """Many materials in one transaction, each one's error (:mod:`.batch`)."""
+        from knowbase.index.sqlite.batch import rebuild_materials
 
         return rebuild_materials(self, materials, embeddings)
 
