@@ -167,6 +167,24 @@ def backend_catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
 #: server (it starts a real server: seconds per test on 2 cores). ``make test`` runs them all.
 _SLOW_FOLDERS = ("acceptance", "postgres")
 _SLOW_FIXTURES = {"pg_server", "pg_url", "pg_empty_url"}
+#: Surface suites that drive ``kb`` in subprocesses, a real browser or several server processes
+#: (seconds per test: each starts Python and the app), and the stateful ingestion machine. The
+#: in-process tests of the same surfaces stay on the fast path.
+_SLOW_MODULES = {
+    "test_cli_first_hour.py",
+    "test_cli_labels.py",
+    "test_cli_portable.py",
+    "test_console_browser.py",
+    "test_console_first_hour.py",
+    "test_surfaces_damage.py",
+    "test_http_processes.py",
+    "test_http_fuzz.py",
+    "test_search_filter_surfaces.py",
+    "test_serve_watch.py",
+    "test_mcp_stdio.py",
+    "test_ingestion_state_machine.py",
+    "test_readers_legacy_office.py",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -177,5 +195,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         except ValueError:
             continue
         fixtures = set(getattr(item, "fixturenames", ()))
-        if folder in _SLOW_FOLDERS or fixtures & _SLOW_FIXTURES:
+        if folder in _SLOW_FOLDERS or fixtures & _SLOW_FIXTURES or item.path.name in _SLOW_MODULES:
             item.add_marker(pytest.mark.slow)

@@ -9,6 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # twelve Python processes: seconds on 2 cores
+
 OPEN_AT_GO = """
 import sys, time
 from pathlib import Path
