@@ -106,7 +106,7 @@ except SystemExit as exc:
 MCP_FIRST_QUERY = (
     """
 import json, sys
-from knowbase.interfaces import mcp_tools
+from knowbase.interfaces.mcp import tools as mcp_tools
 from knowbase.interfaces.mcp import Scope, build_server
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
