@@ -64,7 +64,9 @@ def test_three_kb_workers_one_killed_everything_settles(tmp_path: Path, pg_serve
             # 1 s per embedding call of 10 texts: an index batch (64 files) holds its jobs for
             # seconds, so the kill below lands while the remote worker holds one; at 0.05 s the
             # 500 files were all indexed while the test still ran ``kb status``
-            "many", embedding_model_id="hash:d64?delay=1.0", file_processor_id=None
+            "many",
+            embedding_model_id="hash:d64?delay=1.0",
+            file_processor_id=None,
         )
         assert base.index_backend == "postgres"
         folder = tmp_path / "corpus"
