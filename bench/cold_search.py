@@ -26,6 +26,17 @@ Measured 2026-12-06 (issue 30), ``--notes 1000 --runs 5 --before`` the pre-ONNX 
     before   15.56 s 549 MiB   2.39 s  85 MiB       6.51x
     after     2.97 s 182 MiB   2.66 s  86 MiB       1.11x      after/before (hybrid) 0.19x
 
+Then (2026-12-06 19:53, load ~2-3 while a CI run shared the machine; ``--runs 7 --before`` the
+tree before this change) a catalog at head stopped loading Alembic at every open:
+
+                 hybrid           bm25            hybrid/bm25
+    before    1.50 s 187 MiB   1.06 s  87 MiB       1.41x
+    after     1.22 s 175 MiB   0.89 s  75 MiB       1.37x      after/before 0.81x / 0.84x
+
+This machine's shell sets ``PYTHONDONTWRITEBYTECODE=1``: knowbase's own modules are then
+compiled from source by every process (~0.25 s, 165 modules). Unset it for this bench, as an
+installed package has its bytecode.
+
 A whole-process timer on the same kind of home agreed: hybrid/BM25 wall 1.10x, CPU 1.10x
 (1.19 s vs 1.06 s of CPU), peak 179 MiB; after/before wall 0.157x, CPU 0.165x, 178 vs 544 MiB.
 """
