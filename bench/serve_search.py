@@ -127,13 +127,20 @@ async def load(port: int, base: str, clients: int, seconds: float, words: list[s
     return out
 
 
-def serve(src: Path | None, home: Path, base: str, args: argparse.Namespace, words: list[str]):
+def serve(
+    src: Path | None,
+    home: Path,
+    base: str,
+    args: argparse.Namespace,
+    words: list[str],
+    processes: int = 1,
+):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
     port = free_port()
     cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--home", str(home)]
-    cmd += ["--port", str(port), "--no-workers"]
+    cmd += ["--port", str(port), "--no-workers", "--processes", str(processes)]
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -176,6 +183,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--bm25", action="store_true", help="also load a BM25-only twin base")
     parser.add_argument("--before", type=Path, default=None, help="src/ of the code to compare")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="kb serve --processes values to run in turn (e.g. 1 2)",
+    )
     args = parser.parse_args()
     after = Path(__file__).resolve().parent.parent / "src"
     trees = ([("before", args.before.resolve())] if args.before else []) + [("after", after)]
@@ -187,14 +201,20 @@ def main() -> None:
         results = {}
         for label, src in trees:
             for base in ("hybrid", "bm25") if args.bm25 else ("hybrid",):
-                r = results[(label, base)] = serve(src, home, base, args, words)
-                print(
-                    f"  {label:7s} {base:6s} first search {r['first'] * 1000:6.0f} ms   "
-                    f"{r['rate']:6.1f} searches/s   p50 {r['p50']:6.1f} ms   "
-                    f"p99 {r['p99']:6.1f} ms   errors {r['errors']} {r['sample_error'] or ''}",
-                    flush=True,
-                )
-    print(f"{args.clients} clients, {args.seconds:.0f} s each, kb serve --no-workers, one process")
+                for procs in args.processes:
+                    r = serve(src, home, base, args, words, procs)
+                    results.setdefault((label, base), r)  # after/before: the first count
+                    print(
+                        f"  {label:7s} {base:6s} x{procs} "
+                        f"first search {r['first'] * 1000:6.0f} ms   "
+                        f"{r['rate']:6.1f} searches/s   p50 {r['p50']:6.1f} ms   "
+                        f"p99 {r['p99']:6.1f} ms   errors {r['errors']} {r['sample_error'] or ''}",
+                        flush=True,
+                    )
+    print(
+        f"{args.clients} clients, {args.seconds:.0f} s each, kb serve --no-workers, "
+        "xN: --processes N"
+    )
     if args.before:
         b, a = results[("before", "hybrid")], results[("after", "hybrid")]
         print(
