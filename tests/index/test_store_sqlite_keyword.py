@@ -61,3 +61,59 @@ def test_one_pass_scores_equal_fts5_row_by_row(
         assert got == want  # the same numbers, not merely close
     finally:
         store.close()
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    docs=st.lists(
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=1, max_size=60
+    ),
+    terms=st.lists(st.sampled_from([*WORDS, "gnu"]), min_size=1, max_size=3, unique=True),
+    limit=st.integers(min_value=1, max_value=12),
+)
+def test_the_unscoped_lane_joins_fewer_rows_and_returns_what_the_joined_query_does(
+    tmp_path_factory: pytest.TempPathFactory, docs: list[list[str]], terms: list[str], limit: int
+) -> None:
+    """Short documents of five words tie a lot, at the window's cut and at the limit's: the
+    unscoped lane (ranked in FTS5, joined last) must pick the same hits in the same order as
+    the joined query a material scope takes."""
+    store = SqliteIndexStore.open(tmp_path_factory.mktemp("k") / "i.sqlite", base_id="b", dims=None)
+    try:
+        for n, words in enumerate(docs):
+            text = " ".join(words)
+            # Concept IDs in an order of their own, so ties do not follow insertion order
+            store.rebuild_material(
+                MaterialInput(
+                    f"m{n:03d}", f"d{(n * 37) % 101:03d}.md", text, [Chunk(text, 0, len(text), 0)]
+                ),
+                {},
+            )
+        query = " ".join(terms)
+        everything = frozenset(f"m{n:03d}" for n in range(len(docs)))
+        unscoped = store.keyword_lane(query, limit)
+        joined = store.keyword_lane(query, limit, within=everything)
+        assert unscoped == joined
+    finally:
+        store.close()
+
+
+def test_a_tie_across_the_window_cut_is_broken_by_concept_id(tmp_path) -> None:
+    """Twenty equal documents: the window (4 x limit + 1 rows) is cut inside one tie, so
+    which rows enter it is decided by Concept ID, as the joined query decides."""
+    store = SqliteIndexStore.open(tmp_path / "i.sqlite", base_id="b", dims=None)
+    try:
+        paths = [f"d{(n * 37) % 101:03d}.md" for n in range(20)]
+        for n, path in enumerate(paths):
+            store.rebuild_material(
+                MaterialInput(f"m{n:03d}", path, "owl", [Chunk("owl", 0, 3, 0)]), {}
+            )
+        everything = frozenset(f"m{n:03d}" for n in range(20))
+        for limit in (1, 2, 3):
+            unscoped = store.keyword_lane("owl", limit)
+            assert unscoped == store.keyword_lane("owl", limit, within=everything)
+            by_path = sorted(range(20), key=lambda n: paths[n])[:limit]
+            assert [h.material_id for h in unscoped] == [f"m{n:03d}" for n in by_path]
+    finally:
+        store.close()
