@@ -37,6 +37,17 @@ process); what is left is the search around the encode: in one thread a hybrid s
 0 errors (4.82x). The server process used ~1 core at 17.8 ms of CPU per search (main 68.3 ms):
 the GIL, not the two cores, is the cap now — one process serves at most ~1000/18 searches/s;
 150/s needs ~6 ms of Python per search, or more than one server process.
+
+2026-12-06 20:20-20:37, a calmer machine (load ~1-4), ``--processes 1 2 3``: 70.5/s (p99 354 ms),
+98.4/s (p99 260 ms), 83.7/s (p99 376 ms) — two API processes are the best on two cores (the
+clients run on them too). Then ``--processes 1 2 --before`` the tree before the keyword lane
+joined only its hits: x1 77.5 -> 75.4/s, x2 93.2 -> 104.5/s, p99 ~300 ms both, 0 errors: the
+lane's 0.80x CPU does not show end to end. A py-spy profile of one process under the 16 clients
+(20:25): the keyword lane ~31% of the samples (FTS5 ranking, the join, the per-term passes),
+the model ~16%, the vector lane ~18% (the 10k x 384 product, then the candidates' owners),
+visibility ~7%; the rest is HTTP. The encode costs 4.3 ms of CPU per query in batches of 4-8
+(5-7 ms alone), so 150/s on 2 cores needs the whole search near 13 ms of CPU, about 2/3 of
+today's.
 """
 
 from __future__ import annotations
