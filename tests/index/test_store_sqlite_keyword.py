@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,6 +18,26 @@ from knowbase.index.sqlite.store import SqliteIndexStore
 from knowbase.pipeline.documents import Chunk
 
 WORDS = ["owl", "fox", "elk", "yak", "emu"]
+
+
+@contextmanager
+def indexed(
+    path: Path, texts: list[str], concept_id: Callable[[int], str] = "d{:03d}.md".format
+) -> Iterator[SqliteIndexStore]:
+    """A BM25-only store holding each text as one material ``m<n>`` of one chunk."""
+    store = SqliteIndexStore.open(path, base_id="b", dims=None)
+    try:
+        for n, text in enumerate(texts):
+            chunk = Chunk(text, 0, len(text), 0)
+            store.rebuild_material(MaterialInput(f"m{n:03d}", concept_id(n), text, [chunk]), {})
+        yield store
+    finally:
+        store.close()
+
+
+def scrambled(n: int) -> str:
+    """Concept IDs in an order of their own, so ties do not follow insertion order."""
+    return f"d{(n * 37) % 101:03d}.md"
 
 
 def reference(conn, terms: list[str], rowids: list[int]) -> dict[int, float]:
@@ -45,22 +69,14 @@ def reference(conn, terms: list[str], rowids: list[int]) -> dict[int, float]:
 def test_one_pass_scores_equal_fts5_row_by_row(
     tmp_path_factory: pytest.TempPathFactory, docs: list[list[str]], terms: list[str], asked: int
 ) -> None:
-    store = SqliteIndexStore.open(tmp_path_factory.mktemp("k") / "i.sqlite", base_id="b", dims=None)
-    try:
-        for n, words in enumerate(docs):
-            text = " ".join(words)
-            store.rebuild_material(
-                MaterialInput(f"m{n:03d}", f"d{n:03d}.md", text, [Chunk(text, 0, len(text), 0)]),
-                {},
-            )
+    texts = [" ".join(words) for words in docs]
+    with indexed(tmp_path_factory.mktemp("k") / "i.sqlite", texts) as store:
         conn = store._reader()
         rowids = [r for (r,) in conn.execute("SELECT rowid FROM search_text_fts")][:asked]
         with conn:
             got = absolute_scores(conn, terms, rowids)
             want = reference(conn, terms, rowids)
         assert got == want  # the same numbers, not merely close
-    finally:
-        store.close()
 
 
 @settings(
@@ -79,41 +95,22 @@ def test_the_unscoped_lane_joins_fewer_rows_and_returns_what_the_joined_query_do
     """Short documents of five words tie a lot, at the window's cut and at the limit's: the
     unscoped lane (ranked in FTS5, joined last) must pick the same hits in the same order as
     the joined query a material scope takes."""
-    store = SqliteIndexStore.open(tmp_path_factory.mktemp("k") / "i.sqlite", base_id="b", dims=None)
-    try:
-        for n, words in enumerate(docs):
-            text = " ".join(words)
-            # Concept IDs in an order of their own, so ties do not follow insertion order
-            store.rebuild_material(
-                MaterialInput(
-                    f"m{n:03d}", f"d{(n * 37) % 101:03d}.md", text, [Chunk(text, 0, len(text), 0)]
-                ),
-                {},
-            )
-        query = " ".join(terms)
+    texts = [" ".join(words) for words in docs]
+    with indexed(tmp_path_factory.mktemp("k") / "i.sqlite", texts, scrambled) as store:
         everything = frozenset(f"m{n:03d}" for n in range(len(docs)))
-        unscoped = store.keyword_lane(query, limit)
-        joined = store.keyword_lane(query, limit, within=everything)
-        assert unscoped == joined
-    finally:
-        store.close()
+        query = " ".join(terms)
+        assert store.keyword_lane(query, limit) == store.keyword_lane(
+            query, limit, within=everything
+        )
 
 
-def test_a_tie_across_the_window_cut_is_broken_by_concept_id(tmp_path) -> None:
+def test_a_tie_across_the_window_cut_is_broken_by_concept_id(tmp_path: Path) -> None:
     """Twenty equal documents: the window (4 x limit + 1 rows) is cut inside one tie, so
     which rows enter it is decided by Concept ID, as the joined query decides."""
-    store = SqliteIndexStore.open(tmp_path / "i.sqlite", base_id="b", dims=None)
-    try:
-        paths = [f"d{(n * 37) % 101:03d}.md" for n in range(20)]
-        for n, path in enumerate(paths):
-            store.rebuild_material(
-                MaterialInput(f"m{n:03d}", path, "owl", [Chunk("owl", 0, 3, 0)]), {}
-            )
+    with indexed(tmp_path / "i.sqlite", ["owl"] * 20, scrambled) as store:
         everything = frozenset(f"m{n:03d}" for n in range(20))
         for limit in (1, 2, 3):
             unscoped = store.keyword_lane("owl", limit)
             assert unscoped == store.keyword_lane("owl", limit, within=everything)
-            by_path = sorted(range(20), key=lambda n: paths[n])[:limit]
+            by_path = sorted(range(20), key=scrambled)[:limit]
             assert [h.material_id for h in unscoped] == [f"m{n:03d}" for n in by_path]
-    finally:
-        store.close()

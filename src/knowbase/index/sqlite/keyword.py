@@ -8,6 +8,7 @@ rowids, never ``fts_rowid``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,8 +125,7 @@ def _unscoped_lane(
         tied.sort(key=lambda r: (r[3], r[4]))
         ranked = above + [(r[2], cut) for r in tied[: window - len(above)]]
     scores = absolute_scores(conn, kq.terms, [rowid for rowid, _ in ranked])
-    order = sorted(scores.values(), reverse=True)
-    last = order[min(limit, len(order)) - 1]  # every hit scores at least this
+    last = heapq.nlargest(limit, scores.values())[-1]  # every hit scores at least this
     rows = _joined(conn, [rowid for rowid, score in scores.items() if score >= last])
     if rows is None:
         return None
