@@ -66,3 +66,36 @@ def test_claim_still_returns_a_flat_list(backend_catalog: Catalog) -> None:
         m.enqueue_now(BATCHED.name, {}, queue="base.a")
     jobs = m.claim("w1", limit=1)
     assert len(jobs) == 4  # one group of batch_max jobs
+
+
+def test_a_full_queues_backlog_stays_unread_and_other_queues_still_claim(
+    backend_catalog: Catalog,
+) -> None:
+    """A queue without free slots: its later jobs are left in the database, not paged through
+    on every claim (a 100k-file import made each claim read its whole backlog), and a job of
+    another queue behind that backlog is still found."""
+    import sqlalchemy as sa
+
+    from knowbase.jobs.claims import CLAIM_PAGE
+
+    m = manager(backend_catalog, queue_concurrency=1)
+    with backend_catalog.write_tx() as conn:
+        m.enqueue_many(
+            conn, BATCHED.name, [({"i": i}, None) for i in range(CLAIM_PAGE * 6)], queue="base.a"
+        )
+    late = m.enqueue_now(SINGLE.name, {}, queue="base.b")
+    rows_read = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("SELECT") and "FROM job" in statement:
+            rows_read.append(statement)
+
+    sa.event.listen(backend_catalog.engine, "before_cursor_execute", count)
+    try:
+        groups = m.claim_groups("w1", limit=10)
+    finally:
+        sa.event.remove(backend_catalog.engine, "before_cursor_execute", count)
+    assert sorted((g[0].queue, len(g)) for g in groups) == [("base.a", 4), ("base.b", 1)]
+    assert late.id in {j.id for g in groups for j in g}
+    # the running counts, the first page, one page past base.a's backlog: not six pages
+    assert len(rows_read) <= 3, rows_read
