@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from knowbase.catalog.db import now_ms
+from knowbase.catalog.db import now_ms, unindexed
 from knowbase.catalog.item_scope import (
     active_items,
     count_by_status,
@@ -179,7 +179,7 @@ def advance_many(conn: Connection, item_ids: Iterable[str], status: str) -> set[
     for part in _chunks(list(item_ids)):
         rows = conn.execute(
             it.update()
-            .where(it.c.id.in_(part), it.c.status.in_(ACTIVE_STATUSES))
+            .where(it.c.id.in_(part), unindexed(it.c.status).in_(ACTIVE_STATUSES))
             .values(status=status, error_code=None, error_message=None, updated_at=now_ms())
             .returning(it.c.id)
         )
@@ -273,7 +273,7 @@ def fail_items(
             .where(
                 it.c.id.in_(part),
                 it.c.status != "deleting",
-                it.c.status.in_(allowed) if allowed is not None else sa.true(),
+                unindexed(it.c.status).in_(allowed) if allowed is not None else sa.true(),
             )
             .values(status="failed", error_code=code, error_message=message, updated_at=now_ms())
             .returning(it.c.id, it.c.group_id)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
-from knowbase.catalog.db import Catalog
+from knowbase.catalog.db import Catalog, unindexed
 from knowbase.catalog.schema import job as job_t
 from knowbase.errors import Unavailable
 from knowbase.jobs.context import JobContext
@@ -70,7 +70,7 @@ class Cancels:
             for chunk in chunks(ids):
                 rows = conn.execute(
                     sa.update(job_t)
-                    .where(job_t.c.id.in_(chunk), job_t.c.status == "pending")
+                    .where(job_t.c.id.in_(chunk), unindexed(job_t.c.status) == "pending")
                     .values(
                         status="cancelled",
                         active_key=None,
@@ -87,7 +87,7 @@ class Cancels:
                     sa.update(job_t)
                     .where(
                         job_t.c.id.in_(chunk),
-                        job_t.c.status == "running",
+                        unindexed(job_t.c.status) == "running",
                         job_t.c.cancel_requested == sa.false(),
                     )
                     .values(cancel_requested=True, updated_at=now)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from knowbase.catalog.db import Catalog
+from knowbase.catalog.db import Catalog, unindexed
 from knowbase.catalog.schema import job as job_t
 from knowbase.jobs.model import Job
 from knowbase.jobs.registry import JobRegistry
@@ -101,7 +101,10 @@ class Claims:
             for part in range(0, len(picked), 500):  # bound the IN list
                 rows += conn.execute(
                     sa.update(job_t)
-                    .where(job_t.c.id.in_(picked[part : part + 500]), job_t.c.status == "pending")
+                    .where(
+                        job_t.c.id.in_(picked[part : part + 500]),
+                        unindexed(job_t.c.status) == "pending",
+                    )
                     .values(
                         status="running",
                         locked_by=worker_id,
