@@ -192,8 +192,9 @@ job = sa.Table(
     sa.Index("job_parent_idx", "parent_id"),
     sa.Index("job_queue_updated_idx", "queue", "updated_at"),  # event stream (0002j)
     sa.Index("job_finished_idx", "finished_at"),  # retention (0002j)
-    # claims read pending jobs in this order and stop early (0005k)
-    sa.Index("job_pending_order_idx", "status", "run_at", "created_at", "id"),
+    # claims find the (queue, kind) pairs with pending jobs by seeks and read each pair's
+    # jobs in claim order, stopping early (0007p; it replaced 0005k's status-first order)
+    sa.Index("job_pending_pair_idx", "status", "queue", "kind", "run_at", "created_at", "id"),
 )
 
 worker = sa.Table(

@@ -1,0 +1,54 @@
+"""Migration 0007p: claims read pending jobs through ``job_pending_pair_idx`` (status, queue,
+kind, run_at, created_at, id); 0005k's status-first ``job_pending_order_idx`` goes. Down and
+up again on SQLite and PostgreSQL, with pending jobs that a claim still finds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+
+from knowbase.catalog.db import Catalog
+from knowbase.catalog.migrate import alembic_config
+from knowbase.clock import ManualClock
+from knowbase.jobs.manager import JobManager
+from knowbase.jobs.model import JobKind
+
+pytestmark = pytest.mark.timeout(120)
+
+KIND = JobKind("test.kind", 3, 1, 30, 600, "retry")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
+def catalog(request: pytest.FixtureRequest, tmp_path) -> Iterator[Catalog]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
+    else:
+        url = request.getfixturevalue("pg_empty_url")
+    cat = Catalog(url)
+    yield cat
+    cat.dispose()
+
+
+def _job_indexes(cat: Catalog) -> set[str]:
+    with cat.engine.connect() as conn:
+        return {i["name"] for i in sa.inspect(conn).get_indexes("job")}
+
+
+def test_down_and_up_again(catalog: Catalog) -> None:
+    catalog.create_schema()
+    assert "job_pending_pair_idx" in _job_indexes(catalog)
+    assert "job_pending_order_idx" not in _job_indexes(catalog)
+    jobs = JobManager(catalog, clock=ManualClock())
+    jobs.register(KIND, lambda ctx: None)
+    for queue in ("base.a", "base.b"):
+        jobs.enqueue_now(KIND.name, {}, queue=queue)
+    command.downgrade(alembic_config(catalog.engine), "0006c")  # a catalog made before 0007p
+    assert "job_pending_order_idx" in _job_indexes(catalog)
+    assert "job_pending_pair_idx" not in _job_indexes(catalog)
+    catalog.create_schema()  # to head
+    assert "job_pending_pair_idx" in _job_indexes(catalog)
+    assert "job_pending_order_idx" not in _job_indexes(catalog)
+    assert sorted(j.queue for j in jobs.claim("w", limit=5)) == ["base.a", "base.b"]
