@@ -125,17 +125,18 @@ class BaseStorage:
             os.unlink(staged)
         return target
 
-    def move_dir_in(self, staged: Path, prefix: str) -> Path:
-        """Move a staged folder to raw/``prefix`` in one rename; an existing target raises
-        :class:`FileExists`."""
+    def move_files_in(self, staged_root: Path, prefix: str, rels: Iterable[str]) -> None:
+        """Move staged files ``staged_root/<rel>`` to raw/``prefix``/``<rel>``: renames on one
+        filesystem (no bytes move), folders made as needed. The prefix is the caller's own (a
+        folder's, emptied before its first part), so nothing there is overwritten."""
         target = self.path_of(prefix)
-        if os.path.lexists(target):
-            raise FileExists(
-                f"file already exists in the base: {target}", path=prefix, base_id=self.base_id
-            )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(staged, target)
-        return target
+        made: set[Path] = set()
+        for rel in rels:
+            dest = target / validate_relative_path(rel)
+            if dest.parent not in made:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                made.add(dest.parent)
+            os.rename(staged_root / rel, dest)
 
     def write_text(self, rel: str, text: str, *, overwrite: bool = False) -> Path:
         """Write ``text`` (UTF-8, newlines untouched) to raw/``rel``; same rules as copy_in."""

@@ -82,49 +82,41 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
             if current is not None and current.status != "deleting":
                 item_repo.update_data(conn, item.id, skipped=report)
         raise NoIndexableFiles("Directory contains no indexable files", path=origin, skipped=report)
-    storage = rt.storage(base.id)
     within = _paths_within(expansion.files, processable_extensions(base.file_processor_id))
-    total = len(expansion.files)
-    with Staging(storage) as staging:
-        # The copy runs without the base lock (DESIGN: it never covers copying), so searches,
-        # adds and deletes of the same base go on meanwhile; the lock then covers only the
-        # prefix, one rename of the staged folder and the rows. A crash leaves only the staging
-        # folder, which the recovery sweep removes.
-        _copy_all(ctx, staging, [(f.abs_path, within[f.rel]) for f in expansion.files])
-        staging.tree.mkdir(parents=True, exist_ok=True)
-        ctx.progress("enqueuing", 50, files=total, skipped=report)
-        with rt.lock(base.id):
-            if not ctx.is_current_attempt():
-                return  # a cancel or timeout ended this attempt while it copied
-            prefix = _pin_prefix(rt, base, item, origin, report)
-            if prefix is None:
-                return
-            # The row owns the prefix from here on: a crash after the move leaves files that
-            # a retry (or a delete) of this folder purges with it.
-            storage.delete_paths([], [prefix])  # a crashed earlier attempt's leftovers
-            storage.move_dir_in(staging.tree, prefix)
-            _insert_children(rt, ctx, base, item, origin, expansion, prefix, within)
-    ctx.progress("done", 100, files=total, skipped=report)
+    with rt.lock(base.id):
+        if not ctx.is_current_attempt():
+            return  # a cancel or timeout ended this attempt while it walked the folder
+        prefix = _pin_prefix(rt, base, item, origin, report)
+        if prefix is None:
+            return
+        # The row owns the prefix from here on: files moved in before their rows (a crash
+        # between the two) are purged with the folder by a retry or a delete.
+        rt.storage(base.id).delete_paths([], [prefix])  # a crashed earlier attempt's leftovers
+    with Staging(rt.storage(base.id)) as staging:
+        _import_files(rt, ctx, base, item, origin, expansion, prefix, within, staging)
+    ctx.progress("done", 100, files=len(expansion.files), skipped=report)
 
 
-def _copy_all(ctx: JobContext, staging: Staging, pairs: list[tuple[Path, str]]) -> None:
-    """Stage every file, a few at a time: each copy ends with an fsync, which waits on the
+def _copy_all(
+    ctx: JobContext, staging: Staging, pairs: list[tuple[Path, str]], done: int, total: int
+) -> None:
+    """Stage these files, a few at a time: each copy ends with an fsync, which waits on the
     disk, and concurrent fsyncs share the filesystem's journal commits (one by one, 2,000 small
-    files took ~9 s here; with 8 at a time ~4x less). Cancels are seen between files."""
-    total = len(pairs)
+    files took ~9 s here; with 8 at a time ~4x less). Cancels are seen between files; progress
+    counts ``done`` files staged before these, of ``total``."""
     todo = iter(pairs)
     with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="kb-copy") as pool:
         running = {
             pool.submit(staging.copy_to, src, rel) for src, rel in islice(todo, 2 * COPY_THREADS)
         }
-        copied = 0
+        copied = done
         while running:
             finished, running = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
                 fut.result()
                 copied += 1
                 if copied % 20 == 0 or copied == total:
-                    ctx.progress("copying", 50 * copied / total, copied=copied, total=total)
+                    ctx.progress("copying", 99 * copied / total, copied=copied, total=total)
             ctx.check_cancelled()
             for src, rel in islice(todo, len(finished)):
                 running.add(pool.submit(staging.copy_to, src, rel))
@@ -150,7 +142,7 @@ def _pin_prefix(rt: Runtime, base: Base, item: Item, origin: str, report: dict) 
     return str(prefix)
 
 
-def _insert_children(  # type: ignore[no-untyped-def]
+def _import_files(  # type: ignore[no-untyped-def]
     rt: Runtime,
     ctx: JobContext,
     base: Base,
@@ -159,27 +151,37 @@ def _insert_children(  # type: ignore[no-untyped-def]
     expansion,
     prefix: str,
     within: dict[str, str],
+    staging: Staging,
 ) -> None:
-    """Every directory and file row of the expansion, and their jobs, in transactions of
-    :data:`ROWS_PER_TX` files.
+    """Every directory and file row of the expansion, and their jobs, :data:`ROWS_PER_TX`
+    files at a time: stage the files (no lock), then, under the base lock, move them into
+    raw/ and write their rows and jobs in one transaction.
 
-    One transaction for a 100k-file folder held SQLite's only writer for minutes: no heartbeat
-    could renew a lease meanwhile, so this very job's lease lapsed and the sweep failed the
-    whole folder it had just written. Between transactions other writers go on, and the first
-    files index while the rest are inserted. The folders stay ``preparing`` (the roll-up leaves
-    that state alone) until the last transaction moves them to ``processing`` and derives their
-    real status from the children, some of which may have finished by then. An error takes
-    back what earlier transactions wrote; a crash in between abandons the job like any crash
-    mid-expansion (its settling fails the rows written; a retry of the folder purges them).
+    The first files index while the rest are copied (staging all 100k files of a folder
+    before its first row took a third of the import). One transaction for a 100k-file folder
+    held SQLite's only writer for minutes: no heartbeat could renew a lease meanwhile, so this
+    very job's lease lapsed and the sweep failed the whole folder it had just written. The
+    folders stay ``preparing`` (the roll-up leaves that state alone) until the last
+    transaction moves them to ``processing`` and derives their real status from the children,
+    some of which may have finished by then. An error takes back what earlier transactions
+    wrote; a crash in between abandons the job like any crash mid-expansion (its settling
+    fails the rows written; a retry of the folder purges them and the prefix).
     """
+    storage = rt.storage(base.id)
     dir_ids = {"": item.id}
     files = expansion.files
     committed = False
     try:
         for start in range(0, len(files), ROWS_PER_TX):
-            with rt.catalog.write_tx() as conn:
+            part = files[start : start + ROWS_PER_TX]
+            _copy_all(ctx, staging, [(f.abs_path, within[f.rel]) for f in part], start, len(files))
+            with rt.lock(base.id), rt.catalog.write_tx() as conn:
                 if not ctx.is_current_attempt(conn):
                     return  # cancelled or timed out: settling it fails what was written
+                current = item_repo.find(conn, item.id)
+                if current is None or current.status == "deleting":
+                    return  # deleted between two parts: its delete purges what was written
+                storage.move_files_in(staging.tree, prefix, [within[f.rel] for f in part])
                 if start == 0:
                     _insert_dirs(conn, base, origin, expansion, dir_ids)
                 # one multi-row INSERT of items and one of jobs per transaction
@@ -196,21 +198,23 @@ def _insert_children(  # type: ignore[no-untyped-def]
                                 "relative_path": f"{prefix}/{within[f.rel]}",
                             },
                         )
-                        for f in files[start : start + ROWS_PER_TX]
+                        for f in part
                     ],
                 )
                 schedule_items(rt, conn, base, leaves, parent_job_id=ctx.job.id)
             committed = True
-            done = min(len(files), start + ROWS_PER_TX)
-            ctx.progress("enqueuing", 50 + 49 * done / len(files), files=len(files), enqueued=done)
-        with rt.catalog.write_tx() as conn:
+            done = start + len(part)
+            ctx.progress("enqueuing", 99 * done / len(files), files=len(files), enqueued=done)
+        with rt.lock(base.id), rt.catalog.write_tx() as conn:
             item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
             # Deepest first: each walk up re-derives the ancestors after their subfolders.
             for rel in sorted(dir_ids, key=lambda r: -1 if r == "" else r.count("/"), reverse=True):
                 item_repo.reconcile_containers(conn, dir_ids[rel])
     except BaseException:
-        if committed:  # an earlier transaction went through: take its rows back
-            _purge_children(rt, base, item)
+        with rt.lock(base.id):
+            if committed:  # an earlier transaction went through: take its rows back
+                _purge_children(rt, base, item)
+            storage.delete_paths([], [prefix])  # and the files moved in for them
         raise
 
 
