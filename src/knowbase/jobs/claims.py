@@ -1,8 +1,8 @@
 """Claiming due jobs for a worker, under the per-queue and global running caps (spec §5).
 
 One write transaction reads the running counts, picks due pending jobs in claim order (read per
-(queue, kind) a page at a time, merged) and moves them to ``running`` under a lease; on PostgreSQL an advisory lock serialises
-claims, so the counts the caps rely on are consistent.
+(queue, kind) a page at a time, merged) and moves them to ``running`` under a lease; on
+PostgreSQL an advisory lock serialises claims, so the counts the caps rely on are consistent.
 """
 
 from __future__ import annotations
