@@ -268,9 +268,7 @@ def test_masked_top_k_equals_top_k_of_the_allowed_rows(n, removed, allowed, k, s
     rng = np.random.default_rng(seed)
     rows = [(f"u{i:02d}", rng.standard_normal(4).astype("<f4").tobytes()) for i in range(n + 10)]
     gone = {f"u{i:02d}" for i in removed if i < n}
-    matrix = VectorMatrix.from_rows(rows[:n], dims=4, version=1).patched(
-        rows[n:], gone, version=2
-    )
+    matrix = VectorMatrix.from_rows(rows[:n], dims=4, version=1).patched(rows[n:], gone, version=2)
     wanted = {f"u{i:02d}" for i in allowed}
     mask = np.zeros(len(matrix.ids), dtype=bool)
     mask[[matrix.rows[u] for u in wanted if u in matrix.rows]] = True
@@ -285,3 +283,47 @@ def test_masked_top_k_equals_top_k_of_the_allowed_rows(n, removed, allowed, k, s
     assert matrix.top_k(q, k, mask=np.ones(len(matrix.ids), dtype=bool)) == matrix.top_k(q, k)
     with pytest.raises(ValueError):
         matrix.top_k(q, k, mask=np.ones(len(matrix.ids) + 1, dtype=bool))
+
+
+def test_a_lanes_owners_are_read_once_per_matrix(
+    store: SqliteIndexStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The material of each hit comes from SQL the first time a matrix meets the unit, then
+    from memory; a new version (a material replaced) reads again, and a re-added unit's new
+    material is what the lane reports."""
+    from knowbase.index.sqlite import vectors as sqlite_vectors
+
+    reads: list[int] = []
+    real = sqlite_vectors.owners
+
+    def counted(conn, ids):  # type: ignore[no-untyped-def]
+        reads.append(len(ids))
+        return real(conn, ids)
+
+    monkeypatch.setattr(sqlite_vectors, "owners", counted)
+    put(store, "a", [[1, 0, 0], [0, 1, 0]])
+    q = np.array([1.0, 0.5, 0])
+    first = store.vector_lane(q, 10)
+    assert [(h.unit_id, h.material_id) for h in first] == [(h.unit_id, "a") for h in first] and len(
+        first
+    ) == 2
+    assert store.vector_lane(q, 10) == first
+    assert reads == [2]  # the second search asked SQL nothing
+    store.delete_materials(["a"])
+    put(store, "b", [[1, 0, 0]], tag="x")
+    again = store.vector_lane(q, 10)
+    assert [h.material_id for h in again] == ["b"] and len(reads) == 2
+
+
+def test_the_owners_memory_is_bounded(
+    store: SqliteIndexStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowbase.index.sqlite import vectors as sqlite_vectors
+
+    monkeypatch.setattr(sqlite_vectors, "OWNERS_MAX", 2)
+    put(store, "a", [[1, 0, 0], [0, 1, 0], [0, 0, 1]])
+    q = np.array([1.0, 0.5, 0.2])
+    hits = store.vector_lane(q, 10)
+    assert {h.material_id for h in hits} == {"a"} and len(hits) == 3
+    assert len(sqlite_vectors._OWNERS[store.vector_matrix()]) <= 2
+    assert store.vector_lane(q, 10) == hits

@@ -270,7 +270,7 @@ class SqliteIndexStore:
             if mask is not None and not mask.any():
                 return []
             pairs = self.serving_lane(matrix).top_k(q, limit, mask=mask)
-            owner = sqlite_vectors.owners(conn, [uid for uid, _ in pairs])
+            owner = sqlite_vectors.owners_at(conn, matrix, [uid for uid, _ in pairs])
         # A unit deleted since the matrix was read is simply skipped.
         return [LaneHit(uid, owner[uid], score) for uid, score in pairs if uid in owner]
 
