@@ -89,6 +89,39 @@ def test_rollup_ignores_deleting_children(catalog, base):
     assert _status(catalog, root.id).status == "completed"
 
 
+def test_a_folders_own_failure_outlives_a_late_rollup_of_no_children(catalog, base):
+    """A folder whose expansion failed took back the children it wrote; a child's index job
+    that still rolls the folder up (it read the child before the take-back) must not report
+    the empty folder completed. Its parent is still re-derived."""
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        item_repo.set_status(conn, b.id, "completed")
+        item_repo.fail_items(conn, [sub.id], "permission_denied", "could not copy a file")
+        item_repo.delete_rows(conn, [a.id])  # the take-back
+        item_repo.reconcile_containers(conn, sub.id)  # the late roll-up
+    s = _status(catalog, sub.id)
+    assert (s.status, s.error_code) == ("failed", "permission_denied")
+    r = _status(catalog, root.id)
+    assert (r.status, r.error_code) == ("failed", "child_failed")
+
+
+def test_a_child_failed_folder_whose_children_are_gone_is_completed(catalog, base):
+    root, sub, a, b = _tree(catalog, base)
+    with catalog.write_tx() as conn:
+        item_repo.set_status(conn, a.id, "failed", error_code="unreadable_file", error_message="x")
+        assert (_status_in(conn, sub.id).status, _status_in(conn, sub.id).error_code) == (
+            "failed",
+            "child_failed",
+        )
+        item_repo.delete_rows(conn, [a.id])
+        item_repo.reconcile_containers(conn, sub.id)
+    assert _status(catalog, sub.id).status == "completed"
+
+
+def _status_in(conn, item_id):
+    return item_repo.get(conn, item_id)
+
+
 def test_preparing_container_skipped_but_parent_visited(catalog, base):
     root, sub, a, b = _tree(catalog, base)
     with catalog.write_tx() as conn:

@@ -274,12 +274,31 @@ def test_a_copy_failing_in_a_later_part_takes_back_rows_and_files(
     for i in range(6):
         write(src / "docs" / f"d{i}.md", f"document {i}")
 
+    # The first parts' files index meanwhile. Their batch has read its rows and is about to
+    # write when the copy fails; its write lands after the take-back and the folder's failure,
+    # as it may under load (a CI run on PostgreSQL saw it): its roll-up of the emptied folder
+    # must not report it completed.
+    from knowbase.operations.indexing import group_commit
+
+    writing = threading.Event()
+    real_commit = group_commit.commit_each
+
+    def late_commit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        writing.set()
+        time.sleep(1.0)
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(group_commit, "commit_each", late_commit)
+
     def fail() -> None:
+        assert writing.wait(30), "the first parts never reached their write"
         raise PermissionError(13, "Permission denied (injected)")  # not retried
 
     during_copy(monkeypatch, 5, fail)
     result = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=60)
     rows = kb.list_items(bm25_base.id)
     assert [r.id for r in rows] == [result.items[0].id]  # no half-imported children
-    assert rows[0].status == "failed"
+    kb.run_until_idle(timeout_s=60)
+    (folder,) = kb.list_items(bm25_base.id)
+    assert folder.status == "failed" and folder.error_code != "child_failed"  # its own error
     assert raw_files(kb, bm25_base) == [] and staging_dirs(kb, bm25_base) == []

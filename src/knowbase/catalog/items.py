@@ -360,7 +360,9 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
     while container_id and container_id not in seen:
         seen.add(container_id)
         row = conn.execute(
-            sa.select(it.c.status, it.c.group_id, it.c.base_id).where(it.c.id == container_id)
+            sa.select(it.c.status, it.c.group_id, it.c.base_id, it.c.error_code).where(
+                it.c.id == container_id
+            )
         ).first()
         if row is None or row.status == "deleting":
             return
@@ -379,6 +381,12 @@ def reconcile_containers(conn: Connection, container_id: str | None) -> None:
                     .group_by(it.c.status)
                 )
             }
+            if not kids and row.status == "failed" and row.error_code != CHILD_FAILED[0]:
+                # Its own failure (a folder whose expansion failed, and took back the rows
+                # it wrote): no child can tell it otherwise. A late roll-up of a child it
+                # took back would have reported the empty folder completed.
+                container_id = row.group_id
+                continue
             if any(s not in ("completed", "failed") for s in kids):
                 values: dict[str, Any] = {
                     "status": "processing",
