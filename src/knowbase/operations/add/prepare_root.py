@@ -93,7 +93,8 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
         # between the two) are purged with the folder by a retry or a delete.
         rt.storage(base.id).delete_paths([], [prefix])  # a crashed earlier attempt's leftovers
     with Staging(rt.storage(base.id)) as staging:
-        _import_files(rt, ctx, base, item, origin, expansion, prefix, within, staging)
+        if not _import_files(rt, ctx, base, item, origin, expansion, prefix, within, staging):
+            return
     ctx.progress("done", 100, files=len(expansion.files), skipped=report)
 
 
@@ -152,10 +153,11 @@ def _import_files(  # type: ignore[no-untyped-def]
     prefix: str,
     within: dict[str, str],
     staging: Staging,
-) -> None:
+) -> bool:
     """Every directory and file row of the expansion, and their jobs, :data:`ROWS_PER_TX`
     files at a time: stage the files (no lock), then, under the base lock, move them into
-    raw/ and write their rows and jobs in one transaction.
+    raw/ and write their rows and jobs in one transaction. False when a cancel, a timeout or
+    a delete of the folder ended it between two parts.
 
     The first files index while the rest are copied (staging all 100k files of a folder
     before its first row took a third of the import). One transaction for a 100k-file folder
@@ -177,10 +179,10 @@ def _import_files(  # type: ignore[no-untyped-def]
             _copy_all(ctx, staging, [(f.abs_path, within[f.rel]) for f in part], start, len(files))
             with rt.lock(base.id), rt.catalog.write_tx() as conn:
                 if not ctx.is_current_attempt(conn):
-                    return  # cancelled or timed out: settling it fails what was written
+                    return False  # cancelled or timed out: settling it fails what was written
                 current = item_repo.find(conn, item.id)
                 if current is None or current.status == "deleting":
-                    return  # deleted between two parts: its delete purges what was written
+                    return False  # deleted between two parts: its delete purges what was written
                 storage.move_files_in(staging.tree, prefix, [within[f.rel] for f in part])
                 if start == 0:
                     _insert_dirs(conn, base, origin, expansion, dir_ids)
@@ -210,6 +212,7 @@ def _import_files(  # type: ignore[no-untyped-def]
             # Deepest first: each walk up re-derives the ancestors after their subfolders.
             for rel in sorted(dir_ids, key=lambda r: -1 if r == "" else r.count("/"), reverse=True):
                 item_repo.reconcile_containers(conn, dir_ids[rel])
+        return True
     except BaseException:
         with rt.lock(base.id):
             if committed:  # an earlier transaction went through: take its rows back
