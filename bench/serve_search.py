@@ -48,6 +48,13 @@ the model ~16%, the vector lane ~18% (the 10k x 384 product, then the candidates
 visibility ~7%; the rest is HTTP. The encode costs 4.3 ms of CPU per query in batches of 4-8
 (5-7 ms alone), so 150/s on 2 cores needs the whole search near 13 ms of CPU, about 2/3 of
 today's.
+
+Stop 33, one process, 16 clients, this checkout against the tree before the vector lane kept
+its owners per matrix (``vectors.owners_at``; the SQL read of the candidates' materials was
+8.8% of a py-spy profile of the server), runs alternating: 84.0 and 77.0/s against 76.6 and
+74.6/s (~1.06x), p99 307-315 ms against 315-411 ms, 0 errors. The rest of a search's CPU is
+spread out: ONNX ``Session.run`` 18%, the keyword lane ~20% (its join of ~250 hits 9%), the
+vector product ~6%, visibility 7%.
 """
 
 from __future__ import annotations
