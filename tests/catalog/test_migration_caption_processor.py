@@ -3,8 +3,6 @@ holds long model names) on SQLite and PostgreSQL; down, caption bases fall back 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -19,15 +17,9 @@ pytestmark = pytest.mark.timeout(120)
 LONG = "caption:vis:" + "org/a-vision-model-with-a-long-name-" * 4
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
-def catalog(request: pytest.FixtureRequest, tmp_path) -> Iterator[Catalog]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
-    else:
-        url = request.getfixturevalue("pg_empty_url")
-    cat = Catalog(url)
-    yield cat
-    cat.dispose()
+@pytest.fixture
+def catalog(empty_catalog: Catalog) -> Catalog:  # SQLite, and PostgreSQL (slow)
+    return empty_catalog
 
 
 def _insert(cat: Catalog, base_id: str, processor: str | None) -> None:

@@ -4,8 +4,6 @@ up again on SQLite and PostgreSQL, with pending jobs that a claim still finds.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -21,15 +19,9 @@ pytestmark = pytest.mark.timeout(120)
 KIND = JobKind("test.kind", 3, 1, 30, 600, "retry")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
-def catalog(request: pytest.FixtureRequest, tmp_path) -> Iterator[Catalog]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'catalog.sqlite'}"
-    else:
-        url = request.getfixturevalue("pg_empty_url")
-    cat = Catalog(url)
-    yield cat
-    cat.dispose()
+@pytest.fixture
+def catalog(empty_catalog: Catalog) -> Catalog:  # SQLite, and PostgreSQL (slow)
+    return empty_catalog
 
 
 def _job_indexes(cat: Catalog) -> set[str]:

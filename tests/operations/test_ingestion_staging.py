@@ -218,19 +218,20 @@ def test_the_sweep_keeps_a_live_owners_staging(kb: Knowledge, bm25_base: Base, s
 
 
 @pytest.fixture
-def two_files_per_part(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A folder's expansion stages, moves and writes two files at a time."""
+def three_parts(src: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder of six documents, ``d0.md`` to ``d5.md``, whose expansion stages, moves and
+    writes two files at a time: three parts."""
     from knowbase.operations.add import prepare_root
 
     monkeypatch.setattr(prepare_root, "ROWS_PER_TX", 2)
-
-
-@pytest.mark.usefixtures("two_files_per_part")
-def test_a_folders_first_files_are_rows_while_the_rest_still_copy(
-    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
     for i in range(6):
         write(src / "docs" / f"d{i}.md", f"document {i} about parts")
+    return src / "docs"
+
+
+def test_a_folders_first_files_are_rows_while_the_rest_still_copy(
+    kb: Knowledge, bm25_base: Base, three_parts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: dict[str, object] = {}
 
     def look() -> None:  # the fifth file stages: the first two parts are in
@@ -238,7 +239,7 @@ def test_a_folders_first_files_are_rows_while_the_rest_still_copy(
         seen["raw"] = raw_files(kb, bm25_base)
 
     during_copy(monkeypatch, 5, look)
-    kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=60)
+    kb.add(bm25_base.id, [AddInput.directory(three_parts)], wait=True, timeout_s=60)
     assert seen["files"] == [f"d{i}.md" for i in range(4)]
     assert seen["raw"] == [f"docs/d{i}.md" for i in range(4)]  # raw/ holds their files only
     rows = kb.list_items(bm25_base.id)
@@ -247,12 +248,9 @@ def test_a_folders_first_files_are_rows_while_the_rest_still_copy(
     assert raw_files(kb, bm25_base) == [f"docs/d{i}.md" for i in range(6)]
 
 
-@pytest.mark.usefixtures("two_files_per_part")
 def test_a_folder_deleted_between_parts_stops_and_leaves_nothing(
-    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+    kb: Knowledge, bm25_base: Base, three_parts: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for i in range(6):
-        write(src / "docs" / f"d{i}.md", f"document {i}")
     folder: list[str] = []
 
     def delete_it() -> None:  # mid-copy of the third part, from another caller
@@ -261,18 +259,15 @@ def test_a_folder_deleted_between_parts_stops_and_leaves_nothing(
         assert finishes_in_another_thread(lambda: kb.delete_items(bm25_base.id, [root.id]))
 
     during_copy(monkeypatch, 5, delete_it)
-    kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=60)
+    kb.add(bm25_base.id, [AddInput.directory(three_parts)], wait=True, timeout_s=60)
     kb.run_until_idle(timeout_s=60)
     assert folder and kb.list_items(bm25_base.id) == []
     assert raw_files(kb, bm25_base) == [] and staging_dirs(kb, bm25_base) == []
 
 
-@pytest.mark.usefixtures("two_files_per_part")
 def test_a_copy_failing_in_a_later_part_takes_back_rows_and_files(
-    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+    kb: Knowledge, bm25_base: Base, three_parts: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for i in range(6):
-        write(src / "docs" / f"d{i}.md", f"document {i}")
 
     # The first parts' files index meanwhile. Their batch has read its rows and is about to
     # write when the copy fails; its write lands after the take-back and the folder's failure,
@@ -295,7 +290,7 @@ def test_a_copy_failing_in_a_later_part_takes_back_rows_and_files(
         raise PermissionError(13, "Permission denied (injected)")  # not retried
 
     during_copy(monkeypatch, 5, fail)
-    result = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=60)
+    result = kb.add(bm25_base.id, [AddInput.directory(three_parts)], wait=True, timeout_s=60)
     rows = kb.list_items(bm25_base.id)
     assert [r.id for r in rows] == [result.items[0].id]  # no half-imported children
     kb.run_until_idle(timeout_s=60)

@@ -141,16 +141,22 @@ class Claims:
         groups: list[list[str]] = []
         filling: dict[tuple[str, str], tuple[list[str], int]] = {}  # open batches
 
-        def takes(queue: str, kind: str) -> bool:
-            """Whether a further job of this pair could join a batch or start a group."""
-            open_group = filling.get((queue, kind))
-            if open_group is not None and len(open_group[0]) < open_group[1]:
-                return True
+        def open_batch(queue: str, kind: str) -> list[str] | None:
+            """This pair's batch of the claim while it has space for a batch-mate."""
+            group, size = filling.get((queue, kind), (None, 0))
+            return group if group is not None and len(group) < size else None
+
+        def may_start(queue: str, kind: str) -> bool:
+            """Whether a job of this pair may start a group: room, a free slot, batch room."""
             return (
                 len(groups) < room
                 and free.get(queue, self.queue_concurrency) > 0
                 and batch_room.get(kind, 1) > 0
             )
+
+        def takes(queue: str, kind: str) -> bool:
+            """Whether a further job of this pair could join a batch or start a group."""
+            return open_batch(queue, kind) is not None or may_start(queue, kind)
 
         pairs = [
             (queue, kind)
@@ -159,10 +165,10 @@ class Claims:
         ]
         streams = [_due_in_order(conn, now, queue, kind, takes) for queue, kind in pairs]
         for _run_at, _created_at, job_id, queue, kind in heapq.merge(*streams):
-            open_group = filling.get((queue, kind))
-            if open_group is not None and len(open_group[0]) < open_group[1]:
-                open_group[0].append(job_id)  # a batch-mate: no slot of its own
-            elif takes(queue, kind):
+            batch = open_batch(queue, kind)
+            if batch is not None:
+                batch.append(job_id)  # a batch-mate: no slot of its own
+            elif may_start(queue, kind):
                 free[queue] = free.get(queue, self.queue_concurrency) - 1
                 group = [job_id]
                 groups.append(group)

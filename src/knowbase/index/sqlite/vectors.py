@@ -60,12 +60,10 @@ def owners_at(conn: apsw.Connection, matrix: VectorMatrix, ids: Sequence[str]) -
     with _OWNERS_LOCK:
         memo = _OWNERS.setdefault(matrix, {})
     missing = [uid for uid in ids if uid not in memo]
-    if missing:
-        found = owners(conn, missing)
-        if len(memo) + len(found) <= OWNERS_MAX:
-            memo.update(found)
-        return {uid: owner for uid in ids if (owner := memo.get(uid) or found.get(uid))}
-    return {uid: memo[uid] for uid in ids}
+    found = owners(conn, missing) if missing else {}
+    if found and len(memo) + len(found) <= OWNERS_MAX:
+        memo.update(found)
+    return {uid: owner for uid in ids if (owner := memo.get(uid) or found.get(uid))}
 
 
 def row_mask(conn: apsw.Connection, matrix: VectorMatrix, within: frozenset[str]) -> np.ndarray:
