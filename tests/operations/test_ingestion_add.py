@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -335,3 +337,24 @@ def test_an_unowned_file_on_disk_is_skipped(kb: Knowledge, bm25_base: Base, src:
         "docs_1/y.md",
     }
     assert {i.status for i in kb.list_items(bm25_base.id)} == {"completed"}
+
+
+def test_a_file_add_does_not_import_the_http_client(tmp_path: Path) -> None:
+    """The URL check's module pulls in httpx (~0.2 s of a cold ``kb add``): only an add of
+    pages may load it."""
+    note = write(tmp_path / "note.md", "a note about sourdough")
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from knowbase.operations.add.inputs import AddInput\n"
+        "from knowbase.service import Knowledge\n"
+        "from knowbase.settings import Settings\n"
+        f"with Knowledge(Settings(home=Path({str(tmp_path / 'home')!r}))) as kb:\n"
+        "    base = kb.create_base('b', embedding_model_id=None, file_processor_id=None)\n"
+        f"    kb.add(base.id, [AddInput.file(Path({str(note)!r}))], wait=True)\n"
+        f"    kb.add(base.id, [AddInput.directory(Path({str(tmp_path)!r}))], wait=True)\n"
+        "    print(kb.counts(base.id), 'httpx' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("False"), out.stdout
+    assert "completed" in out.stdout

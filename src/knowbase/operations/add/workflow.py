@@ -134,16 +134,18 @@ def _refuse_forbidden_urls(rt: Runtime, base: Base, inputs: list[AddInput]) -> N
     Only the refusal is decided here; a host that cannot be resolved right now is left to the
     fetch job (retried, then reported on the item).
     """
+    pages = [inp for inp in inputs if inp.type in ("url", "sitemap")]
+    if not pages:
+        return  # the check's module imports httpx (~0.2 s): a file or folder add skips it
     from knowbase.errors import Unavailable
     from knowbase.pipeline.sources.ssrf import check_url
 
     allow = base.allow_local_urls or rt.settings.allow_local_urls
-    for inp in inputs:
-        if inp.type in ("url", "sitemap"):
-            try:
-                check_url(inp.url or "", allow_local=allow)
-            except Unavailable:
-                continue
+    for inp in pages:
+        try:
+            check_url(inp.url or "", allow_local=allow)
+        except Unavailable:
+            continue
 
 
 def reserve_free_path(
