@@ -108,6 +108,13 @@ class JobQueries:
         with self.catalog.read() as conn:
             return int(conn.execute(q).scalar_one())
 
+    def any_unfinished(self) -> bool:
+        """Whether any job of the home is not terminal: one index seek, so a waiter whose
+        tree just finished on a quiet home hears so without walking the tree."""
+        q = sa.select(job_t.c.id).where(job_t.c.status.in_(ACTIVE)).limit(1)
+        with self.catalog.read() as conn:
+            return conn.execute(q).first() is not None
+
     def wait_for(
         self, job_ids: Iterable[str], *, timeout_s: float | None = None, poll_s: float = 0.1
     ) -> list[Job]:

@@ -180,6 +180,10 @@ class JobManager:
         """See :meth:`JobQueries.tree_active`."""
         return self.queries.tree_active(job_ids)
 
+    def any_unfinished(self) -> bool:
+        """See :meth:`JobQueries.any_unfinished`."""
+        return self.queries.any_unfinished()
+
     def wait_for(
         self, job_ids: Iterable[str], *, timeout_s: float | None = None, poll_s: float = 0.1
     ) -> list[Job]:

@@ -187,6 +187,13 @@ class Worker:
             if started_here:
                 self.stop()
 
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` for this worker's next idle observation (a claim found
+        nothing and nothing runs here); True if one came. It comes at most once per poll."""
+        with self._idle:
+            seen = self._idle_seq
+            return self._idle.wait_for(lambda: self._idle_seq > seen, timeout_s)
+
     def active_job_ids(self) -> list[str]:
         return [a.job.id for a in self._snapshot()]
 
