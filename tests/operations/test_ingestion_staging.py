@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from knowbase.catalog.models import Base
 from knowbase.files.staging import STAGING_DIR, Staging, remove_stale_staging
@@ -246,6 +248,45 @@ def test_a_folders_first_files_are_rows_while_the_rest_still_copy(
     assert sorted(r.title for r in rows if r.type == "file") == [f"d{i}.md" for i in range(6)]
     assert {r.status for r in rows} == {"completed"}
     assert raw_files(kb, bm25_base) == [f"docs/d{i}.md" for i in range(6)]
+
+
+@given(total=st.integers(0, 5000), largest=st.integers(1, 600), first=st.integers(0, 100))
+def test_parts_cover_the_files_in_order_starting_small(
+    total: int, largest: int, first: int
+) -> None:
+    from knowbase.operations.add.prepare_root import part_bounds
+
+    bounds = part_bounds(total, largest, first)
+    ends = [0, *(e for _, e in bounds)]
+    assert [s for s, _ in bounds] == ends[:-1] and ends[-1] == total  # contiguous, all of them
+    sizes = [e - s for s, e in bounds]
+    assert all(0 < n <= largest for n in sizes)
+    assert not sizes or sizes[0] == min(total, max(1, min(first, largest)))
+    assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:], strict=False))  # doubling at most
+
+
+def test_the_first_part_is_one_index_batch_then_parts_grow(
+    kb: Knowledge, bm25_base: Base, src: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowbase.files.tree import BaseStorage
+    from knowbase.operations.add import prepare_root
+
+    monkeypatch.setattr(prepare_root, "FIRST_PART_ROWS", 2)
+    monkeypatch.setattr(prepare_root, "ROWS_PER_TX", 4)
+    moved: list[int] = []
+    real = BaseStorage.move_files_in
+
+    def move_files_in(self: BaseStorage, tree: Path, prefix: str, rels: list[str]) -> None:
+        moved.append(len(rels))
+        real(self, tree, prefix, rels)
+
+    monkeypatch.setattr(BaseStorage, "move_files_in", move_files_in)
+    for i in range(11):
+        write(src / "docs" / f"d{i:02d}.md", f"document {i} about growing parts")
+    kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=60)
+    assert moved == [2, 4, 4, 1]
+    files = [r for r in kb.list_items(bm25_base.id) if r.type == "file"]
+    assert len(files) == 11 and {r.status for r in files} == {"completed"}
 
 
 def test_a_folder_deleted_between_parts_stops_and_leaves_nothing(

@@ -16,6 +16,7 @@ from knowbase.files import choose_directory_prefix, reserve_relative_path
 from knowbase.files.staging import Staging
 from knowbase.jobs.context import JobContext
 from knowbase.operations.common import live_item
+from knowbase.operations.indexing.index_batch import BATCH_MAX
 from knowbase.operations.purge import purge_rows
 from knowbase.operations.scheduling import schedule_item, schedule_items
 from knowbase.pipeline.processing import processable_extensions
@@ -31,6 +32,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 COPY_THREADS = 8  # staged copies at once (they wait on fsync, not on the CPU)
 ROWS_PER_TX = 500  # file rows (and their jobs) per catalog transaction of an expansion
+# The first part is one index batch, so indexing starts after 64 copies, not 500; each next
+# part doubles, up to ROWS_PER_TX.
+FIRST_PART_ROWS = BATCH_MAX
+
+
+def part_bounds(total: int, largest: int, first: int) -> list[tuple[int, int]]:
+    """``[start, end)`` of each part of ``total`` files: ``first`` (at most ``largest``), then
+    each twice the one before, up to ``largest``."""
+    bounds: list[tuple[int, int]] = []
+    start, size = 0, max(1, min(first, largest))
+    while start < total:
+        end = min(total, start + size)
+        bounds.append((start, end))
+        start, size = end, min(largest, 2 * size)
+    return bounds
 
 
 def _purge_old_expansion(rt: Runtime, base: Base, item: Item) -> bool:
@@ -154,8 +170,9 @@ def _import_files(  # type: ignore[no-untyped-def]
     within: dict[str, str],
     staging: Staging,
 ) -> bool:
-    """Every directory and file row of the expansion, and their jobs, :data:`ROWS_PER_TX`
-    files at a time: stage the files (no lock), then, under the base lock, move them into
+    """Every directory and file row of the expansion, and their jobs, in parts
+    (:func:`part_bounds`: one index batch first, then up to :data:`ROWS_PER_TX` files): stage
+    the files (no lock), then, under the base lock, move them into
     raw/ and write their rows and jobs in one transaction. False when a cancel, a timeout or
     a delete of the folder ended it between two parts.
 
@@ -174,8 +191,8 @@ def _import_files(  # type: ignore[no-untyped-def]
     files = expansion.files
     committed = False
     try:
-        for start in range(0, len(files), ROWS_PER_TX):
-            part = files[start : start + ROWS_PER_TX]
+        for start, end in part_bounds(len(files), ROWS_PER_TX, FIRST_PART_ROWS):
+            part = files[start:end]
             _copy_all(ctx, staging, [(f.abs_path, within[f.rel]) for f in part], start, len(files))
             with rt.lock(base.id), rt.catalog.write_tx() as conn:
                 if not ctx.is_current_attempt(conn):
