@@ -106,6 +106,16 @@ run per figure, runs alternating, load 1-3:
                                        ~750 docs/s overall: the copy of the folder is CPU and
                                        kernel time shared with the indexing (target 1,000: missed)
     remote 200 ms, 2,000 docs          ratio 0.58 / 0.51 -> 0.57 / 0.60 (target 0.85: missed)
+
+Stop 34 (``kb add --wait`` ends with its tree, no httpx import for files, a folder's first part
+is one index batch), before = stop 33's main, ``bench/ingest_ab.py``, medians, load 1-3:
+
+    BM25 only, 2,000 docs (4 rounds)   kb add 3.75 -> 3.5 s (0.93x); CPU 1.95 -> 1.91 ms/doc;
+                                       on a calm machine 2.7-3.2 s (630-740 docs/s) with the
+                                       machine ~80% busy and the catalog writer held ~75% of
+                                       the wall (docs/eval.md: where the time goes, and what
+                                       was tried and dropped). Target 1,000 docs/s: missed
+    remote 200 ms, 2,000 docs (3)      ratio 0.49 -> 0.53 (target 0.85: missed)
 """
 
 from __future__ import annotations
