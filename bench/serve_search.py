@@ -55,6 +55,18 @@ its owners per matrix (``vectors.owners_at``; the SQL read of the candidates' ma
 74.6/s (~1.06x), p99 307-315 ms against 315-411 ms, 0 errors. The rest of a search's CPU is
 spread out: ONNX ``Session.run`` 18%, the keyword lane ~20% (its join of ~250 hits 9%), the
 vector product ~6%, visibility 7%.
+
+Stop 34, what one search costs, in-process and one at a time over this bench's base
+(``thread_time`` of each stage, 300 fresh queries after 100 warm-ups): the process spends
+29 ms of CPU per search (22 ms wall): keyword lane 7.5 ms, vector lane 4.2 ms, visibility
+2.1 ms, and the query encode, which is the model's own compute: MiniLM over a 3-6 word query is
+8.6 ms of CPU alone on one thread (8.4 ms wall on two, at 12.7 ms of CPU) and 5.2-5.5 ms a
+query in batches of 4-16. Encode + both lanes are ~17 ms of CPU before any HTTP or Python
+around them, so two fully busy cores serve at most ~115 searches/s with fresh queries: the
+150/s target needs a cheaper query encoder (whose vectors must still equal the documents') or
+cheaper lanes, not less overhead. Under the 16 clients the server used 1.5 cores (18.4 s of CPU
+in 12.3 s) at 57-62/s (load ~2.5); one ONNX thread instead of two changed nothing (60.2/61.5
+against 57.2/62.2/s).
 """
 
 from __future__ import annotations
