@@ -172,9 +172,9 @@ def _import_files(  # type: ignore[no-untyped-def]
 ) -> bool:
     """Every directory and file row of the expansion, and their jobs, in parts
     (:func:`part_bounds`: one index batch first, then up to :data:`ROWS_PER_TX` files): stage
-    the files (no lock), then, under the base lock, move them into
-    raw/ and write their rows and jobs in one transaction. False when a cancel, a timeout or
-    a delete of the folder ended it between two parts.
+    the files (no lock), then, under the base lock, move them into raw/ and write their rows
+    and jobs in one transaction. False when a cancel, a timeout or a delete of the folder
+    ended it between two parts.
 
     The first files index while the rest are copied (staging all 100k files of a folder
     before its first row took a third of the import). One transaction for a 100k-file folder
