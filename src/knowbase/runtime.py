@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
@@ -22,10 +24,12 @@ from knowbase.errors import (
 from knowbase.files import BaseStorage
 from knowbase.index import backends
 from knowbase.index.base import IndexStore
-from knowbase.jobs.manager import JobManager
 from knowbase.locks import KeyedMutex, pg_advisory_lock
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
 from knowbase.settings import Settings
+
+if TYPE_CHECKING:
+    from knowbase.jobs.manager import JobManager
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +54,32 @@ class Runtime:
 
     settings: Settings
     catalog: Catalog
-    jobs: JobManager
     mutex: KeyedMutex
     clock: Callable[[], float]
+    #: Registers the job kinds' handlers (``operations.handlers.register_all``); the facade sets
+    #: it, and it runs the first time a kind is looked up.
+    register_kinds: Callable[[Runtime], None] | None = None
     _stores: dict[str, IndexStore] = field(default_factory=dict)
     _stores_lock: threading.Lock = field(default_factory=threading.Lock)
+    _jobs: JobManager | None = None
+    _jobs_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def jobs(self) -> JobManager:
+        """The home's job manager, made on first use: a process that only reads a base never
+        imports the queue engine (issue 39 item 5)."""
+        if self._jobs is None:
+            with self._jobs_lock:
+                if self._jobs is None:
+                    from knowbase.jobs.manager import JobManager
+
+                    jobs = JobManager(
+                        self.catalog, clock=self.clock, queue_concurrency=self.settings.workers
+                    )
+                    if self.register_kinds is not None:
+                        jobs.registry.load_with(partial(self.register_kinds, self))
+                    self._jobs = jobs
+        return self._jobs
 
     @classmethod
     def open(cls, settings: Settings, *, clock: Callable[[], float] = time.time) -> Runtime:
@@ -72,8 +97,7 @@ class Runtime:
             if catalog.is_sqlite
             else KeyedMutex(cross_process=pg_advisory_lock(catalog.engine))
         )
-        jobs = JobManager(catalog, clock=clock, queue_concurrency=settings.workers)
-        return cls(settings=settings, catalog=catalog, jobs=jobs, mutex=mutex, clock=clock)
+        return cls(settings=settings, catalog=catalog, mutex=mutex, clock=clock)
 
     # --- storage and index -------------------------------------------------------------------
     def storage(self, base_id: str) -> BaseStorage:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,7 +36,30 @@ class JobRegistry:
     """Kinds by name. A process claims and recovers only the kinds it has registered."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, Registration] = {}
+        self._registrations: dict[str, Registration] = {}
+        self._loader: Callable[[], None] | None = None
+        self._loading = threading.RLock()  # other threads wait for the kinds; the loader's own
+        self._in_load = False  # lookups (re-entrant, same thread) see what is registered so far
+
+    def load_with(self, loader: Callable[[], None]) -> None:
+        """Register the kinds by calling ``loader`` the first time a kind is looked up, not
+        now: handlers import every operation, which a process that never enqueues, cancels
+        or claims (``kb search``) does not need (issue 39 item 5)."""
+        self._loader = loader
+
+    @property
+    def _by_name(self) -> dict[str, Registration]:
+        if self._loader is not None:
+            with self._loading:
+                loader = self._loader
+                if loader is not None and not self._in_load:
+                    self._in_load = True
+                    try:
+                        loader()
+                    finally:
+                        self._in_load = False
+                    self._loader = None
+        return self._registrations
 
     def register(
         self,
@@ -52,7 +76,7 @@ class JobRegistry:
         reg = Registration(
             kind, handler, on_settled, batch_handler, max(1, batch_max), max(1, batch_concurrency)
         )
-        self._by_name[kind.name] = reg
+        self._registrations[kind.name] = reg
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._by_name

@@ -22,17 +22,9 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import CatalogUnavailable, KnowbaseError
-from knowbase.files.staging import Staging
 from knowbase.index.base import UnitRecord
-from knowbase.operations import bases
 from knowbase.operations.add.inputs import AddInput
-from knowbase.operations.add.workflow import AddResult, Strategy, add_items
-from knowbase.operations.delete.workflow import delete_items
 from knowbase.operations.handlers import register_all
-from knowbase.operations.recovery import SweepReport
-from knowbase.operations.reindex.workflow import reindex_items, retry_failed
-from knowbase.operations.restore import RestoreResult, restore_base
-from knowbase.operations.workers import WorkerHost
 from knowbase.runtime import Runtime
 from knowbase.search import items as items_query
 from knowbase.search.base_search import search_base
@@ -41,14 +33,19 @@ from knowbase.search.multi_base import MultiSearch, search_bases
 from knowbase.search.scope import SearchFilters, parse_filters
 from knowbase.search.search import SearchResponse
 from knowbase.search.visibility import VisibilityCache
-from knowbase.service.activity import Activity
 from knowbase.settings import Settings
 
 if TYPE_CHECKING:
     from knowbase.eval.judged import EvalContext
+    from knowbase.files.staging import Staging
+    from knowbase.operations.add.workflow import AddResult, Strategy
+    from knowbase.operations.recovery import SweepReport
+    from knowbase.operations.restore import RestoreResult
+    from knowbase.operations.workers import WorkerHost
     from knowbase.portable.copy_home import CopyReport
     from knowbase.portable.transfer import ArchiveReport
     from knowbase.search.concepts import ConceptService
+    from knowbase.service.activity import Activity
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +63,32 @@ class Knowledge:
     ) -> None:
         self.settings = settings
         self.rt = Runtime.open(settings, clock=clock)
-        register_all(self.rt)
-        self._workers = WorkerHost(self.rt, settings.workers)
+        # Operations load when first used: a process that only reads a base (``kb search``)
+        # imports no ingestion, job or processing room (issue 39 item 5; tests/test_service.py).
+        self.rt.register_kinds = register_all
+        self._host: WorkerHost | None = None
         self._concepts: ConceptService | None = None
         self._visible = VisibilityCache(self.rt.catalog)
-        self.activity = Activity(self.rt)
+        self._activity: Activity | None = None
         if start_workers:
             self.start_workers()
+
+    @property
+    def activity(self) -> Activity:
+        """Jobs, workers and the change feed of the home (``service/activity.py``)."""
+        if self._activity is None:
+            from knowbase.service.activity import Activity
+
+            self._activity = Activity(self.rt)
+        return self._activity
+
+    @property
+    def _workers(self) -> WorkerHost:
+        if self._host is None:
+            from knowbase.operations.workers import WorkerHost
+
+            self._host = WorkerHost(self.rt, self.settings.workers)
+        return self._host
 
     # --- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Knowledge:
@@ -82,7 +98,8 @@ class Knowledge:
         self.close()
 
     def close(self) -> None:
-        self.stop_workers()
+        if self._host is not None:
+            self.stop_workers()
         self.rt.close()
         self.rt.catalog.dispose()
 
@@ -111,6 +128,8 @@ class Knowledge:
         **settings: Any,
     ) -> Base:
         """Create a base; without a model it is BM25-only. Learns dims from the provider."""
+        from knowbase.operations import bases
+
         return bases.create_base(
             self.rt, name, embedding_model_id=embedding_model_id, dimensions=dimensions, **settings
         )
@@ -134,22 +153,30 @@ class Knowledge:
 
     def update_base(self, name_or_id: str, **patch: Any) -> Base:
         """Change settings (no reindex). Model changes go through ``enable_embedding_model``."""
+        from knowbase.operations import bases
+
         return bases.update_base(self.rt, self.get_base(name_or_id).id, **patch)
 
     def delete_base(self, name_or_id: str) -> None:
         """Cancel the base's jobs, remove its directory, then its row (items cascade)."""
+        from knowbase.operations import bases
+
         bases.delete_base(self.rt, self.get_base(name_or_id).id)
 
     def restore_base(
         self, source: str, name: str, *, embedding_model_id: str | None = None
     ) -> RestoreResult:
         """A new base built from ``source``'s raw/ copies (the origin's restoreBase)."""
+        from knowbase.operations.restore import restore_base
+
         return restore_base(
             self.rt, self.get_base(source).id, name, embedding_model_id=embedding_model_id
         )
 
     def enable_embedding_model(self, name_or_id: str, model_id: str) -> Base:
         """BM25-only → hybrid: a model switch from no model (``operations/model_switch/``)."""
+        from knowbase.operations import bases
+
         return bases.enable_embedding_model(self.rt, self.get_base(name_or_id), model_id)
 
     # --- portable archives (portable/transfer.py, portable/copy_home.py) ---------------------
@@ -207,6 +234,8 @@ class Knowledge:
         timeout_s: float = 3600,
     ) -> AddResult:
         """Add items; with ``wait`` run workers here until their jobs are done."""
+        from knowbase.operations.add.workflow import add_items
+
         result = add_items(self.rt, self.get_base(base).id, list(inputs), strategy)
         if wait and result.job_ids:
             self.wait(result.job_ids, timeout_s=timeout_s)
@@ -215,6 +244,8 @@ class Knowledge:
     def spool(self, base: str) -> Staging:
         """A private staging folder in the base for bytes a surface receives (uploads) before
         :meth:`add`; removed on exit, or by the recovery sweep after a crash."""
+        from knowbase.files.staging import Staging
+
         return Staging(self.rt.storage(self.get_base(base).id))
 
     def add_note(
@@ -231,6 +262,8 @@ class Knowledge:
         self._workers.check()
 
     def delete_items(self, base: str, item_ids: list[str], *, wait: bool = False) -> str | None:
+        from knowbase.operations.delete.workflow import delete_items
+
         job_id = delete_items(self.rt, self.get_base(base).id, item_ids)
         if wait and job_id:
             self.wait([job_id])
@@ -239,6 +272,8 @@ class Knowledge:
     def reindex_items(
         self, base: str, item_ids: list[str], *, reacquire: bool = True, wait: bool = False
     ) -> str | None:
+        from knowbase.operations.reindex.workflow import reindex_items
+
         job_id = reindex_items(self.rt, self.get_base(base).id, item_ids, reacquire=reacquire)
         if wait and job_id:
             self.wait([job_id])
@@ -273,6 +308,8 @@ class Knowledge:
 
     def retry_failed(self, base: str, *, wait: bool = False) -> str | None:
         """Re-run failed items: a reindex of the failed roots, rebuilt from raw/."""
+        from knowbase.operations.reindex.workflow import retry_failed
+
         job_id = retry_failed(self.rt, self.get_base(base).id)
         if wait and job_id:
             self.wait([job_id])
@@ -431,6 +468,8 @@ class Knowledge:
     @property
     def concepts(self) -> ConceptService:
         """Concept ID read / grep / tree / delete / refresh (§8), as a ``ConceptService``."""
+        from knowbase.operations.delete.workflow import delete_items
+        from knowbase.operations.reindex.workflow import reindex_items
         from knowbase.search.concepts import ConceptService
 
         if self._concepts is None:
