@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from knowbase.errors import KnowbaseError
-from knowbase.interfaces.mcp import listing, tools
+from knowbase.interfaces.mcp import arguments, budget, listing, tools
 from knowbase.interfaces.mcp.approval import Approve, _approval_text, _client_elicits, _Decision
 from knowbase.interfaces.mcp.listing import _decode_cursor as _decode_cursor  # re-exported
 from knowbase.interfaces.mcp.paths import check_local_file
@@ -80,14 +80,14 @@ def build_server(
     # The SDK is imported here, not at module level: importing it takes seconds, and
     # `kb mcp --base nope` should refuse at once (and `kb --help` never import it).
     from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.resolve import Elicit, Resolve
     from mcp.types import CallToolResult, ToolAnnotations
 
     scope = Scope(kb, None if base_ids is None else list(base_ids))
     roots = list(path_roots or [])
     cites = _Cites()
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    server = arguments.server_class()(SERVER_NAME, instructions=INSTRUCTIONS)
 
     @server.tool(
         name="kb_list",
@@ -168,8 +168,9 @@ def build_server(
             "Search one or more knowledge bases (hybrid keyword + vector search). Returns passages "
             "with a cite id, baseId, conceptId, title, locator (page, sheet, heading path), a "
             "score in [0, 1] and its scoreKind, best first, plus notices on how the search ran. "
-            "Filter by folder (under), type, date, tags and metadata (where). Cite passages by "
-            "their id; read around a passage with kb_read."
+            "Filter by folder (under), type, date, tags and metadata (where); topK passages at "
+            "most, the reply within maxChars (default 8000; each hit first, then its context). "
+            "Cite passages by their id; read around a passage with kb_read."
         ),
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
@@ -228,6 +229,19 @@ def build_server(
                 '"lang": {"in": ["en", "de"]}, "team": "infra"}'
             ),
         ] = None,
+        topK: Annotated[
+            int | None,
+            Field(ge=1, le=50, description="At most this many passages (default: 10 a base)"),
+        ] = None,
+        maxChars: Annotated[
+            int,
+            Field(
+                ge=budget.MIN_MAX_CHARS,
+                le=budget.MAX_MAX_CHARS,
+                description="The reply's size in characters; passages past it are cut or left "
+                "out (each hit first, then context)",
+            ),
+        ] = budget.DEFAULT_MAX_CHARS,
     ) -> CallToolResult:
         return tools.kb_search(
             scope,
@@ -240,6 +254,8 @@ def build_server(
             context=context,
             tags=tags,
             where=where,
+            top_k=topK,
+            max_chars=maxChars,
         )
 
     @server.tool(

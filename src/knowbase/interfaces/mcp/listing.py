@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base, Item
+from knowbase.catalog.schema import ACTIVE_STATUSES
 from knowbase.errors import KnowbaseError, NotFound
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
 from knowbase.interfaces.mcp.tools import SAMPLE_SOURCES, OutOfScope, _not_found_guidance
@@ -15,6 +16,10 @@ from knowbase.interfaces.mcp.tools import SAMPLE_SOURCES, OutOfScope, _not_found
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp.scope import Scope
     from knowbase.service import Knowledge
+
+
+#: Item statuses that mean "not indexed yet": queued, or on its way through the pipeline.
+IN_FLIGHT = ("idle", *ACTIVE_STATUSES)
 
 
 # --- listing helpers ---------------------------------------------------------------------------
@@ -73,8 +78,14 @@ def _list_bases(scope: Scope, query: str | None, limit: int, cursor: str | None)
         if b.status == "failed":
             row.update(itemCount=0, itemsUnavailable=True)
         else:
-            row["itemCount"] = len(roots)
             row.update(capabilities(kb, b, roots))
+            counts = row.get("itemCounts", {})
+            # every file, page, note and folder, not the roots only: a folder of 139 files
+            # is not "2 items"
+            row["itemCount"] = sum(n for s, n in counts.items() if s != "deleting")
+            in_flight = sum(counts.get(s, 0) for s in IN_FLIGHT)
+            if in_flight:  # the base is still being built: searches miss what is not done
+                row.update(status="indexing", itemsIndexing=in_flight)
         row["sampleSources"] = [_sample(r) for r in done[:SAMPLE_SOURCES]]
         rows.append(row)
     offset = 0

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
+from knowbase.interfaces.mcp import budget
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
 from knowbase.operations.add.inputs import AddInput
 
@@ -82,12 +83,15 @@ def kb_search(
     context: int | None = None,
     tags: list[str] | None = None,
     where: dict[str, Any] | list[str] | None = None,
+    top_k: int | None = None,
+    max_chars: int = budget.DEFAULT_MAX_CHARS,
 ) -> Any:
     """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
     passage text), each passage with ``context`` tokens of surroundings (default
-    :data:`KB_SEARCH_CONTEXT`), clamp scores, cite. ``under``/``types``/``since`` filter
-    inside each base's lanes (``search/scope.py``); a malformed one is a tool error naming the
-    filter."""
+    :data:`KB_SEARCH_CONTEXT`), clamp and round scores, cite. ``under``/``types``/``since``
+    filter inside each base's lanes (``search/scope.py``); a malformed one is a tool error
+    naming the filter. ``top_k`` passages at most (per base and merged); the reply holds
+    ``max_chars`` characters at most (:mod:`.budget`)."""
     kb = scope.kb
     query = query.strip()
     if not QUERY_MIN_CHARS <= len(query) <= QUERY_MAX_CHARS:
@@ -116,6 +120,8 @@ def kb_search(
         found = kb.search_many(
             targets,
             query,
+            top_k=top_k,
+            limit=top_k,
             dedupe_text=True,
             under=under,
             types=types,
@@ -145,14 +151,24 @@ def kb_search(
             "bases could not be searched right now.",
             bases=errors,
         )
-    results = [_hit(m.base_id, m.result) for m in merged]
-    items = [{"id": cites.next(), **{k: v for k, v in h.items() if v is not None}}
-             for h in results]  # fmt: skip
+    passages = [_passage(m.base_id, m.result) for m in merged]
+    shown, left_out = budget.fit(passages, max_chars)
+    items = [{"id": cites.next(), **h} for h in shown]
     data: dict[str, Any] = {"items": items}
     if errors:
         data["failedBases"] = errors
     filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
     notices = scope_notices(targets, found.modes, {k: v for k, v in filters.items() if v})
+    if left_out:
+        notices.append(
+            f"{left_out} more passage(s) did not fit in maxChars={max_chars}; raise maxChars "
+            "or narrow the search (topK, filters) to see them."
+        )
+    if any(h.get("truncated") for h in shown):
+        notices.append(
+            "Passages marked truncated were cut to fit maxChars; kb_read (conceptId, charStart, "
+            "charEnd) reads around them."
+        )
     if notices:
         data["notices"] = notices
     if not items:
@@ -187,22 +203,29 @@ def scope_notices(
     return notices
 
 
-def _hit(base_id: str, r: SearchResult) -> dict[str, Any]:
+def _passage(base_id: str, r: SearchResult) -> budget.Passage:
     """A search result as ``kb_search`` shows it: camelCase, the score clamped to [0, 1] and
-    its kind (``hybrid``, ``keyword``, ``vector``: one absolute scale; ``rrf``: ranks only;
-    ``relevance``: a reranker's), and the locator (page, sheet, heading path…)."""
-    return {
+    rounded to 4 digits, its kind (``hybrid``, ``keyword``, ``vector``: one absolute scale;
+    ``rrf``: ranks only; ``relevance``: a reranker's), and the locator (page, sheet, heading
+    path…); with where the hit lies inside its passage (for the budget)."""
+    item = {
         "baseId": base_id,
         "conceptId": r.concept_id,
         "title": r.title,
         "type": r.item_type,
         "content": r.text,
-        "score": min(max(float(r.score), 0.0), 1.0),
+        "score": round(min(max(float(r.score), 0.0), 1.0), 4),
         "scoreKind": r.score_kind,
         "charStart": r.char_start,
         "charEnd": r.char_end,
-        "locator": r.locator or {},
+        "locator": r.locator or None,
     }
+    context = r.context or {}
+    return budget.Passage(
+        {k: v for k, v in item.items() if v is not None},
+        context.get("hit_start", r.char_start),
+        context.get("hit_end", r.char_end),
+    )
 
 
 # --- kb_read -----------------------------------------------------------------------------------
@@ -229,6 +252,10 @@ def kb_read(
             data = _camel(found)
             data["type"] = data.pop("itemType")
             data = {"id": cites.next(), **data}
+            if found.get("partial"):
+                # Only the structured content said so: an agent reading the text took a scan
+                # that gave up for a document without the line.
+                return _ok(data, _partial_text(concept_id, pattern, found))
             if not found["matches"]:
                 return _ok(data, f"No line of {concept_id!r} matches {pattern!r}.")
             return _ok(data)
@@ -242,6 +269,24 @@ def kb_read(
         return _from_error(exc, _not_found_guidance(exc))
     except KnowbaseError as exc:
         return _from_error(exc)
+
+
+def _partial_text(concept_id: str, pattern: str, found: dict[str, Any]) -> str:
+    """What a grep that stopped early covered, and what to do about it."""
+    n = len(found["matches"])
+    head = (
+        f"The search of {concept_id!r} for {pattern!r} stopped early: {found.get('reason')}. "
+    )
+    if not n:
+        return head + (
+            "No match was found in the part searched; this does not mean the document has "
+            "none. Use a simpler pattern (no nested repetition such as (a+)+) or kb_read the "
+            "rest."
+        )
+    import json
+
+    listed = json.dumps(_camel({"matches": found["matches"]}), ensure_ascii=False)
+    return head + f"{n} match(es) in the part searched: {listed}"
 
 
 # --- kb_manage ---------------------------------------------------------------------------------
