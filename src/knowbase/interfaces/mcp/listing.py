@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base, Item
-from knowbase.catalog.schema import ACTIVE_STATUSES
 from knowbase.errors import KnowbaseError, NotFound
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
 from knowbase.interfaces.mcp.tools import SAMPLE_SOURCES, OutOfScope, _not_found_guidance
@@ -18,8 +17,9 @@ if TYPE_CHECKING:
     from knowbase.service import Knowledge
 
 
-#: Item statuses that mean "not indexed yet": queued, or on its way through the pipeline.
-IN_FLIGHT = ("idle", *ACTIVE_STATUSES)
+#: Item statuses that mean "not indexed yet": queued, or on its way through the pipeline (the
+#: catalog's ``ACTIVE_STATUSES`` and ``idle``; surfaces do not import the catalog's schema).
+IN_FLIGHT = ("idle", "preparing", "processing", "reading", "embedding")
 
 
 # --- listing helpers ---------------------------------------------------------------------------
