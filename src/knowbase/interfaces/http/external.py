@@ -207,11 +207,15 @@ def build_router(keys: tuple[str, ...]) -> APIRouter:
             "application/json": {"schema": {"$ref": "#/components/schemas/RetrievalRequest"}}
         },
     }
+    from knowbase.interfaces.http import error_responses
+
     responses: dict[int | str, dict[str, Any]] = {
         200: {"model": RetrievalResponse, "description": "the records, best first"},
         400: {"model": DifyError, "description": "the request cannot be served (3001)"},
         403: {"model": DifyError, "description": "bad Authorization header (1001) or key (1002)"},
         404: {"model": DifyError, "description": "the knowledge does not exist (2001)"},
+        # a base that cannot be searched right now answers as every other route does
+        **error_responses(409, 503),
     }
     for path in RETRIEVAL_PATHS + SLASHED_PATHS:
         router.add_api_route(
