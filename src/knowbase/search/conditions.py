@@ -14,7 +14,8 @@ empty match. Operators mean what Dify's ``process_metadata_filter_func``
 
 - ``contains``, ``not contains``, ``start with``, ``end with``: on the value as text;
 - ``is`` and ``=`` are one operator, as are ``is not`` and ``≠``: a number compares as a number
-  (``year is 2023`` holds for 2023 and "2023"), text as text;
+  (``year is 2023`` holds for 2023 and "2023"), text as text; a list value means any of it
+  (Dify drops such a condition);
 - ``in``/``not in``: a list, or a comma-separated string (``"license,pydoc"``); an empty list:
   ``in`` never holds, ``not in`` always;
 - ``>``, ``<``, ``≥``, ``≤`` (and ``>=``, ``<=``) compare numbers; ``before``/``after`` are

@@ -15,6 +15,8 @@ an empty result; a malformed one raises :class:`~knowbase.errors.InvalidFilter`.
   a comma list; a leading dot and upper case are accepted (``.PDF``).
 - ``since``: an ISO 8601 date or datetime; the items updated (indexed) at or after it. A date
   is midnight UTC; a datetime without an offset is UTC.
+- ``tags``/``where`` (:mod:`.label_filters`) and ``conditions`` (Dify's ``metadata_condition``,
+  :mod:`.conditions`): on each document's effective tags and metadata, resolved here too.
 
 >>> f = parse_filters(under="/papers/", types=["PDF,md"])
 >>> (f.under, sorted(f.types))
