@@ -47,6 +47,7 @@ def holds(op: str, value: Any, name: str = "kind", doc: dict[str, Any] = DOC) ->
         ("is", "2023", "year", True),  # as_string() of the JSON number
         ("is not", 2023, "year", False),
         ("≠", "de", "lang", True),
+        ("is", ["de", "en"], "lang", True),  # a list: any of it (Dify would drop the filter)
         # LIKE '%v%', 'v%', '%v' on the value as text (a list: one of its values)
         ("contains", "cens", "kind", True),
         ("not contains", "cens", "kind", False),
