@@ -168,7 +168,7 @@ def kb_search(
         )
     if notices:
         data["notices"] = notices
-    if not items:
+    if not items and not left_out:  # (passages that did not fit are not "no match")
         filtered = any(filters.values())
         return _ok(
             data,
