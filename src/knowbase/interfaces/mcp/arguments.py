@@ -58,7 +58,9 @@ def server_class() -> type:
         async def call_tool(
             self, name: str, arguments: dict[str, Any], context: Any = None
         ) -> Any:
-            schema = self._tool_input_schema(name)
+            # the public listing (six tools), not the SDK's private lookup
+            schemas = {t.name: t.input_schema for t in await self.list_tools()}
+            schema = schemas.get(name)
             if schema is not None:
                 refused = unknown_arguments(name, arguments, schema)
                 if refused is not None:
