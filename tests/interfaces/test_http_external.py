@@ -12,7 +12,6 @@ import pytest
 
 from knowbase import AddInput, Knowledge, load_settings
 from knowbase.interfaces.http import create_app
-from knowbase.interfaces.http.external import MetadataCondition, matches
 
 pytestmark = pytest.mark.timeout(120)
 KEY = "dify-key-1"
@@ -161,44 +160,3 @@ def test_the_endpoint_is_off_without_a_key(tmp_path: Path, live_server: Callable
 def test_keys_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KNOWBASE_EXTERNAL_API_KEYS", " a , b ,")
     assert load_settings(tmp_path).external_api_keys == ("a", "b")
-
-
-@pytest.mark.parametrize(
-    ("op", "value", "expected"),
-    [
-        ("contains", "print", True),
-        ("not contains", "print", False),
-        ("start with", "pri", True),
-        ("end with", "ter", True),
-        ("is", "printer", True),
-        ("is not", "printer", False),
-        ("in", ["vpn", "printer"], True),
-        ("not in", ["vpn"], True),
-        ("empty", None, False),
-        ("not empty", None, True),
-    ],
-)
-def test_text_operators(op: str, value: Any, expected: bool) -> None:
-    condition = MetadataCondition.model_validate(
-        {"conditions": [{"name": "title", "comparison_operator": op, "value": value}]}
-    )
-    assert matches({"title": "printer"}, condition) is expected
-
-
-def test_numeric_date_and_logical_operators() -> None:
-    def cond(op: str, value: Any, name: str = "n", logic: str = "and") -> MetadataCondition:
-        return MetadataCondition.model_validate(
-            {"logical_operator": logic, "conditions": [
-                {"name": name, "comparison_operator": op, "value": value},
-                {"name": "title", "comparison_operator": "is", "value": "nope"},
-            ]}
-        )
-
-    meta = {"n": 5, "d": "2024-05-01", "title": "x"}
-    assert not matches(meta, cond(">", 3))  # and: the second condition fails
-    assert matches(meta, cond(">", 3, logic="or"))
-    assert matches(meta, cond("≥", 5, logic="or")) and not matches(meta, cond("<", 5, logic="or"))
-    assert matches(meta, cond("after", "2024-01-01", name="d", logic="or"))
-    assert not matches(meta, cond("before", "2024-01-01", name="d", logic="or"))
-    assert not matches(meta, cond("=", "not a number", logic="or"))
-    assert matches(meta, None)

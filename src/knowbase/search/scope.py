@@ -15,6 +15,8 @@ an empty result; a malformed one raises :class:`~knowbase.errors.InvalidFilter`.
   a comma list; a leading dot and upper case are accepted (``.PDF``).
 - ``since``: an ISO 8601 date or datetime; the items updated (indexed) at or after it. A date
   is midnight UTC; a datetime without an offset is UTC.
+- ``tags``/``where`` (:mod:`.label_filters`) and ``conditions`` (Dify's ``metadata_condition``,
+  :mod:`.conditions`): on each document's effective tags and metadata, resolved here too.
 
 >>> f = parse_filters(under="/papers/", types=["PDF,md"])
 >>> (f.under, sorted(f.types))
@@ -34,6 +36,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from knowbase.errors import InvalidFilter
+from knowbase.search.conditions import ConditionSet, check_names, fields_of, parse_conditions
 from knowbase.search.label_filters import Condition, matches_labels, parse_tags, parse_where
 
 ScopeRow = tuple[str, str, str | None, str | None, int]
@@ -53,6 +56,7 @@ class SearchFilters:
     since_ms: int | None = None
     tags: frozenset[str] = frozenset()  # case-folded; all required (label_filters.py)
     where: tuple[Condition, ...] = ()
+    conditions: ConditionSet | None = None  # Dify's metadata_condition (conditions.py)
 
     @property
     def active(self) -> bool:
@@ -66,7 +70,7 @@ class SearchFilters:
     @property
     def on_labels(self) -> bool:
         """Whether tags or metadata conditions restrict the search."""
-        return bool(self.tags) or bool(self.where)
+        return bool(self.tags) or bool(self.where) or self.conditions is not None
 
     def explain(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -80,6 +84,8 @@ class SearchFilters:
             out["tags"] = sorted(self.tags)
         if self.where:
             out["where"] = [c.explain() for c in self.where]
+        if self.conditions is not None:
+            out["conditions"] = self.conditions.explain()
         return out
 
 
@@ -102,13 +108,15 @@ def parse_filters(
     since: str | date | datetime | None = None,
     tags: Iterable[str] | str | None = None,
     where: Any = None,
+    conditions: Any = None,
 ) -> SearchFilters:
     """Validate and normalise raw filter values (CLI options, JSON fields, Python arguments).
 
-    ``tags`` and ``where`` are read by :mod:`knowbase.search.label_filters`."""
+    ``tags`` and ``where`` are read by :mod:`knowbase.search.label_filters`, ``conditions``
+    (Dify's ``metadata_condition``) by :mod:`knowbase.search.conditions`."""
     return SearchFilters(
         parse_under(under), parse_types(types), parse_since(since), parse_tags(tags),
-        parse_where(where),
+        parse_where(where), parse_conditions(conditions),
     )
 
 
@@ -229,17 +237,32 @@ def resolve(catalog: Any, base_id: str, filters: SearchFilters | None) -> Scope 
     from knowbase.catalog import items as item_repo
     from knowbase.catalog.labels import label_rows
 
+    conditions = filters.conditions
     with catalog.read() as conn:
         rows = item_repo.scope_rows(conn, base_id, since_ms=filters.since_ms)
         labels = label_rows(conn, base_id) if filters.on_labels else None
-    allowed = allowed_materials(rows, filters)
+        allowed = allowed_materials(rows, filters)
+        shown: dict[str, dict[str, Any]] = {}
+        if conditions is not None and conditions.names() & {"title", "source"}:
+            # title and source live in the item's data: loaded only when a condition names them
+            found = item_repo.find_searchable(conn, base_id, allowed)
+            shown = {i: {"title": it.title, "source": it.source} for i, it in found.items()}
     if labels is not None:
-        allowed = frozenset(i for i in allowed if _labels_pass(i, labels, filters))
+        if conditions is not None:
+            check_names(conditions, {k for _, _, meta in labels.values() for k in meta})
+        own = {r[0]: {"item_type": r[1], "concept_id": r[3] or r[2]} for r in rows}
+        allowed = frozenset(
+            i for i in allowed if _labels_pass(i, labels, filters, {**own[i], **shown.get(i, {})})
+        )
     return Scope(filters, allowed)
 
 
-def _labels_pass(item_id: str, rows: Any, filters: SearchFilters) -> bool:
+def _labels_pass(
+    item_id: str, rows: Any, filters: SearchFilters, item: dict[str, Any]
+) -> bool:
     from knowbase.catalog.labels import effective_labels
 
     tags, metadata = effective_labels(item_id, rows)
-    return matches_labels(tags, metadata, filters.tags, filters.where)
+    if not matches_labels(tags, metadata, filters.tags, filters.where):
+        return False
+    return filters.conditions is None or filters.conditions.holds(fields_of(tags, metadata, item))

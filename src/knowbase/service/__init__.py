@@ -391,6 +391,7 @@ class Knowledge:
         since: str | date | datetime | None = None,
         tags: Iterable[str] | str | None = None,
         where: Any = None,
+        conditions: Any = None,
         context: int | None = None,
     ) -> SearchResponse:
         """Hybrid (or BM25-only) search over one base's completed items (§7).
@@ -399,11 +400,15 @@ class Knowledge:
         Filters (``search/scope.py``) restrict both lanes before their cut: ``under`` a Concept
         ID folder, ``types`` source types (``pdf``, ``md``, ``url``, ``note``…), ``since`` an
         ISO date/datetime of the last update; ``tags`` (all required) and ``where`` metadata
-        conditions (``search/label_filters.py``). A malformed filter raises ``InvalidFilter``.
-        ``context`` (tokens) returns each hit with its surroundings (``search/context.py``).
+        conditions (``search/label_filters.py``); ``conditions`` Dify's ``metadata_condition``
+        (``search/conditions.py``: ``and``/``or`` over Dify's operators). A malformed filter
+        raises ``InvalidFilter``. ``context`` (tokens) returns each hit with its surroundings
+        (``search/context.py``).
         """
         check_budget(context)
-        filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
+        filters = parse_filters(
+            under=under, types=types, since=since, tags=tags, where=where, conditions=conditions
+        )
         b = base if isinstance(base, Base) else self.get_base(base)
         return self._search(b, query, top_k=top_k, filters=filters, context=context)
 

@@ -32,6 +32,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowbase.errors import InvalidInput, KnowbaseError
+from knowbase.interfaces.http import openapi
 from knowbase.interfaces.http.guard import HostGuard, HostPolicy
 from knowbase.interfaces.http.models import ErrorBody
 from knowbase.interfaces.http.retry import RetryPassingFaults
@@ -197,15 +198,16 @@ class BodyLimit:
 
 
 def _auth_dependency(token: str) -> Any:
-    from knowbase.interfaces.http.external import RETRIEVAL_PATHS
+    from knowbase.interfaces.http.external import RETRIEVAL_PATHS, SLASHED_PATHS
 
     bearer = HTTPBearer(auto_error=False, description="KNOWBASE_API_TOKEN")
+    own_keys = frozenset(RETRIEVAL_PATHS + SLASHED_PATHS)
     expected = token.encode("utf-8")
 
     def check(
         request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
     ) -> None:
-        if request.url.path in RETRIEVAL_PATHS:
+        if request.scope["path"] in own_keys:
             return  # Dify's endpoint checks its own keys (external_api_keys)
         # Starlette decodes headers as latin-1: encoding back gives the bytes that were sent.
         given = (creds.credentials if creds else "").encode("latin-1")
@@ -309,6 +311,7 @@ def create_app(
         from knowbase.interfaces.http.external import build_router
 
         app.include_router(build_router(external_keys))
+    openapi.install(app, dify=bool(external_keys))
     return app
 
 

@@ -5,29 +5,35 @@ appending ``/retrieval`` to the endpoint a user registers, with ``Authorization:
 and a JSON body ``{knowledge_id, query, retrieval_setting: {top_k, score_threshold},
 metadata_condition?}``; it expects ``{"records": [{content, score, title, metadata}]}`` and, on
 failure, ``{"error_code", "error_msg"}`` (1001 bad Authorization header, 1002 authorization
-failed, 2001 knowledge does not exist).
+failed, 2001 knowledge does not exist; 3001 is ours: a request Dify must fix, e.g. a condition
+on an unknown field or a value of the wrong kind).
 
 Here ``knowledge_id`` is a base name or id, the keys are the ``external_api_keys`` setting
 (``KNOWBASE_EXTERNAL_API_KEYS``, comma-separated) and the routes exist only when a key is
 configured. They check their own keys, so ``kb serve``'s ``KNOWBASE_API_TOKEN`` does not apply
-to them. ``metadata_condition`` is evaluated on each record's ``metadata`` — the document's own
-metadata and tags (its folders' included) plus Concept ID, source, type, title and base —, over
-a wider candidate list so filtering does not starve ``top_k``.
+to them. The key is checked before the body is read: Dify's "save API" check posts no body and
+treats only a 403 as a wrong key. ``metadata_condition`` is handed to the search as a pre-filter
+(``search/conditions.py``: Dify's operators, inside both lanes before the cut), so ``top_k`` is
+filled from every matching document. Shapes Dify's own models allow are accepted (null
+``conditions``, ``logical_operator``, ``top_k`` or ``score_threshold``; lists of numbers); a
+query without searchable tokens answers no records, one past the search's limit is cut to it.
+An endpoint registered with a trailing slash makes Dify call ``//retrieval``: served too.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterable
-from datetime import date, datetime
-from typing import TYPE_CHECKING, Any, Literal
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from knowbase.errors import NotFound
+from knowbase.errors import InvalidInput, NoSearchableTokens, NotFound
+from knowbase.search.search import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
     from knowbase.search.search import SearchResult
@@ -35,31 +41,55 @@ if TYPE_CHECKING:
 
 #: The paths Dify may call: the bare one, and the one under a ``/dify`` prefix (RAGFlow's).
 RETRIEVAL_PATHS = ("/retrieval", "/dify/retrieval")
-#: Candidates fetched per requested record when a metadata condition will filter them.
-_FILTER_WIDENING = 5
+#: What Dify calls when the endpoint was saved with a trailing slash (``{endpoint}/retrieval``).
+SLASHED_PATHS = ("//retrieval", "/dify//retrieval")
+#: Our own code, in Dify's shape: the request cannot be served as sent (fix the request).
+INVALID_REQUEST = 3001
 
 
 class RetrievalSetting(BaseModel):
-    top_k: int = Field(ge=1, le=1000)
-    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    """``top_k`` null: the base's default; ``score_threshold`` null: 0."""
+
+    top_k: int | None = Field(default=None, ge=1, le=1000)
+    score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class Condition(BaseModel):
+    """One of Dify's conditions; what the operators do: ``knowbase.search.conditions``."""
+
     name: str | list[str]
     comparison_operator: str
-    value: str | float | list[str] | None = None
+    value: str | int | float | list[str | int | float | None] | None = None
 
 
 class MetadataCondition(BaseModel):
-    logical_operator: Literal["and", "or"] = "and"
-    conditions: list[Condition] = Field(default_factory=list)
+    logical_operator: str | None = "and"
+    conditions: list[Condition] | None = None
 
 
 class RetrievalRequest(BaseModel):
     knowledge_id: str = Field(min_length=1)
-    query: str = Field(min_length=1)
-    retrieval_setting: RetrievalSetting
+    query: str
+    retrieval_setting: RetrievalSetting | None = None
     metadata_condition: MetadataCondition | None = None
+
+
+class Record(BaseModel):
+    content: str
+    score: float
+    title: str
+    metadata: dict[str, Any]
+
+
+class RetrievalResponse(BaseModel):
+    records: list[Record]
+
+
+class DifyError(BaseModel):
+    """Dify's error shape."""
+
+    error_code: int = Field(examples=[1002])
+    error_msg: str
 
 
 def dify_error(status: int, code: int, message: str) -> JSONResponse:
@@ -111,124 +141,103 @@ def record_of(
     }
 
 
-def _as_number(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _as_datetime(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day)
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-
-
-def _compare(op: str, have: Any, want: Any) -> bool:
-    text = "" if have is None else str(have)
-    wanted = [str(w) for w in want] if isinstance(want, list) else [str(want)]
-    numeric: dict[str, Callable[[float, float], bool]] = {
-        "=": lambda a, b: a == b,
-        "≠": lambda a, b: a != b,
-        "!=": lambda a, b: a != b,
-        ">": lambda a, b: a > b,
-        "<": lambda a, b: a < b,
-        "≥": lambda a, b: a >= b,
-        ">=": lambda a, b: a >= b,
-        "≤": lambda a, b: a <= b,
-        "<=": lambda a, b: a <= b,
-    }
-    if op in numeric:
-        a, b = _as_number(have), _as_number(want)
-        return a is not None and b is not None and numeric[op](a, b)
-    if op in {"before", "after"}:
-        a, b = _as_datetime(have), _as_datetime(want)
-        if a is None or b is None:
-            return False
-        if (a.tzinfo is None) != (b.tzinfo is None):  # compare naive with naive
-            a, b = a.replace(tzinfo=None), b.replace(tzinfo=None)
-        return a < b if op == "before" else a > b
-    textual: dict[str, Callable[[], bool]] = {
-        "contains": lambda: any(w in text for w in wanted),
-        "not contains": lambda: not any(w in text for w in wanted),
-        "start with": lambda: any(text.startswith(w) for w in wanted),
-        "end with": lambda: any(text.endswith(w) for w in wanted),
-        "is": lambda: text == wanted[0],
-        "is not": lambda: text != wanted[0],
-        "in": lambda: text in wanted,
-        "not in": lambda: text not in wanted,
-        "empty": lambda: have in (None, "", [], {}),
-        "not empty": lambda: have not in (None, "", [], {}),
-        "null": lambda: have is None,
-        "not null": lambda: have is not None,
-    }
-    return textual[op]() if op in textual else False
-
-
-def matches(metadata: dict[str, Any], condition: MetadataCondition | None) -> bool:
-    """Whether a record's metadata satisfies Dify's ``metadata_condition`` (no condition: yes).
-
-    A condition naming several fields holds when any of them holds; an unknown operator or a
-    field the record lacks does not hold (except ``empty``/``not empty``/``null``).
-    """
-    if condition is None or not condition.conditions:
-        return True
-    outcomes = []
-    for c in condition.conditions:
-        names = c.name if isinstance(c.name, list) else [c.name]
-        op = c.comparison_operator.strip().lower()
-        outcomes.append(any(_compare(op, metadata.get(n), c.value) for n in names))
-    return all(outcomes) if condition.logical_operator == "and" else any(outcomes)
-
-
 def retrieve(kb: Knowledge, body: RetrievalRequest) -> dict[str, Any]:
-    """Dify's records for ``body`` (raises ``NotFound`` for an unknown base)."""
+    """Dify's records for ``body`` (raises ``NotFound`` for an unknown base, ``InvalidFilter``
+    for a condition that cannot be evaluated)."""
     base = kb.get_base(body.knowledge_id)
-    wanted = body.retrieval_setting.top_k
-    widened = body.metadata_condition is not None and bool(body.metadata_condition.conditions)
-    response = kb.search(base, body.query, top_k=wanted * _FILTER_WIDENING if widened else wanted)
-    labels = kb.effective_labels(base.id, {r.item_id for r in response.results})
-    records = []
-    for result in response.results:
-        if result.score < body.retrieval_setting.score_threshold:
-            continue
-        record = record_of(result, base.name, labels.get(result.item_id, ([], {})))
-        if matches(record["metadata"], body.metadata_condition):
-            records.append(record)
-        if len(records) == wanted:
-            break
-    return {"records": records}
+    setting = body.retrieval_setting or RetrievalSetting()
+    condition = body.metadata_condition
+    query = body.query.strip()[:MAX_QUERY_CHARS]
+    if not query:
+        return {"records": []}
+    try:
+        response = kb.search(
+            base,
+            query,
+            top_k=setting.top_k,
+            conditions=condition.model_dump() if condition is not None else None,
+        )
+    except NoSearchableTokens:  # "???": nothing to match, which Dify shows as no records
+        return {"records": []}
+    threshold = setting.score_threshold or 0.0
+    kept = [r for r in response.results if r.score >= threshold]
+    labels = kb.effective_labels(base.id, {r.item_id for r in kept})
+    return {
+        "records": [record_of(r, base.name, labels.get(r.item_id, ([], {}))) for r in kept]
+    }
+
+
+def _parse(raw: bytes) -> RetrievalRequest | JSONResponse:
+    """The body, or Dify's error for one that cannot be read."""
+    try:
+        return RetrievalRequest.model_validate(json.loads(raw or b"null"))
+    except (ValueError, ValidationError) as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            message = f"invalid request: {where}: {first['msg']}"
+        else:
+            message = "the body must be JSON: {knowledge_id, query, retrieval_setting}"
+        return dify_error(400, INVALID_REQUEST, message)
 
 
 def build_router(keys: tuple[str, ...]) -> APIRouter:
     """The retrieval routes, answering with the keys given (none: build no router)."""
     router = APIRouter(tags=["external knowledge (Dify)"])
 
-    async def retrieval(request: Request, body: RetrievalRequest) -> JSONResponse:
+    async def retrieval(request: Request) -> JSONResponse:
         refused = check_key(request.headers.get("authorization"), keys)
         if refused is not None:
             return refused
+        body = _parse(await request.body())
+        if isinstance(body, JSONResponse):
+            return body
         kb: Knowledge = request.app.state.kb
         try:
             found = await run_in_threadpool(retrieve, kb, body)
         except NotFound:
             return dify_error(404, 2001, "The knowledge does not exist")
+        except InvalidInput as exc:
+            return dify_error(400, INVALID_REQUEST, str(exc))
         return JSONResponse(found)
 
-    for path in RETRIEVAL_PATHS:
+    request_body = {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/RetrievalRequest"}}
+        },
+    }
+    from knowbase.interfaces.http import error_responses
+
+    responses: dict[int | str, dict[str, Any]] = {
+        200: {"model": RetrievalResponse, "description": "the records, best first"},
+        400: {"model": DifyError, "description": "the request cannot be served (3001)"},
+        403: {"model": DifyError, "description": "bad Authorization header (1001) or key (1002)"},
+        404: {"model": DifyError, "description": "the knowledge does not exist (2001)"},
+        # a base that cannot be searched right now answers as every other route does
+        **error_responses(409, 503),
+    }
+    for path in RETRIEVAL_PATHS + SLASHED_PATHS:
         router.add_api_route(
             path,
             retrieval,
             methods=["POST"],
             summary="Dify external knowledge retrieval",
             response_model=None,
+            responses=responses,
+            openapi_extra={"requestBody": request_body, "security": [{"DifyKey": []}]},
+            include_in_schema=path in RETRIEVAL_PATHS,
         )
     return router
 
 
-__all__ = ["RETRIEVAL_PATHS", "build_router", "matches", "retrieve"]
+#: Models the OpenAPI document refers to by name (the body is read by hand, after the key).
+SCHEMA_MODELS: tuple[type[BaseModel], ...] = (RetrievalRequest,)
+
+__all__ = [
+    "RETRIEVAL_PATHS",
+    "SCHEMA_MODELS",
+    "SLASHED_PATHS",
+    "build_router",
+    "retrieve",
+]

@@ -5,8 +5,8 @@ freshness, or one base's outline), ``kb_tree`` (the outline), ``kb_search`` (sev
 merged), ``kb_read`` (a slice, or grep with ``pattern``), ``kb_grep`` (a regex inside one
 document) and ``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID, sync).
 This module registers them (argument schemas, approval); their bodies and result shapes live in
-:mod:`.mcp_tools` and :mod:`.mcp_listing`, the scope in :mod:`.mcp_scope`, running the server
-in :mod:`.mcp_run`.
+:mod:`.tools`, :mod:`.manage` and :mod:`.listing`, argument errors in :mod:`.arguments`, the
+reply budget in :mod:`.budget`, the scope in :mod:`.scope`, running the server in :mod:`.run`.
 
 Scope: the server sees the bases it was started with (``base_ids``), or every base when that is
 None; an empty list sees none and every tool fails closed. A base outside the scope answers
@@ -31,9 +31,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from knowbase.errors import KnowbaseError
-from knowbase.interfaces.mcp import listing, tools
+from knowbase.interfaces.mcp import arguments, budget, listing, manage, tools
 from knowbase.interfaces.mcp.approval import Approve, _approval_text, _client_elicits, _Decision
 from knowbase.interfaces.mcp.listing import _decode_cursor as _decode_cursor  # re-exported
+from knowbase.interfaces.mcp.manage import _add_input, _manage_problem
 from knowbase.interfaces.mcp.paths import check_local_file
 from knowbase.interfaces.mcp.scope import Scope as Scope  # re-exported (tests)
 from knowbase.interfaces.mcp.scope import resolve_scope as resolve_scope  # re-exported
@@ -46,10 +47,8 @@ from knowbase.interfaces.mcp.tools import (
     QUERY_MIN_CHARS,
     SEARCH_MAX_BASES,
     OutOfScope,
-    _add_input,
     _Cites,
     _fail,
-    _manage_problem,
 )
 from knowbase.interfaces.mcp.tools import _camel as _camel  # re-exported (tests)
 from knowbase.service import Knowledge
@@ -80,14 +79,14 @@ def build_server(
     # The SDK is imported here, not at module level: importing it takes seconds, and
     # `kb mcp --base nope` should refuse at once (and `kb --help` never import it).
     from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.resolve import Elicit, Resolve
     from mcp.types import CallToolResult, ToolAnnotations
 
     scope = Scope(kb, None if base_ids is None else list(base_ids))
     roots = list(path_roots or [])
     cites = _Cites()
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    server = arguments.server_class()(SERVER_NAME, instructions=INSTRUCTIONS)
 
     @server.tool(
         name="kb_list",
@@ -168,8 +167,9 @@ def build_server(
             "Search one or more knowledge bases (hybrid keyword + vector search). Returns passages "
             "with a cite id, baseId, conceptId, title, locator (page, sheet, heading path), a "
             "score in [0, 1] and its scoreKind, best first, plus notices on how the search ran. "
-            "Filter by folder (under), type, date, tags and metadata (where). Cite passages by "
-            "their id; read around a passage with kb_read."
+            "Filter by folder (under), type, date, tags and metadata (where); topK passages at "
+            "most, the reply within maxChars (default 8000; each hit first, then its context). "
+            "Cite passages by their id; read around a passage with kb_read."
         ),
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
@@ -228,6 +228,19 @@ def build_server(
                 '"lang": {"in": ["en", "de"]}, "team": "infra"}'
             ),
         ] = None,
+        topK: Annotated[
+            int | None,
+            Field(ge=1, le=50, description="At most this many passages (default: 10 a base)"),
+        ] = None,
+        maxChars: Annotated[
+            int,
+            Field(
+                ge=budget.MIN_MAX_CHARS,
+                le=budget.MAX_MAX_CHARS,
+                description="The reply's size in characters; passages past it are cut or left "
+                "out (each hit first, then context)",
+            ),
+        ] = budget.DEFAULT_MAX_CHARS,
     ) -> CallToolResult:
         return tools.kb_search(
             scope,
@@ -240,6 +253,8 @@ def build_server(
             context=context,
             tags=tags,
             where=where,
+            top_k=topK,
+            max_chars=maxChars,
         )
 
     @server.tool(
@@ -313,9 +328,9 @@ def build_server(
                 return _Decision(False, {"error": exc.message, "code": exc.code, "hint": exc.hint})
         if action in ("delete", "refresh"):
             # Ask only about documents that exist: the user approves what will really change.
-            known = tools.existing_concepts(kb, b, conceptIds or [])
+            known = manage.existing_concepts(kb, b, conceptIds or [])
             if not known:
-                return _Decision(False, tools.none_of_these(conceptIds or []))
+                return _Decision(False, manage.none_of_these(conceptIds or []))
             conceptIds = known
         if _client_elicits(ctx):
             return Elicit(_approval_text(b, action, type, path, url, title, conceptIds), Approve)
@@ -387,7 +402,7 @@ def build_server(
             )
 
         def run() -> CallToolResult:
-            return tools.kb_manage(
+            return manage.kb_manage(
                 scope,
                 base_id=baseId,
                 action=action,

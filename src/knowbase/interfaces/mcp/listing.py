@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from knowbase.service import Knowledge
 
 
+#: Item statuses that mean "not indexed yet": queued, or on its way through the pipeline (the
+#: catalog's ``ACTIVE_STATUSES`` and ``idle``; surfaces do not import the catalog's schema).
+IN_FLIGHT = ("idle", "preparing", "processing", "reading", "embedding")
+
+
 # --- listing helpers ---------------------------------------------------------------------------
 def _sample(item: Item) -> str:
     if item.type in ("url", "sitemap"):
@@ -73,8 +78,14 @@ def _list_bases(scope: Scope, query: str | None, limit: int, cursor: str | None)
         if b.status == "failed":
             row.update(itemCount=0, itemsUnavailable=True)
         else:
-            row["itemCount"] = len(roots)
             row.update(capabilities(kb, b, roots))
+            counts = row.get("itemCounts", {})
+            # every file, page, note and folder, not the roots only: a folder of 139 files
+            # is not "2 items"
+            row["itemCount"] = sum(n for s, n in counts.items() if s != "deleting")
+            in_flight = sum(counts.get(s, 0) for s in IN_FLIGHT)
+            if in_flight:  # the base is still being built: searches miss what is not done
+                row.update(status="indexing", itemsIndexing=in_flight)
         row["sampleSources"] = [_sample(r) for r in done[:SAMPLE_SOURCES]]
         rows.append(row)
     offset = 0

@@ -9,20 +9,18 @@ functions only, so that ``kb --help`` never imports it.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
+from knowbase.interfaces.mcp import budget
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
-from knowbase.operations.add.inputs import AddInput
 
 # --- result shapes (the JSON helpers live in mcp_results.py) ------------------------------------
 
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp.scope import Scope
     from knowbase.search.search import SearchResult
-    from knowbase.service import Knowledge
 
 CITE_PREFIX = "kb"
 LIST_DEFAULT_LIMIT = 20
@@ -82,12 +80,15 @@ def kb_search(
     context: int | None = None,
     tags: list[str] | None = None,
     where: dict[str, Any] | list[str] | None = None,
+    top_k: int | None = None,
+    max_chars: int = budget.DEFAULT_MAX_CHARS,
 ) -> Any:
     """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
     passage text), each passage with ``context`` tokens of surroundings (default
-    :data:`KB_SEARCH_CONTEXT`), clamp scores, cite. ``under``/``types``/``since`` filter
-    inside each base's lanes (``search/scope.py``); a malformed one is a tool error naming the
-    filter."""
+    :data:`KB_SEARCH_CONTEXT`), clamp and round scores, cite. ``under``/``types``/``since``
+    filter inside each base's lanes (``search/scope.py``); a malformed one is a tool error
+    naming the filter. ``top_k`` passages at most (per base and merged); the reply holds
+    ``max_chars`` characters at most (:mod:`.budget`)."""
     kb = scope.kb
     query = query.strip()
     if not QUERY_MIN_CHARS <= len(query) <= QUERY_MAX_CHARS:
@@ -116,6 +117,8 @@ def kb_search(
         found = kb.search_many(
             targets,
             query,
+            top_k=top_k,
+            limit=top_k,
             dedupe_text=True,
             under=under,
             types=types,
@@ -145,17 +148,27 @@ def kb_search(
             "bases could not be searched right now.",
             bases=errors,
         )
-    results = [_hit(m.base_id, m.result) for m in merged]
-    items = [{"id": cites.next(), **{k: v for k, v in h.items() if v is not None}}
-             for h in results]  # fmt: skip
+    passages = [_passage(m.base_id, m.result) for m in merged]
+    shown, left_out = budget.fit(passages, max_chars)
+    items = [{"id": cites.next(), **h} for h in shown]
     data: dict[str, Any] = {"items": items}
     if errors:
         data["failedBases"] = errors
     filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
     notices = scope_notices(targets, found.modes, {k: v for k, v in filters.items() if v})
+    if left_out:
+        notices.append(
+            f"{left_out} more passage(s) did not fit in maxChars={max_chars}; raise maxChars "
+            "or narrow the search (topK, filters) to see them."
+        )
+    if any(h.get("truncated") for h in shown):
+        notices.append(
+            "Passages marked truncated were cut to fit maxChars; kb_read (conceptId, charStart, "
+            "charEnd) reads around them."
+        )
     if notices:
         data["notices"] = notices
-    if not items:
+    if not items and not left_out:  # (passages that did not fit are not "no match")
         filtered = any(filters.values())
         return _ok(
             data,
@@ -187,22 +200,29 @@ def scope_notices(
     return notices
 
 
-def _hit(base_id: str, r: SearchResult) -> dict[str, Any]:
+def _passage(base_id: str, r: SearchResult) -> budget.Passage:
     """A search result as ``kb_search`` shows it: camelCase, the score clamped to [0, 1] and
-    its kind (``hybrid``, ``keyword``, ``vector``: one absolute scale; ``rrf``: ranks only;
-    ``relevance``: a reranker's), and the locator (page, sheet, heading path…)."""
-    return {
+    rounded to 4 digits, its kind (``hybrid``, ``keyword``, ``vector``: one absolute scale;
+    ``rrf``: ranks only; ``relevance``: a reranker's), and the locator (page, sheet, heading
+    path…); with where the hit lies inside its passage (for the budget)."""
+    item = {
         "baseId": base_id,
         "conceptId": r.concept_id,
         "title": r.title,
         "type": r.item_type,
         "content": r.text,
-        "score": min(max(float(r.score), 0.0), 1.0),
+        "score": round(min(max(float(r.score), 0.0), 1.0), 4),
         "scoreKind": r.score_kind,
         "charStart": r.char_start,
         "charEnd": r.char_end,
-        "locator": r.locator or {},
+        "locator": r.locator or None,
     }
+    context = r.context or {}
+    return budget.Passage(
+        {k: v for k, v in item.items() if v is not None},
+        context.get("hit_start", r.char_start),
+        context.get("hit_end", r.char_end),
+    )
 
 
 # --- kb_read -----------------------------------------------------------------------------------
@@ -229,6 +249,10 @@ def kb_read(
             data = _camel(found)
             data["type"] = data.pop("itemType")
             data = {"id": cites.next(), **data}
+            if found.get("partial"):
+                # Only the structured content said so: an agent reading the text took a scan
+                # that gave up for a document without the line.
+                return _ok(data, _partial_text(concept_id, pattern, found))
             if not found["matches"]:
                 return _ok(data, f"No line of {concept_id!r} matches {pattern!r}.")
             return _ok(data)
@@ -244,119 +268,19 @@ def kb_read(
         return _from_error(exc)
 
 
-# --- kb_manage ---------------------------------------------------------------------------------
-def kb_manage(
-    scope: Scope,
-    *,
-    base_id: str,
-    action: str,
-    type: str | None,
-    path: str | None,
-    url: str | None,
-    content: str | None,
-    title: str | None,
-    concept_ids: list[str] | None,
-    tags: list[str] | None = None,
-    metadata: dict[str, Any] | None = None,
-) -> Any:
-    """Apply an approved change (blocking: run it off the event loop). An add may carry tags
-    and metadata (a re-added source gets them added)."""
-    kb = scope.kb
-    try:
-        b = scope.base(base_id)
-        if action == "add":
-            inp = _add_input(kb, b, type, path, url, content, title)
-            if tags or metadata:
-                inp = inp.with_labels(tags, metadata)
-            # A URL already in the base is fetched again, not copied (DESIGN turn 3).
-            result = kb.add(b.id, [inp], strategy="update")
-            return _ok(
-                {
-                    "action": "add",
-                    "added": [i.source for i in result.items],
-                    "updated": [i.source for i in result.updated] or None,
-                    "items": [{"itemId": i.id, "status": i.status} for i in result.items],
-                    "note": "Indexing runs in the background; the conceptId appears in "
-                    "kb_list (baseId) once the item is completed.",
-                }
-            )
-        if action == "sync":  # never prunes: an agent cannot delete by surprise
-            r = kb.sync(b.id, prune=False)
-            counts = {k: len(getattr(r, k)) for k in ("added", "changed", "vanished", "failed")}
-            return _ok({"action": "sync", "jobId": r.job_id, **counts})
-        ids = list(concept_ids or [])
-        if action == "delete":
-            done = kb.concepts.delete_concepts(b.id, ids)
-            key = "deleted"
-        else:
-            done = kb.concepts.refresh_concepts(b.id, ids)
-            key = "refreshed"
-        return _ok({"action": action, key: done["applied"], "notFound": done["not_found"]})
-    except OutOfScope as exc:
-        return _fail(str(exc))
-    except NotFound as exc:
-        return _from_error(exc, _not_found_guidance(exc))
-    except KnowbaseError as exc:
-        return _from_error(exc)
-
-
-def existing_concepts(kb: Knowledge, b: Base, concept_ids: list[str]) -> list[str]:
-    """The ids that name a readable document of ``b`` (what an approval may list)."""
-    found = []
-    for concept_id in concept_ids:
-        try:
-            kb.concepts.resolve(b.id, concept_id)
-        except KnowbaseError:
-            continue
-        found.append(concept_id)
-    return found
-
-
-def none_of_these(concept_ids: list[str]) -> dict[str, str]:
-    return {
-        "error": "None of these conceptIds is a document of this base: "
-        + ", ".join(concept_ids[:10])
-        + ". Nothing was changed; check them with kb_list (baseId) or kb_search.",
-        "code": "not_found",
-    }
-
-
-def _manage_problem(
-    action: str, type: str | None, path: str | None, url: str | None, ids: list[str] | None
-) -> str | None:
-    if action == "add":
-        if type is None:
-            return "action add needs type: file, url or note"
-        if type == "file" and not (path and os.path.isabs(path)):
-            return "type file needs an absolute path"
-        if type == "url" and not url:
-            return "type url needs a url"
-        return None
-    if action == "sync":
-        return None
-    if not ids:
-        return f"action {action} needs a non-empty conceptIds list"
-    return None
-
-
-def _add_input(
-    kb: Knowledge,
-    b: Base,
-    type: str | None,
-    path: str | None,
-    url: str | None,
-    content: str | None,
-    title: str | None,
-) -> AddInput:
-    """§8's source derivation; agent file adds keep no origin; URLs pass the SSRF guard."""
-    if type == "file":
-        assert path is not None
-        return AddInput.file(path, source=os.path.basename(path), keep_origin=False)
-    if type == "url":
-        from knowbase.pipeline.sources.ssrf import check_url
-
-        checked = check_url(
-            url or "", allow_local=b.allow_local_urls or kb.settings.allow_local_urls
+def _partial_text(concept_id: str, pattern: str, found: dict[str, Any]) -> str:
+    """What a grep that stopped early covered, and what to do about it."""
+    n = len(found["matches"])
+    head = (
+        f"The search of {concept_id!r} for {pattern!r} stopped early: {found.get('reason')}. "
+    )
+    if not n:
+        return head + (
+            "No match was found in the part searched; this does not mean the document has "
+            "none. Use a simpler pattern (no nested repetition such as (a+)+) or kb_read the "
+            "rest."
         )
-        return AddInput("url", checked, url=checked, origin=checked)
-    return AddInput.note(content or "", title=title)
+    import json
+
+    listed = json.dumps(_camel({"matches": found["matches"]}), ensure_ascii=False)
+    return head + f"{n} match(es) in the part searched: {listed}"
