@@ -393,6 +393,7 @@ class Knowledge:
         where: Any = None,
         conditions: Any = None,
         context: int | None = None,
+        also: Iterable[str] = (),
     ) -> SearchResponse:
         """Hybrid (or BM25-only) search over one base's completed items (§7).
 
@@ -403,14 +404,37 @@ class Knowledge:
         conditions (``search/label_filters.py``); ``conditions`` Dify's ``metadata_condition``
         (``search/conditions.py``: ``and``/``or`` over Dify's operators). A malformed filter
         raises ``InvalidFilter``. ``context`` (tokens) returns each hit with its surroundings
-        (``search/context.py``).
+        (``search/context.py``). ``also``: up to four more phrasings of the same intent; each
+        runs through both lanes and the lists fuse by reciprocal rank (``search/phrasings.py``).
         """
+        from knowbase.search.phrasings import check_phrasings
+
         check_budget(context)
+        phrasings = check_phrasings(query, list(also))
         filters = parse_filters(
             under=under, types=types, since=since, tags=tags, where=where, conditions=conditions
         )
         b = base if isinstance(base, Base) else self.get_base(base)
-        return self._search(b, query, top_k=top_k, filters=filters, context=context)
+        return self._search_phrasings(b, phrasings, top_k=top_k, filters=filters, context=context)
+
+    def _search_phrasings(
+        self,
+        b: Base,
+        phrasings: list[str],
+        *,
+        top_k: int | None,
+        filters: SearchFilters,
+        context: int | None,
+    ) -> SearchResponse:
+        from knowbase.search.phrasings import fuse_phrasings
+        from knowbase.search.search import DEFAULT_TOP_K
+
+        responses = [
+            self._search(b, q, top_k=top_k, filters=filters, context=context) for q in phrasings
+        ]
+        if len(responses) == 1:
+            return responses[0]
+        return fuse_phrasings(phrasings, responses, top_k or b.document_count or DEFAULT_TOP_K)
 
     def _search(
         self,
@@ -450,6 +474,7 @@ class Knowledge:
         tags: Iterable[str] | str | None = None,
         where: Any = None,
         context: int | None = None,
+        also: Iterable[str] = (),
     ) -> MultiSearch:
         """Search several bases and merge the results into one list (``search/multi_base.py``).
 
@@ -457,13 +482,18 @@ class Knowledge:
         once (``InvalidFilter`` before any search), then apply in each base as in
         :meth:`search`; ``top_k`` is per base (None: each base's default), ``limit`` bounds
         the merged list (None: no bound). A base whose search fails is listed in ``errors``;
-        the others still merge. ``context`` as in :meth:`search`.
+        the others still merge. ``context`` and ``also`` as in :meth:`search`.
         """
+        from knowbase.search.phrasings import check_phrasings
+
         check_budget(context)
+        phrasings = check_phrasings(query, list(also))
         filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
         resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
         return search_bases(
-            lambda b: self._search(b, query, top_k=top_k, filters=filters, context=context),
+            lambda b: self._search_phrasings(
+                b, phrasings, top_k=top_k, filters=filters, context=context
+            ),
             resolved,
             limit=limit,
             dedupe_text=dedupe_text,

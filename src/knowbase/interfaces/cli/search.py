@@ -117,6 +117,15 @@ def search(
             "document that touch are merged (exact offsets).",
         ),
     ] = None,
+    also: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--also",
+            metavar="QUERY",
+            help="Another phrasing of the same question (repeat, up to 4): each is searched "
+            "and the lists fuse; passages several phrasings find come first.",
+        ),
+    ] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show how the search ran.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -131,6 +140,7 @@ def search(
         response = kb.search(
             base, query, top_k=top_k, under=under, types=types, since=since,
             tags=split_tags(tag) or None, where=where or None, context=context,
+            also=also or (),
         )
         prefixes = _folder_prefixes(kb, base) if under and not response.results else []
 

@@ -276,6 +276,12 @@ class SearchRequest(_Strict):
     context: json_int(1, 8000) | None = Field(  # type: ignore[valid-type]
         None, description="return each hit with its surroundings, within this many tokens"
     )
+    also: list[Annotated[str, Field(min_length=1, max_length=1000)]] | None = Field(
+        None,
+        max_length=4,
+        description="up to four more phrasings of the same intent: each runs through both "
+        "lanes and the lists fuse by reciprocal rank (a passage several phrasings find first)",
+    )
 
 
 class MultiSearchRequest(SearchRequest):

@@ -76,6 +76,9 @@ async def search_get(
     context: int | None = Query(
         None, ge=1, le=8000, description="each hit with its surroundings, in tokens"
     ),
+    also: list[str] | None = Query(
+        None, max_length=4, description="another phrasing of the same intent (repeatable, ≤ 4)"
+    ),
     kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Hybrid (or BM25-only) search over the base's completed items, with citations.
@@ -90,6 +93,7 @@ async def search_get(
         "tags": tags,
         "where": where,
         "context": context,
+        "also": also or (),
     }
     return await _run_search(request, _search_body, kb, base, q, top_k, filters)
 
@@ -119,6 +123,7 @@ def _filters(body: SearchRequest) -> dict[str, Any]:
         "tags": body.tags,
         "where": body.where,
         "context": body.context,
+        "also": body.also or (),
     }
 
 

@@ -241,6 +241,14 @@ def build_server(
                 "out (each hit first, then context)",
             ),
         ] = budget.DEFAULT_MAX_CHARS,
+        alsoQueries: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=QUERY_MAX_CHARS)]] | None,
+            Field(
+                max_length=4,
+                description="Up to 4 more phrasings of the same intent (synonyms, a question "
+                "form); each is searched and the lists fuse, passages several find first",
+            ),
+        ] = None,
     ) -> CallToolResult:
         return tools.kb_search(
             scope,
@@ -255,6 +263,7 @@ def build_server(
             where=where,
             top_k=topK,
             max_chars=maxChars,
+            also=alsoQueries,
         )
 
     @server.tool(

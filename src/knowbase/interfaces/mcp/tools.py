@@ -82,6 +82,7 @@ def kb_search(
     where: dict[str, Any] | list[str] | None = None,
     top_k: int | None = None,
     max_chars: int = budget.DEFAULT_MAX_CHARS,
+    also: list[str] | None = None,
 ) -> Any:
     """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
     passage text), each passage with ``context`` tokens of surroundings (default
@@ -126,6 +127,7 @@ def kb_search(
             tags=tags,
             where=where,
             context=context or KB_SEARCH_CONTEXT,
+            also=[a.strip() for a in also or ()],
         )
     except InvalidInput as exc:
         return _from_error(exc)
