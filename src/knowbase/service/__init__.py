@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from datetime import date, datetime
-from functools import partial
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
-from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import CatalogUnavailable, KnowbaseError
 from knowbase.index.base import UnitRecord
@@ -27,16 +24,11 @@ from knowbase.operations.add.inputs import AddInput
 from knowbase.operations.handlers import register_all
 from knowbase.runtime import Runtime
 from knowbase.search import items as items_query
-from knowbase.search.base_search import search_base
-from knowbase.search.context import check_budget
-from knowbase.search.multi_base import MultiSearch, search_bases
-from knowbase.search.scope import SearchFilters, parse_filters
-from knowbase.search.search import SearchResponse
 from knowbase.search.visibility import VisibilityCache
+from knowbase.service.searching import SearchFacade
 from knowbase.settings import Settings
 
 if TYPE_CHECKING:
-    from knowbase.eval.judged import EvalContext
     from knowbase.files.staging import Staging
     from knowbase.operations.add.workflow import AddResult, Strategy
     from knowbase.operations.recovery import SweepReport
@@ -51,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 
-class Knowledge:
+class Knowledge(SearchFacade):
     """One home's knowledge bases. Open it as a context manager; workers start on demand."""
 
     def __init__(
@@ -378,140 +370,6 @@ class Knowledge:
 
         b = base if isinstance(base, Base) else self.get_base(base)
         return model_hint_for(self.rt, b, paths)
-
-    # --- search --------------------------------------------------------------------------------
-    def search(
-        self,
-        base: str | Base,
-        query: str,
-        *,
-        top_k: int | None = None,
-        under: str | None = None,
-        types: Iterable[str] | str | None = None,
-        since: str | date | datetime | None = None,
-        tags: Iterable[str] | str | None = None,
-        where: Any = None,
-        conditions: Any = None,
-        context: int | None = None,
-        also: Iterable[str] = (),
-    ) -> SearchResponse:
-        """Hybrid (or BM25-only) search over one base's completed items (§7).
-
-        ``base`` is a name, an id, or a ``Base`` the caller has just resolved (saves a lookup).
-        Filters (``search/scope.py``) restrict both lanes before their cut: ``under`` a Concept
-        ID folder, ``types`` source types (``pdf``, ``md``, ``url``, ``note``…), ``since`` an
-        ISO date/datetime of the last update; ``tags`` (all required) and ``where`` metadata
-        conditions (``search/label_filters.py``); ``conditions`` Dify's ``metadata_condition``
-        (``search/conditions.py``: ``and``/``or`` over Dify's operators). A malformed filter
-        raises ``InvalidFilter``. ``context`` (tokens) returns each hit with its surroundings
-        (``search/context.py``). ``also``: up to four more phrasings of the same intent; each
-        runs through both lanes and the lists fuse by reciprocal rank (``search/phrasings.py``).
-        """
-        from knowbase.search.phrasings import check_phrasings
-
-        check_budget(context)
-        phrasings = check_phrasings(query, list(also))
-        filters = parse_filters(
-            under=under, types=types, since=since, tags=tags, where=where, conditions=conditions
-        )
-        b = base if isinstance(base, Base) else self.get_base(base)
-        return self._search_phrasings(b, phrasings, top_k=top_k, filters=filters, context=context)
-
-    def _search_phrasings(
-        self,
-        b: Base,
-        phrasings: list[str],
-        *,
-        top_k: int | None,
-        filters: SearchFilters,
-        context: int | None,
-    ) -> SearchResponse:
-        from knowbase.search.phrasings import fuse_phrasings
-        from knowbase.search.search import DEFAULT_TOP_K
-
-        responses = [
-            self._search(b, q, top_k=top_k, filters=filters, context=context) for q in phrasings
-        ]
-        if len(responses) == 1:
-            return responses[0]
-        return fuse_phrasings(phrasings, responses, top_k or b.document_count or DEFAULT_TOP_K)
-
-    def _search(
-        self,
-        b: Base,
-        query: str,
-        *,
-        top_k: int | None,
-        filters: SearchFilters,
-        context: int | None = None,
-    ) -> SearchResponse:
-        assert_base_runnable(b, "searching")
-        return search_base(
-            self.rt, self._visible, b, query, top_k=top_k, filters=filters, context=context
-        )
-
-    def eval_context(
-        self, base: str, qrels: Mapping[str, Mapping[str, int]], *, model: str | None = None
-    ) -> EvalContext:
-        """What ``kb eval`` needs to run each lane of ``base`` (``eval/judged.py``); ``model``
-        "shadow" scores a model switch's shadow vectors. The caller calls ``ctx.close()``."""
-        from knowbase.eval.judged import context_for
-
-        b = self.get_base(base)
-        return context_for(self.rt, self._visible.for_base(b.id), b, qrels, model=model)
-
-    def search_many(
-        self,
-        bases: Iterable[str | Base],
-        query: str,
-        *,
-        top_k: int | None = None,
-        limit: int | None = None,
-        dedupe_text: bool = False,
-        under: str | None = None,
-        types: Iterable[str] | str | None = None,
-        since: str | date | datetime | None = None,
-        tags: Iterable[str] | str | None = None,
-        where: Any = None,
-        context: int | None = None,
-        also: Iterable[str] = (),
-    ) -> MultiSearch:
-        """Search several bases and merge the results into one list (``search/multi_base.py``).
-
-        Every base is resolved first (NotFound before any search) and the filters are checked
-        once (``InvalidFilter`` before any search), then apply in each base as in
-        :meth:`search`; ``top_k`` is per base (None: each base's default), ``limit`` bounds
-        the merged list (None: no bound). A base whose search fails is listed in ``errors``;
-        the others still merge. ``context`` and ``also`` as in :meth:`search`.
-        """
-        from knowbase.search.phrasings import check_phrasings
-
-        check_budget(context)
-        phrasings = check_phrasings(query, list(also))
-        filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
-        resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
-        return search_bases(
-            lambda b: self._search_phrasings(
-                b, phrasings, top_k=top_k, filters=filters, context=context
-            ),
-            resolved,
-            limit=limit,
-            dedupe_text=dedupe_text,
-        )
-
-    # --- concepts (search/concepts.py) ----------------------------------------------------------
-    @property
-    def concepts(self) -> ConceptService:
-        """Concept ID read / grep / tree / delete / refresh (§8), as a ``ConceptService``."""
-        from knowbase.operations.delete.workflow import delete_items
-        from knowbase.operations.reindex.workflow import reindex_items
-        from knowbase.search.concepts import ConceptService
-
-        if self._concepts is None:
-            rt = self.rt
-            delete, reindex = partial(delete_items, rt), partial(reindex_items, rt)
-            self._concepts = ConceptService(rt, delete=delete, reindex=reindex)
-        return self._concepts
 
 
 __all__ = ["AddInput", "Knowledge", "KnowbaseError"]

@@ -277,10 +277,7 @@ class SearchRequest(_Strict):
         None, description="return each hit with its surroundings, within this many tokens"
     )
     also: list[Annotated[str, Field(min_length=1, max_length=1000)]] | None = Field(
-        None,
-        max_length=4,
-        description="up to four more phrasings of the same intent: each runs through both "
-        "lanes and the lists fuse by reciprocal rank (a passage several phrasings find first)",
+        None, max_length=4, description="up to 4 more phrasings of the intent, fused by rank"
     )
 
 
