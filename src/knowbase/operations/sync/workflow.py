@@ -142,7 +142,11 @@ def _folder_scope(rt: Runtime, base: Base, root: Item, rows: list[Item]) -> _Sco
     from knowbase.pipeline.sources.ignore import IgnoreRules
 
     origin = Path(str(root.origin))
-    expansion = expand(origin, IgnoreRules(max_file_bytes=rt.settings.max_file_bytes))
+    expansion = expand(
+        origin,
+        IgnoreRules(max_file_bytes=rt.settings.max_file_bytes),
+        as_text=tuple(root.data.get("as_text_globs") or ()),
+    )
     leaves = [r for r in rows if r.type == "file" and r.origin]
     by_id = {r.id: r for r in leaves}
     held = {str(r.origin): _held(rt, base, r) for r in leaves}

@@ -43,7 +43,13 @@ def decode_text(data: bytes, *, name: str = "file") -> str:
             except UnicodeDecodeError as exc:
                 raise _binary(name, f"invalid {encoding} after its byte-order mark") from exc
     if b"\x00" in data[:_DETECT_BYTES]:
-        raise _binary(name, "contains NUL bytes")
+        encoding = utf16_without_bom(data[:_DETECT_BYTES])
+        if encoding is None:
+            raise _binary(name, "contains NUL bytes")
+        try:
+            return _checked(data[: len(data) // 2 * 2].decode(encoding), name)
+        except UnicodeDecodeError as exc:
+            raise _binary(name, f"is not valid {encoding}") from exc
     try:
         return _checked(data.decode("utf-8"), name)
     except UnicodeDecodeError:
@@ -61,6 +67,26 @@ def decode_text(data: bytes, *, name: str = "file") -> str:
     except (UnicodeDecodeError, LookupError) as exc:
         raise _binary(name, f"does not decode as {best.encoding}") from exc
     return _checked(text, name)
+
+
+def utf16_without_bom(head: bytes) -> str | None:
+    """``"utf-16-le"`` or ``"utf-16-be"`` when ``head`` is UTF-16 text without a byte-order
+    mark, else None: most text is in the first 256 code points, whose high byte is NUL, so
+    NULs fill one parity of positions and almost never the other (Windows tools write LE,
+    Java and network formats BE).
+
+    >>> utf16_without_bom("plain text".encode("utf-16-be"))
+    'utf-16-be'
+    """
+    if len(head) < 16:  # too few characters to tell a pattern from chance
+        return None
+    even, odd = head[0::2], head[1::2]
+    even_nul, odd_nul = even.count(0) / len(even), odd.count(0) / len(odd)
+    if odd_nul >= 0.3 and even_nul <= 0.01:
+        return "utf-16-le"
+    if even_nul >= 0.3 and odd_nul <= 0.01:
+        return "utf-16-be"
+    return None
 
 
 # Non-ASCII characters that Western European text in cp1252 actually uses.
