@@ -318,7 +318,7 @@ class FileTooLarge(UnreadableFile):
     ``text_too_large``, ``decompressed_too_large``, ``memory_cap``)."""
 
     code = "too_large"
-    hint = "split the file, or raise the limit the message names"
+    hint = "split the file into smaller ones"
 
 
 class EncryptedFile(ItemFailed):

@@ -226,6 +226,7 @@ def read_files(
             read_files_isolated(
                 paths,
                 max_bytes=rt.settings.max_file_bytes,
+                memory_mb=rt.settings.reader_memory_mb,
                 as_text=[bool(item.data.get("as_text")) for item in items],
             )
         )

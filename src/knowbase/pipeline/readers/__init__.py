@@ -83,7 +83,7 @@ SUPPORTED_EXTENSIONS: frozenset[str] = (
 """Lower-case extensions with a dot that :func:`read_file` reads by name; any other file is
 read as text when its content is text (:func:`is_readable`)."""
 
-_DECODED_WHOLE = (_TEXT_EXTENSIONS - {".csv", ".html", ".htm"}) | TEXT_EXTENSIONS
+_DECODED_WHOLE = (_TEXT_EXTENSIONS - {".html", ".htm"}) | TEXT_EXTENSIONS
 
 
 def is_supported(name: str | PurePath) -> bool:

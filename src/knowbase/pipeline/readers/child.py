@@ -125,8 +125,9 @@ def _handle(req: Request) -> tuple[tuple[Any, ...], bool]:
         del ballast
         return (
             "error",
-            "UnreadableFile",
-            f"reading the file needed more than the {req.memory_mb} MiB memory cap",
+            "FileTooLarge",  # code too_large: the file is past a limit, which the message names
+            f"reading the file needed more than the {req.memory_mb} MiB memory cap of the "
+            "reader process",
             None,
             {"reason": "memory_cap", "memory_mb": req.memory_mb},
         ), True
