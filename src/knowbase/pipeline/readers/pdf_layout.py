@@ -25,6 +25,8 @@ import statistics
 from collections import Counter
 from typing import Any
 
+from knowbase.pipeline.readers.bidi import logical_lines, logical_order
+
 # A word gap of 0.15 x the font size, not pdfplumber's fixed 3 pt: tightly set PDFs without
 # space glyphs (DocBook/FOP output) glued whole lines into one word at 3 pt.
 _WORD_GAP = {"x_tolerance_ratio": 0.15}
@@ -256,6 +258,7 @@ def _table_markdown(rows: list[list[str | None]]) -> str:
 def _cell(text: str | None) -> str:
     if not text:
         return ""
+    text = logical_lines(text)  # words sorted by x are in visual order
     return join_broken_words(text).replace("\n", " ").replace("|", "\\|").strip()
 
 
@@ -336,7 +339,8 @@ def _paragraphs(lines: list[list[dict]], body: float) -> list[tuple[float, str]]
     current: list[str] = []
     top = prev_bottom = 0.0
     for line in lines:
-        text = " ".join(w["text"] for w in line)
+        # Words sorted by x are in visual order: Arabic and Hebrew read backwards without this.
+        text = logical_order(" ".join(w["text"] for w in line))
         size = statistics.median(w["size"] for w in line)
         level = _heading_level(text, size, body)
         gap = line[0]["top"] - prev_bottom
