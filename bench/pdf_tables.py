@@ -99,8 +99,16 @@ def _reverse_words(rows: list[list[str]]) -> list[list[str]]:
     return [[" ".join(w[::-1] for w in norm(c).split(" ")) for c in r] for r in rows]
 
 
+def _logical(rows: list[list[str]]) -> list[list[str]]:
+    # The set's rows keep right-to-left text in visual order (camelot's output); since issue 41
+    # knowbase stores it in logical order, so compare against the rows brought to that order.
+    from knowbase.pipeline.readers.bidi import logical_lines
+
+    return [[logical_lines(unicodedata.normalize("NFKC", c)) for c in r] for r in rows]
+
+
 def score(expected: list[list[str]], tables: list[list[list[str]]], arabic: bool) -> float:
-    variants = [expected, _reverse_words(expected)] if arabic else [expected]
+    variants = [expected, _reverse_words(expected), _logical(expected)] if arabic else [expected]
     return max((f1(v, t) for v in variants for t in tables), default=0.0)
 
 
