@@ -29,12 +29,14 @@ from knowbase.pipeline.readers.sniff import MAX_RATIO, sniff_head
 HEAD_BYTES = 64 * 1024
 """How much of an unknown file is looked at to decide whether it is text."""
 
-MAX_TEXT_BYTES = 64 * 1024 * 1024
+MAX_TEXT_BYTES = 32 * 1024 * 1024
 """The most text one item may produce (decoded file, decompressed stream, rendered table).
 
-The text crosses from the reader child to the indexer and is chunked there, which holds it
-about three times over; 64 MiB keeps a whole ``kb add`` near 300 MB of RSS (issue 41,
-``tests/pipeline/readers/test_readers_memory.py``)."""
+The text crosses from the reader child to the indexer, which holds it several times over
+while chunking and writing it: measured on ``kb add`` of CSVs (BM25 base, issue 41), 28 MB of
+Markdown peaked at 271 MB of RSS, 33 MB at 307 MB, 65 MB at 529 MB. 32 MiB keeps an item near
+300 MB; a file past it fails ``too_large`` (``tests/pipeline/readers/test_readers_memory.py``).
+"""
 
 _RATIO_FLOOR = 1024 * 1024  # small files compress far better than big ones; no ratio below this
 
