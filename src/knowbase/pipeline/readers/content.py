@@ -26,8 +26,10 @@ from typing import IO
 from knowbase.errors import FileTooLarge, UnreadableFile
 from knowbase.pipeline.readers.sniff import MAX_RATIO, sniff_head
 
-HEAD_BYTES = 64 * 1024
-"""How much of an unknown file is looked at to decide whether it is text."""
+HEAD_BYTES = 8 * 1024
+"""How much of an unknown file is looked at to decide whether it is text: git's 8,000-byte
+rule of thumb. A folder walk reads this much of every file no reader claims by name, so it
+stays small (a tree of 100k images costs 800 MB of reads at 8 KiB, 6.4 GB at 64 KiB)."""
 
 MAX_TEXT_BYTES = 32 * 1024 * 1024
 """The most text one item may produce (decoded file, decompressed stream, rendered table).

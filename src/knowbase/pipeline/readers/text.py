@@ -121,7 +121,8 @@ def _as_western(data: bytes) -> str | None:
 def _checked(text: str, name: str) -> str:
     if not text:
         return text
-    controls = sum(1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r\f\v")
+    # ESC starts the ANSI colour codes of terminal output saved as text (man pages, logs).
+    controls = sum(1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r\f\v\x1b")
     controls += text.count("\ufffd")
     if controls / len(text) > _MAX_CONTROL_RATIO:
         raise _binary(name, "is mostly control characters")
