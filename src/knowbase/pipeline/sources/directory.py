@@ -209,7 +209,7 @@ def expand(
             if not is_decodable(entry.name):
                 skipped.append(Skipped(printable(rel), "undecodable_name"))
                 continue
-            forced = bool(as_text) and _matches(rel, as_text)
+            forced = bool(as_text) and matches_globs(rel, as_text)
             reason, size = _classify(
                 entry, rel, rules, ignores, forced or is_supported(entry.name), is_text
             )
@@ -262,7 +262,7 @@ def _classify(
     return None, st.st_size
 
 
-def _matches(rel: str, globs: tuple[str, ...]) -> bool:
+def matches_globs(rel: str, globs: tuple[str, ...]) -> bool:
     """Whether a glob matches the relative path or the bare name (``*.log``, ``doc/*``)."""
     name = rel.rsplit("/", 1)[-1]
     return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(name, g) for g in globs)
