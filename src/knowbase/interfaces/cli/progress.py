@@ -184,7 +184,9 @@ def summarize(items: list[Item]) -> AddSummary:
             out.skipped[reason] = out.skipped.get(reason, 0) + int(entry.get("count", 0))
             root = item.origin or item.source or ""
             out.skipped_files.setdefault(reason, []).extend(
-                f"{root.rstrip('/')}/{rel}" if root else rel for rel in entry.get("files") or []
+                f"{root.rstrip('/')}/{rel}" if root else rel
+                # "examples": the first five, as skip reports before issue 41 kept them
+                for rel in entry.get("files") or entry.get("examples") or []
             )
         if item.status == "failed" and (not item.is_container or item.error_code != "child_failed"):
             out.failed.append(
