@@ -128,3 +128,21 @@ def test_a_12_mb_csv_is_indexed_in_far_less_memory_than_before(tmp_path: Path) -
     assert found["rc"] == 0 and found["summary"]["indexed"] == 1
     # Measured here: 674 MB before issue 41 (one 28 MB table document), 279 MB after.
     assert found["peak_mb"] <= 350, found
+
+
+def test_a_long_sheet_comes_in_blocks_located_by_sheet_and_rows(tmp_path: Path) -> None:
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Counts"
+    ws.append(["site", "otters"])
+    for i in range(1, 6001):
+        ws.append([f"site {i}", i])
+    path = tmp_path / "long.xlsx"
+    wb.save(path)
+    docs = read_file(path)
+    assert len(docs) > 1
+    assert all(d.text.startswith("| site | otters |\n|---|---|\n") for d in docs)
+    assert docs[0].locator == {"sheet": "Counts", "rows": [1, docs[0].locator["rows"][1]]}
+    assert docs[-1].locator["rows"][1] == 6000

@@ -11,8 +11,9 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from knowbase.errors import FileTooLarge, UnreadableFile
 from knowbase.pipeline.documents import Document
@@ -166,8 +167,8 @@ def csv_documents(
     One block keeps the locator ``{}``; several are located by their data rows (1-based,
     header excluded). Raises FileTooLarge when the Markdown would pass ``limit`` characters.
 
-        >>> [d.text for d in csv_documents("a,b\n1,2\n")]
-        ['| a | b |\n|---|---|\n| 1 | 2 |']
+        >>> [d.text for d in csv_documents("a,b\\n1,2\\n")]
+        ['| a | b |\\n|---|---|\\n| 1 | 2 |']
     """
     if not text.strip():
         return [Document("")]
@@ -180,18 +181,39 @@ def csv_documents(
 
     def rows() -> Iterator[list[str]]:
         # Parsed twice (width, then lines) rather than held: 2M rows as lists took ~400 MB.
-        return (r for r in csv.reader(io.StringIO(text), dialect) if any(c.strip() for c in r))
+        return csv.reader(io.StringIO(text), dialect)
 
-    width = 1
+    return table_documents(rows, name=name, limit=limit, block_chars=block_chars)
+
+
+def table_documents(
+    rows: Callable[[], Iterable[Sequence[str]]],
+    *,
+    locator: dict[str, Any] | None = None,
+    name: str = "file",
+    limit: int = MAX_TEXT_BYTES,
+    block_chars: int = TABLE_BLOCK_CHARS,
+) -> list[Document]:
+    """A table as Markdown blocks of at most ``block_chars``, each with the header row (the
+    first non-blank row); ``rows()`` is iterated twice (the width, then the lines), so a
+    caller can stream them. Blank rows are dropped, ragged rows padded, trailing columns that
+    are empty everywhere cut. One block keeps ``locator``; several add ``"rows": [first,
+    last]`` (data rows, 1-based). Raises FileTooLarge past ``limit`` characters.
+    """
+    width = 0
     for row in rows():
         for k in range(len(row) - 1, width - 1, -1):
             if row[k].strip():
                 width = k + 1
                 break
+    if not width:
+        return []
     blocks: list[tuple[str, int, int]] = []
     lines: list[str] = []
     header, size, total, first, n = "", 0, 0, 1, 0
     for row in rows():
+        if not any(c.strip() for c in row):
+            continue
         cells = [_cell(c) for c in row[:width]] + [""] * (width - len(row[:width]))
         line = "| " + " | ".join(cells) + " |"
         if not header:
@@ -214,9 +236,10 @@ def csv_documents(
                 limit_bytes=limit,
             )
     blocks.append(("\n".join([header, *lines]), first, n))
+    base = dict(locator or {})
     if len(blocks) == 1:
-        return [Document(blocks[0][0])]
-    return [Document(t, {"rows": [a, b]}) for t, a, b in blocks]
+        return [Document(blocks[0][0], base)]
+    return [Document(t, {**base, "rows": [a, b]}) for t, a, b in blocks]
 
 
 def csv_to_markdown(text: str) -> str:
