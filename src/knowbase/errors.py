@@ -40,7 +40,8 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   └── EmbeddingMismatch              wrong vector count / width / empty vector
     └── ItemFailed                     an item could not be processed; ends its job, fails the item
         ├── NoTextExtracted                reader produced no text (scanned PDF?)
-        ├── UnreadableFile                 corrupt / truncated / wrong signature / too big
+        ├── UnreadableFile                 corrupt / truncated / wrong signature
+        │   └── FileTooLarge                   past a size, text or memory limit (named)
         ├── EncryptedFile                  password protected
         ├── NoIndexableFiles               a folder / sitemap with nothing to index
         ├── OriginMissing                  the original source is gone
@@ -343,6 +344,16 @@ class UnreadableFile(ItemFailed):
     """The file is corrupt, truncated, too big, or not what its extension says."""
 
     code = "unreadable_file"
+
+
+class FileTooLarge(UnreadableFile):
+    """The file is past a limit: its size, the text it yields, or the reader's memory cap.
+
+    The message names the limit; ``details["reason"]`` says which (``too_big``,
+    ``text_too_large``, ``decompressed_too_large``, ``memory_cap``)."""
+
+    code = "too_large"
+    hint = "split the file into smaller ones"
 
 
 class EncryptedFile(ItemFailed):

@@ -36,6 +36,9 @@ class Settings:
     providers: dict[str, ProviderProfile] = field(default_factory=dict)
     allow_local_urls: bool = False  # SSRF guard off (tests against loopback)
     max_file_bytes: int = 200 * 1024 * 1024
+    # The address-space cap of the isolated reader process, per file (RLIMIT_AS, so virtual
+    # memory); a file whose reading needs more fails ``too_large`` naming it (issue 41).
+    reader_memory_mb: int = 1024
     # Job threads per worker process (per-queue concurrency): index jobs of one base share the
     # embedding batcher, so enough of them must run at once for its batches to fill while the
     # next documents are read. A job waiting for its vectors holds a thread: with 16, a remote
@@ -146,6 +149,7 @@ def load_settings(home: str | Path | None = None, **overrides: Any) -> Settings:
         providers=profiles,
         allow_local_urls=pick("allow_local_urls", "KNOWBASE_ALLOW_LOCAL_URLS", False, truthy),
         max_file_bytes=pick("max_file_bytes", "KNOWBASE_MAX_FILE_BYTES", 200 * 1024 * 1024, int),
+        reader_memory_mb=pick("reader_memory_mb", "KNOWBASE_READER_MEMORY_MB", 1024, int),
         workers=pick("workers", "KNOWBASE_WORKERS", 48, int),
         job_retention_days=pick("job_retention_days", "KNOWBASE_JOB_RETENTION_DAYS", 14.0, float),
         allowed_hosts=pick("allowed_hosts", "KNOWBASE_ALLOWED_HOSTS", (), names),

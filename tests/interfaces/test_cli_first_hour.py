@@ -57,7 +57,13 @@ def test_add_counts_files_names_failures_and_exits_4(run, folder: Path) -> None:
     assert "files 3/3" in proc.stderr
     assert "knowledge.index-documents[" not in proc.stderr
     summary = json.loads(run("add", "kb1", str(folder / "office"), "--json").stdout)["summary"]
-    assert summary == {"indexed": 1, "active": 0, "skipped": {}, "failed": []}
+    assert summary == {
+        "indexed": 1,
+        "active": 0,
+        "skipped": {},
+        "skipped_files": {},
+        "failed": [],
+    }
 
 
 def test_readd_updates_instead_of_copying(run, folder: Path) -> None:

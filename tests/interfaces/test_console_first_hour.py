@@ -83,7 +83,7 @@ def test_uploads_keep_the_good_files_and_name_the_rejected(page, served, tmp_pat
     loose.mkdir()
     (loose / "a.md").write_text("# A\n\nAlpha text.\n")
     (loose / "b.txt").write_text("Beta text.")
-    (loose / "tool.bin").write_bytes(b"\x7fELF")
+    (loose / "tool.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00")  # binary, not text
     goto(page, served + "/console/bases/uploads")
     page.set_input_files("#pick-files", [str(p) for p in sorted(loose.iterdir())])
     notice = page.locator("#notice")
@@ -101,7 +101,7 @@ def test_uploads_keep_the_good_files_and_name_the_rejected(page, served, tmp_pat
     expect_(notice).to_contain_text("kit/x.exe")
     expect_(page.locator('#items-table tr[data-title="two.md"]')).to_have_count(1, timeout=30_000)
     # the API answers the same: the good files in, the rejected ones listed
-    files = [("files", ("c.md", b"Gamma.")), ("files", ("d.xyz", b"?"))]
+    files = [("files", ("c.md", b"Gamma.")), ("files", ("d.xyz", b"?\x00\x01"))]
     out = httpx.post(served + "/bases/uploads/uploads", files=files).json()
     assert [i["title"] for i in out["items"]] == ["c.md"]
     assert [r["name"] for r in out["rejected"]] == ["d.xyz"]

@@ -176,8 +176,11 @@ def test_multipart_upload_is_stored_like_a_local_file(client: httpx.Client, kb) 
     big = b"a" * (64 * 1024 + 1)
     r = client.post("/bases/up/uploads", files={"files": ("big.md", big, "text/markdown")})
     assert_error(r, 413, "payload_too_large")
-    bad = client.post("/bases/up/uploads", files={"files": ("x.exe", b"MZ", "a/b")})
+    exe = b"MZ\x90\x00\x03\x00"  # binary: a text file of any name is read (issue 41)
+    bad = client.post("/bases/up/uploads", files={"files": ("x.exe", exe, "a/b")})
     assert_error(bad, 422, "unsupported_file_type")
+    licence = client.post("/bases/up/uploads", files={"files": ("GPL-3", b"GNU GPL v3\n", "a/b")})
+    assert licence.status_code == 201, licence.text  # text of any name is taken (issue 41)
 
 
 def test_local_paths_only_under_the_served_roots(

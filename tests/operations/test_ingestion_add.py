@@ -58,7 +58,9 @@ def test_bad_input_anywhere_in_the_batch_adds_nothing(
     kb: Knowledge, bm25_base: Base, src: Path
 ) -> None:
     good = AddInput.file(write(src / "a.md", "alpha"))
-    bad = AddInput.file(write(src / "b.exe", "MZ"))
+    exe = src / "b.exe"
+    exe.write_bytes(b"MZ\x90\x00\x03\x00\x00\x00")  # binary: a text file of any name is read
+    bad = AddInput.file(exe)
     with pytest.raises(UnsupportedFileType):
         kb.add(bm25_base.id, [good, bad])
     assert kb.list_items(bm25_base.id) == []

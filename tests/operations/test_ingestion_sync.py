@@ -275,3 +275,18 @@ def test_an_item_the_user_deleted_is_not_brought_back_by_sync(
     # a new file beside them is still picked up
     write(folder / "e.md", "echo eggplants are purple")
     assert [a["path"] for a in kb.sync(synced.id, wait=True).added] == [str(folder / "e.md")]
+
+
+def test_as_text_globs_of_a_folder_hold_for_the_files_a_sync_finds(
+    kb: Knowledge, hash_base: Base, folder: Path
+) -> None:
+    """Issue 41: ``kb add --as-text '*.dat'`` reads matching files as text, and so does every
+    later sync of the folder for the new ones."""
+    (folder / "old.dat").write_bytes(b"okapi record\x00\x01\n")
+    kb.add(hash_base.id, [AddInput.directory(folder).with_as_text(["*.dat"])], wait=True)
+    assert hits(kb, hash_base, "okapi") == ["notes/old.dat"]
+    (folder / "sub" / "new.dat").write_bytes(b"quokka record\x00\x02\n")
+    report = kb.sync(hash_base.id, wait=True)
+    assert [a["path"] for a in report.added] == [str(folder / "sub" / "new.dat")]
+    assert leaves(kb, hash_base)[str(folder / "sub" / "new.dat")] == "completed"
+    assert hits(kb, hash_base, "quokka") == ["notes/sub/new.dat"]

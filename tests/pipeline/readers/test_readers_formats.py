@@ -48,7 +48,7 @@ def test_extension_sets() -> None:
 
 def test_unknown_extension_is_unsupported(tmp_path: Path) -> None:
     p = tmp_path / "x.bin"
-    p.write_text("{}")
+    p.write_bytes(b"{\x00\x01}")  # binary: text under an unknown extension is read (issue 41)
     with pytest.raises(UnsupportedFileType) as info:
         read_file(p)
     assert info.value.code == "unsupported_file_type"

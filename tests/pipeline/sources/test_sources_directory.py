@@ -107,11 +107,15 @@ def test_skip_report_gives_reasons_and_counts(tree: Path) -> None:
         "docs/sub/other.draft.md": "ignored_gitignore",
     }
     assert len(result.skipped) == len(reasons)  # each entry reported once
-    report = result.skip_report(max_examples=2)
-    assert report["ignored_default"] == {"count": 3, "examples": [".git", "build"]}
+    report = result.skip_report(max_named=2)
+    assert report["ignored_default"] == {"count": 3, "files": [".git", "build"]}
     assert report["dot_entry"]["count"] == 4
-    assert report["unsupported_type"] == {"count": 2, "examples": ["blob.bin", "onlyjunk/x.bin"]}
-    assert report["too_large"] == {"count": 1, "examples": ["big.md"]}
+    assert report["unsupported_type"] == {"count": 2, "files": ["blob.bin", "onlyjunk/x.bin"]}
+    assert report["too_large"] == {"count": 1, "files": ["big.md"]}
+    every = result.skip_report()  # by default every skipped entry is named (issue 41)
+    assert sorted(every["dot_entry"]["files"]) == sorted(  # type: ignore[arg-type]
+        r for r, why in reasons.items() if why == "dot_entry"
+    )
     assert set(report) <= set(SKIP_REASONS)
 
 
@@ -157,11 +161,8 @@ def test_default_ignores_match_by_glob_and_only_folders(tmp_path: Path) -> None:
     write(tmp_path, "build", "a file called build is not a build folder")  # no extension
     write(tmp_path, "dist.md", "a file named like a default ignore")
     result = expand(tmp_path, IgnoreRules(), is_supported=is_supported)
-    assert [f.rel for f in result.files] == ["dist.md"]
-    assert {s.rel: s.reason for s in result.skipped} == {
-        "pkg.egg-info": "ignored_default",
-        "build": "unsupported_type",
-    }
+    assert [f.rel for f in result.files] == ["build", "dist.md"]  # text: taken (issue 41)
+    assert {s.rel: s.reason for s in result.skipped} == {"pkg.egg-info": "ignored_default"}
     assert "node_modules" in DEFAULT_IGNORES
 
 
@@ -250,7 +251,7 @@ def test_expansion_invariants(rels: list[str]) -> None:
         created: set[str] = set()
         for rel in rels:
             try:
-                write(root, rel)
+                write(root, rel, b"\x00\x01" if rel.endswith(".bin") else "text")
                 created.add(rel)
             except (FileExistsError, NotADirectoryError, IsADirectoryError):
                 pass  # a path both a file and a folder: keep whichever came first
@@ -322,6 +323,37 @@ def test_undecodable_names_are_skipped_and_the_rest_is_kept(tmp_path: Path) -> N
     assert [f.rel for f in found.files] == ["good.txt"]
     assert found.skip_report()["undecodable_name"] == {
         "count": 2,
-        "examples": ["bad\\xff.txt", "dir\\xfe"],
+        "files": ["bad\\xff.txt", "dir\\xfe"],
     }
     assert all(s.rel.encode("utf-8") for s in found.skipped)  # storable as text
+
+
+def test_text_files_of_any_name_are_taken_binary_ones_skipped(tmp_path: Path) -> None:
+    """Issue 41: /usr/share/doc's licences, READMEs and changelogs are text without a known
+    extension; they are taken by content. A binary file without extension is still skipped."""
+    import gzip
+
+    write(tmp_path, "common-licenses/GPL-3", "GNU GENERAL PUBLIC LICENSE\nVersion 3\n")
+    write(tmp_path, "pkg/README.Debian", "Notes for Debian users.\n")
+    write(tmp_path, "pkg/pkg.copyright", "Format: https://www.debian.org/doc/\n")
+    (tmp_path / "pkg/changelog.Debian.gz").write_bytes(gzip.compress(b"pkg (1.0) unstable\n"))
+    write(tmp_path, "pkg/program", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    write(tmp_path, "pkg/archive.tar.gz", gzip.compress(b"a.txt\x00\x00\x00" * 40))
+    result = expand(tmp_path, RULES, is_supported=is_supported)
+    assert sorted(f.rel for f in result.files) == [
+        "common-licenses/GPL-3",
+        "pkg/README.Debian",
+        "pkg/changelog.Debian.gz",
+        "pkg/pkg.copyright",
+    ]
+    assert {s.rel: s.reason for s in result.skipped} == {
+        "pkg/archive.tar.gz": "unsupported_type",
+        "pkg/program": "unsupported_type",
+    }
+
+
+def test_as_text_globs_take_files_whatever_they_hold(tmp_path: Path) -> None:
+    write(tmp_path, "dump.dat", b"\x00\x01 record")
+    write(tmp_path, "logs/x.bin", b"\x00\x02")
+    result = expand(tmp_path, RULES, is_supported=is_supported, as_text=("*.dat", "logs/*"))
+    assert [(f.rel, f.as_text) for f in result.files] == [("dump.dat", True), ("logs/x.bin", True)]

@@ -80,6 +80,16 @@ def add(
     ] = "update",
     tag: TagOpt = None,
     meta: MetaOpt = None,
+    as_text: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--as-text",
+            metavar="GLOB",
+            help="Read files whose name (or path below a folder) matches GLOB as plain text, "
+            "whatever they hold (repeatable; e.g. --as-text '*.log'). Text files of any name "
+            "are read as text anyway; this is for files that do not look like it.",
+        ),
+    ] = None,
     no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -98,6 +108,8 @@ def add(
     if tag or meta:
         labels = (split_tags(tag), parse_meta(meta))
         inputs = [i.with_labels(*labels) for i in inputs]
+    if as_text:
+        inputs = [i.with_as_text(as_text) for i in inputs]
     if not inputs:
         raise typer.BadParameter("give at least one file, folder or URL, or --note")
     with cli.open_kb(home) as kb:
@@ -158,6 +170,12 @@ def add(
             parts.append(f"{skipped} skipped ({why})")
         parts.append(f"{len(summary.failed)} failed")
         console.print("files: " + ", ".join(parts), highlight=False)
+        for reason, paths in sorted(summary.skipped_files.items()):
+            for path in paths:  # every one, so nobody has to guess what "…" hid (issue 41)
+                console.print(f"  skipped {reason}: {escape(path)}", highlight=False)
+            unnamed = summary.skipped.get(reason, 0) - len(paths)
+            if unnamed > 0:
+                console.print(f"  skipped {reason}: {unnamed} more not named", highlight=False)
         for f in summary.failed[:FAILED_SHOWN]:
             console.print(
                 f"  [red]failed[/] {escape(str(f['source']))}: {f['code']} — "

@@ -159,6 +159,7 @@ class AddSummary:
     indexed: int = 0
     active: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> files left out
+    skipped_files: dict[str, list[str]] = field(default_factory=dict)  # reason -> their paths
     failed: list[dict[str, Any]] = field(default_factory=list)  # {item_id, source, code, message}
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,6 +167,7 @@ class AddSummary:
             "indexed": self.indexed,
             "active": self.active,
             "skipped": self.skipped,
+            "skipped_files": self.skipped_files,
             "failed": self.failed,
         }
 
@@ -180,6 +182,12 @@ def summarize(items: list[Item]) -> AddSummary:
     for item in items:
         for reason, entry in (item.data.get("skipped") or {}).items():
             out.skipped[reason] = out.skipped.get(reason, 0) + int(entry.get("count", 0))
+            root = item.origin or item.source or ""
+            out.skipped_files.setdefault(reason, []).extend(
+                f"{root.rstrip('/')}/{rel}" if root else rel
+                # "examples": the first five, as skip reports before issue 41 kept them
+                for rel in entry.get("files") or entry.get("examples") or []
+            )
         if item.status == "failed" and (not item.is_container or item.error_code != "child_failed"):
             out.failed.append(
                 {

@@ -28,7 +28,7 @@ from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.items import _add_response, unsupported
 from knowbase.interfaces.http.models import AddOut, ConflictStrategy
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.readers import is_supported
+from knowbase.pipeline.readers import is_readable
 from knowbase.providers.registry import BUILTIN_EMBEDDING_PROFILES
 from knowbase.service import Knowledge
 
@@ -82,16 +82,17 @@ def upload_folders(
             parts = split_relative(raw)
             if len(parts) < 2:
                 raise InvalidInput("a folder upload's paths start with the folder", path=raw)
-            if not is_supported(parts[-1]):
-                # Not staged: reported now, by name, instead of as a count the folder's
-                # expansion finds later ("Added 7" while 2 were skipped).
-                rejected.append({**unsupported(parts[-1]), "name": "/".join(parts)})
-                continue
             target = stage.joinpath(*parts)
-            tops.setdefault(parts[0], stage / parts[0])
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("wb") as out:
                 shutil.copyfileobj(upload.file, out, length=1024 * 1024)
+            if not is_readable(target):  # by name, or text whatever its name (issue 41)
+                # Reported now, by name, instead of as a count the folder's expansion finds
+                # later ("Added 7" while 2 were skipped).
+                target.unlink()
+                rejected.append({**unsupported(parts[-1]), "name": "/".join(parts)})
+                continue
+            tops.setdefault(parts[0], stage / parts[0])
         labels = [t.strip() for t in tags.split(",") if t.strip()]
         inputs = [
             AddInput("directory", source=name, path=str(p), origin=str(p)).with_labels(labels)

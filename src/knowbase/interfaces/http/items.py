@@ -33,7 +33,7 @@ from knowbase.interfaces.http.models import (
     JobRef,
 )
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.readers import is_supported
+from knowbase.pipeline.readers import is_readable
 from knowbase.service import Knowledge
 
 router = APIRouter(tags=["items"], responses=COMMON_ERRORS)
@@ -150,13 +150,14 @@ def upload_items(
             safe = sanitize_filename(name) if name.strip() else ""
             if not safe:
                 raise InvalidInput("every uploaded file needs a file name", index=n)
-            if not is_supported(safe):
-                rejected.append(unsupported(name))
-                continue
             # One folder per file: two uploads may share a name (rename strategy dedupes).
             target = spool.spool_path(safe)
             with target.open("wb") as out:
                 shutil.copyfileobj(upload.file, out, length=1024 * 1024)
+            if not is_readable(target):  # by name, or text whatever its name (issue 41)
+                target.unlink()
+                rejected.append(unsupported(name))
+                continue
             labels = [t.strip() for t in tags.split(",") if t.strip()]
             inputs.append(
                 AddInput("file", source=name, path=str(target), origin=None).with_labels(labels)

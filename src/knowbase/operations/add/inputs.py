@@ -38,6 +38,19 @@ class AddInput:
     # labels (catalog/labels.py): a folder's apply to everything under it
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # ``kb add --as-text GLOB``: files matching one are read as text whatever they hold
+    as_text: tuple[str, ...] = ()
+
+    def with_as_text(self, globs: Iterable[str]) -> AddInput:
+        """This input with files matching ``globs`` (name or path below a folder) read as text."""
+        return replace(self, as_text=tuple(globs))
+
+    def forces_text(self) -> bool:
+        """Whether this file input is itself named by one of its ``as_text`` globs."""
+        import fnmatch
+
+        name = Path(self.path or "").name
+        return any(fnmatch.fnmatchcase(name, g) for g in self.as_text)
 
     def with_labels(
         self, tags: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None
@@ -99,6 +112,7 @@ def note_source(content: str, title: str | None) -> str:
 def validate(inp: AddInput) -> AddInput:
     """Refuse bad input with a clear code before any write (paths, types, urls, note text)."""
     from knowbase.pipeline.readers import is_supported
+    from knowbase.pipeline.readers.content import text_verdict
 
     if inp.type == "file":
         if not inp.path or not os.path.isabs(inp.path):
@@ -110,11 +124,16 @@ def validate(inp: AddInput) -> AddInput:
         if not os.access(p, os.R_OK):
             raise OriginMissing(f"file cannot be read (permission denied): {inp.path}",
                                 path=inp.path)  # fmt: skip
-        if not is_supported(p.name):
+        verdict = None if is_supported(p.name) or inp.forces_text() else text_verdict(p)
+        if verdict is not None:
             from knowbase.errors import UnsupportedFileType
 
             raise UnsupportedFileType(
-                f"unsupported knowledge file type: {p.suffix or p.name}", path=inp.path
+                f"unsupported knowledge file type: {p.suffix or p.name} (no reader for its "
+                f"name, and its content is not text: it {verdict}); "
+                "kb add --as-text GLOB reads it as text anyway",
+                path=inp.path,
+                reason=verdict,
             )
     elif inp.type == "directory":
         if not inp.path or not os.path.isabs(inp.path):

@@ -90,7 +90,12 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
     if not Path(origin).is_dir():
         raise OriginMissing(f"folder not found: {origin}", path=origin)
     rules = IgnoreRules(max_file_bytes=rt.settings.max_file_bytes, keep_out=rt.settings.keep_out)
-    expansion = expand(Path(origin), rules, check_cancelled=ctx.check_cancelled)
+    expansion = expand(
+        Path(origin),
+        rules,
+        as_text=tuple(item.data.get("as_text_globs") or ()),
+        check_cancelled=ctx.check_cancelled,
+    )
     report = expansion.skip_report()
     if not expansion.files:
         with rt.catalog.write_tx() as conn:  # so `kb status` can say what was left out and why
@@ -215,6 +220,7 @@ def _import_files(  # type: ignore[no-untyped-def]
                             {
                                 "source": str(f.abs_path),
                                 "relative_path": f"{prefix}/{within[f.rel]}",
+                                **({"as_text": True} if f.as_text else {}),
                             },
                         )
                         for f in part

@@ -7,7 +7,7 @@ import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
@@ -115,6 +115,7 @@ def add_items(
                             storage, inp, files, reserved, processable, created_files
                         )
                         data.update(label_fields(inp.tags, inp.metadata))
+                        data.update(_as_text_fields(inp))
                         item = item_repo.insert_active(
                             conn, base_id=base.id, type=inp.type, data=data, origin=inp.origin
                         )
@@ -146,6 +147,16 @@ def _refuse_home_paths(rt: Runtime, inputs: list[AddInput]) -> None:
                 hint="add the folders you keep your documents in, not the home",
                 path=inp.origin,
             )
+
+
+def _as_text_fields(inp: AddInput) -> dict[str, Any]:
+    """``kb add --as-text``: a file it names is read as text; a folder keeps the globs for
+    its expansion (and the syncs after it)."""
+    if not inp.as_text:
+        return {}
+    if inp.type == "directory":
+        return {"as_text_globs": list(inp.as_text)}
+    return {"as_text": True} if inp.type == "file" and inp.forces_text() else {}
 
 
 def _refuse_forbidden_urls(rt: Runtime, base: Base, inputs: list[AddInput]) -> None:

@@ -62,7 +62,12 @@ def read_item(rt: Runtime, base: Base, item: Item) -> list[Document]:
         return read_processed_markdown(path.read_text(encoding="utf-8"))
     if item.type == "file":
         with READ_SEATS:
-            return read_file_isolated(path, max_bytes=rt.settings.max_file_bytes)
+            return read_file_isolated(
+                path,
+                max_bytes=rt.settings.max_file_bytes,
+                memory_mb=rt.settings.reader_memory_mb,
+                as_text=bool(item.data.get("as_text")),
+            )
     return read_markdown_text(strip_okf_frontmatter(path.read_text(encoding="utf-8")))
 
 

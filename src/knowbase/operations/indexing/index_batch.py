@@ -222,7 +222,14 @@ def read_files(
         p or storage.path_of(item.concept_id or "") for p, item in zip(given, items, strict=True)
     ]
     with READ_SEATS:
-        return list(read_files_isolated(paths, max_bytes=rt.settings.max_file_bytes))
+        return list(
+            read_files_isolated(
+                paths,
+                max_bytes=rt.settings.max_file_bytes,
+                memory_mb=rt.settings.reader_memory_mb,
+                as_text=[bool(item.data.get("as_text")) for item in items],
+            )
+        )
 
 
 def _read(rt: Runtime, base: Base, entries: list[_Entry]) -> None:

@@ -82,6 +82,14 @@ def _wait_for_children(rt: Runtime, ctx: JobContext) -> None:
 
 
 # --- files ---------------------------------------------------------------------------------
+def _as_text(root: Item, rel: str) -> dict[str, bool]:
+    """``{"as_text": True}`` for a new file that the folder's ``kb add --as-text`` globs name."""
+    from knowbase.pipeline.sources.directory import matches_globs
+
+    globs = tuple(root.data.get("as_text_globs") or ())
+    return {"as_text": True} if globs and matches_globs(rel, globs) else {}
+
+
 def _add_files(rt: Runtime, conn: Connection, base: Base, job_id: str, scope: dict) -> int:
     root_id = scope.get("root_id")
     if not root_id or not scope.get("added"):
@@ -115,7 +123,7 @@ def _add_files(rt: Runtime, conn: Connection, base: Base, job_id: str, scope: di
             group_id=parent,
             reconcile=False,
             origin=origin,
-            data={"source": origin, "relative_path": path},
+            data={"source": origin, "relative_path": path, **_as_text(root, rel)},
         )
         # reacquire: the index job copies the file in, outside this transaction's lock hold.
         schedule_item(rt, conn, base, leaf, parent_job_id=job_id, reacquire=True)

@@ -143,7 +143,7 @@ def _folder_scope(rt: Runtime, base: Base, root: Item, rows: list[Item]) -> _Sco
 
     origin = Path(str(root.origin))
     rules = IgnoreRules(max_file_bytes=rt.settings.max_file_bytes, keep_out=rt.settings.keep_out)
-    expansion = expand(origin, rules)
+    expansion = expand(origin, rules, as_text=tuple(root.data.get("as_text_globs") or ()))
     leaves = [r for r in rows if r.type == "file" and r.origin]
     by_id = {r.id: r for r in leaves}
     held = {str(r.origin): _held(rt, base, r) for r in leaves}

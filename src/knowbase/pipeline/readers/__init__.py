@@ -34,8 +34,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path, PurePath
 
-from knowbase.errors import NoTextExtracted, UnreadableFile, UnsupportedFileType
+from knowbase.errors import FileTooLarge, NoTextExtracted, UnreadableFile, UnsupportedFileType
 from knowbase.pipeline.documents import Document
+from knowbase.pipeline.readers.content import (
+    COMPRESSED,
+    MAX_TEXT_BYTES,
+    read_compressed,
+    text_verdict,
+)
 from knowbase.pipeline.readers.formats import TEXT_EXTENSIONS, is_text_name
 from knowbase.pipeline.readers.isolation import read_file_isolated, read_files_isolated
 from knowbase.pipeline.readers.markdown import (
@@ -51,6 +57,7 @@ __all__ = [
     "PROCESSABLE_EXTENSIONS",
     "PROCESSED_MARKER",
     "SUPPORTED_EXTENSIONS",
+    "is_readable",
     "is_supported",
     "pdf_page_texts",
     "pdf_pages_without_text",
@@ -73,7 +80,10 @@ SUPPORTED_EXTENSIONS: frozenset[str] = (
     | frozenset({".xlsx", ".xls", ".xlsb", ".ods", ".docx", ".doc", ".pptx", ".ppt", ".epub"})
     | TEXT_EXTENSIONS
 )
-"""Lower-case extensions with a dot that :func:`read_file` accepts."""
+"""Lower-case extensions with a dot that :func:`read_file` reads by name; any other file is
+read as text when its content is text (:func:`is_readable`)."""
+
+_DECODED_WHOLE = (_TEXT_EXTENSIONS - {".html", ".htm"}) | TEXT_EXTENSIONS
 
 
 def is_supported(name: str | PurePath) -> bool:
@@ -82,22 +92,28 @@ def is_supported(name: str | PurePath) -> bool:
     return PurePath(name).suffix.lower() in SUPPORTED_EXTENSIONS or is_text_name(name)
 
 
-def read_file(path: Path, *, max_bytes: int | None = None) -> list[Document]:
+def is_readable(path: Path) -> bool:
+    """Whether :func:`read_file` will try ``path``: a reader claims its name, or its first
+    bytes are text (``GPL-3``, ``README.Debian``, a ``.gz`` holding text)."""
+    return is_supported(path.name) or text_verdict(path) is None
+
+
+def read_file(path: Path, *, max_bytes: int | None = None, as_text: bool = False) -> list[Document]:
     """Read ``path`` into non-empty documents, in file order.
 
-    Raises UnsupportedFileType (unknown extension), UnreadableFile (missing, too big, wrong
-    signature, corrupt, truncated), EncryptedFile (password protected) or NoTextExtracted
+    A file no reader claims by name is read as plain text when its content is text
+    (:mod:`.content`: ``GPL-3``, ``README.Debian``, ``changelog.gz``); ``as_text`` reads any
+    file that way (``kb add --as-text GLOB``).
+
+    Raises UnsupportedFileType (no reader for the name, and the content is not text),
+    UnreadableFile (missing, wrong signature, corrupt, truncated), FileTooLarge (over
+    ``max_bytes`` or the text limit), EncryptedFile (password protected) or NoTextExtracted
     (readable but without text: a scanned PDF, an image, an empty file).
     Runs in the calling process; prefer :func:`read_file_isolated` for untrusted input.
     """
     path = Path(path)
     ext = path.suffix.lower()
-    if not is_supported(path.name):
-        raise UnsupportedFileType(
-            f"{path.name}: files of type {ext or '(no extension)'} are not supported",
-            path=str(path),
-            extension=ext,
-        )
+    by_name = is_supported(path.name) and not as_text
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -105,24 +121,27 @@ def read_file(path: Path, *, max_bytes: int | None = None) -> list[Document]:
             f"{path.name} cannot be opened: {exc.strerror}", path=str(path), reason="io"
         ) from exc
     if max_bytes is not None and size > max_bytes:
-        raise UnreadableFile(
+        raise FileTooLarge(
             f"{path.name} is {size} bytes, over the {max_bytes}-byte limit",
             path=str(path),
             reason="too_big",
             size=size,
             max_bytes=max_bytes,
         )
-    check_signature(path, ext)
+    if by_name:
+        check_signature(path, ext)
     if size == 0:
         raise NoTextExtracted(
             f"{path.name} is empty", hint="add a file with content", path=str(path)
         )
-    if ext in IMAGE_EXTENSIONS:
+    if ext in IMAGE_EXTENSIONS and by_name:
         raise NoTextExtracted(
             f"{path.name} is an image; its text can only be read by OCR", path=str(path)
         )
+    if (not by_name or ext in _DECODED_WHOLE) and ext not in COMPRESSED:
+        check_text_size(path, size)
     try:
-        docs = _READERS.get(ext, _TEXT_FORMAT)(path)
+        docs = _READERS.get(ext, _TEXT_FORMAT)(path) if by_name else _by_content(path, as_text)
     except OSError as exc:
         raise UnreadableFile(
             f"{path.name} cannot be read: {exc}", path=str(path), reason="io"
@@ -132,6 +151,47 @@ def read_file(path: Path, *, max_bytes: int | None = None) -> list[Document]:
         hint = NoTextExtracted.hint if ext == ".pdf" else "the file has no readable text"
         raise NoTextExtracted(f"{path.name} contains no text", hint=hint, path=str(path))
     return docs
+
+
+def check_text_size(path: Path, size: int) -> None:
+    """Raise FileTooLarge when a file read whole as text is past :data:`MAX_TEXT_BYTES`:
+    decoded, it takes one to four bytes a character, and the indexer holds it several times."""
+    if size > MAX_TEXT_BYTES:
+        raise FileTooLarge(
+            f"{path.name} is {size} bytes, over the {MAX_TEXT_BYTES // 2**20} MiB text limit "
+            "per item",
+            path=str(path),
+            reason="text_too_large",
+            size=size,
+            limit_bytes=MAX_TEXT_BYTES,
+        )
+
+
+def _by_content(path: Path, forced: bool) -> list[Document]:
+    """A file no reader claims by name: its text when it is text (decompressed if need be)."""
+    from knowbase.pipeline.readers.text import decode_text
+
+    ext = path.suffix.lower()
+    if ext in COMPRESSED:
+        data = read_compressed(path)
+    else:
+        verdict = None if forced else text_verdict(path)
+        if verdict is not None:
+            raise UnsupportedFileType(
+                f"{path.name}: no reader for {ext or 'a name without extension'}, and its "
+                f"content is not text: it {verdict}",
+                path=str(path),
+                extension=ext,
+                reason=verdict,
+            )
+        data = path.read_bytes()
+    try:
+        return [Document(decode_text(data, name=path.name))]
+    except UnreadableFile:
+        if not forced:
+            raise
+    # The user said it is text: index what decodes, rather than nothing.
+    return [Document(data.decode("utf-8", "replace").replace("\x00", ""))]
 
 
 def _markdown(path: Path) -> list[Document]:

@@ -34,21 +34,23 @@ class Request:
     test_alloc_mb: int = 0  # test hook: allocate before reading (memory-cap tests)
 
 
-def _read_file(path: str, max_bytes: int | None) -> Any:
+def _read_file(path: str, max_bytes: int | None, as_text: bool = False) -> Any:
     from knowbase.pipeline.readers import read_file
 
-    return read_file(Path(path), max_bytes=max_bytes)
+    return read_file(Path(path), max_bytes=max_bytes, as_text=as_text)
 
 
-def _read_files(paths: list[str], max_bytes: int | None) -> list[tuple[Any, ...]]:
+def _read_files(
+    paths: list[str], max_bytes: int | None, as_text: list[bool] | None = None
+) -> list[tuple[Any, ...]]:
     """Many files in one round trip (an index batch): each file's own reply, so one bad file
     fails alone. A ``MemoryError`` is not caught here: it ends the whole request (fatal), and
     the parent reads the files again one by one to find the culprit."""
 
     replies: list[tuple[Any, ...]] = []
-    for path in paths:
+    for path, forced in zip(paths, as_text or [False] * len(paths), strict=True):
         try:
-            replies.append(("ok", _read_file(path, max_bytes)))
+            replies.append(("ok", _read_file(path, max_bytes, forced)))
         except MemoryError:
             raise
         except Exception as exc:  # as in _handle: this file's error, or an unreadable file
@@ -123,8 +125,9 @@ def _handle(req: Request) -> tuple[tuple[Any, ...], bool]:
         del ballast
         return (
             "error",
-            "UnreadableFile",
-            f"reading the file needed more than the {req.memory_mb} MiB memory cap",
+            "FileTooLarge",  # code too_large: the file is past a limit, which the message names
+            f"reading the file needed more than the {req.memory_mb} MiB memory cap of the "
+            "reader process",
             None,
             {"reason": "memory_cap", "memory_mb": req.memory_mb},
         ), True

@@ -51,13 +51,15 @@ TEXT_NAMES: tuple[str, ...] = (
 
 FORMATS: tuple[Format, ...] = (
     Format("Markdown", (".md", ".markdown", ".mdx"), "heading sections", "heading path"),
-    Format("PDF", (".pdf",), "pdfplumber: tables, headings, columns; OCR for scans", "page"),
+    Format("PDF", (".pdf",), "pdfium + pdfplumber's table code: tables, headings, columns, "
+           "right-to-left lines in logical order; OCR for scans", "page"),
     Format("Word", (".docx", ".doc"), "mammoth → Markdown sections (.doc: LibreOffice)",
            "heading path"),
     Format("PowerPoint", (".pptx", ".ppt"), "per slide, tables as Markdown", "slide"),
     Format("Spreadsheet", (".xlsx", ".xls", ".xlsb", ".ods"), "calamine, a table per sheet",
            "sheet"),
-    Format("CSV", (".csv",), "one Markdown table, delimiter sniffed", "-"),
+    Format("CSV", (".csv",), "Markdown tables of 64 KiB, header repeated, delimiter sniffed",
+           "rows"),
     Format("HTML", (".html", ".htm"), "Markdown sections, tables kept", "heading path"),
     Format("EPUB", (".epub",), "per chapter", "chapter"),
     Format("reStructuredText", (".rst",), "heading sections", "heading path"),
@@ -67,7 +69,10 @@ FORMATS: tuple[Format, ...] = (
     Format("XML", MARKUP_EXTENSIONS, "as text", "-"),
     Format("Source code", CODE_EXTENSIONS, "as text, cut at blank lines", "-"),
     Format("Plain text", PLAIN_EXTENSIONS, "as text, charset detected", "-"),
-    Format("Extensionless", (), "README, LICENSE, Makefile… by name, as text", "-"),
+    Format("Extensionless", (), "README, LICENSE, Makefile… by name; any other file whose "
+           "content is text (GPL-3, README.Debian, *.copyright)", "-"),
+    Format("Compressed text", (".gz", ".bz2", ".xz"), "one text file inside, read "
+           "decompressed (bomb-guarded)", "-"),
     Format("Images", (".png", ".jpg", ".jpeg", ".tif", ".tiff"), "OCR (tesseract) or a "
            "caption (caption:profile:model) when the base has a processor", "page"),
 )  # fmt: skip

@@ -179,6 +179,7 @@ def read_file_isolated(
     timeout_s: float = 120,
     memory_mb: int = 1024,
     max_bytes: int | None = None,
+    as_text: bool = False,
 ) -> list[Document]:
     """:func:`read_file` in a child process capped at ``timeout_s`` and ``memory_mb``.
 
@@ -190,6 +191,7 @@ def read_file_isolated(
         "read_file",
         str(Path(path).resolve()),
         max_bytes,
+        as_text,
         timeout_s=timeout_s,
         memory_mb=memory_mb,
     )
@@ -201,15 +203,22 @@ def read_files_isolated(
     timeout_s: float = 120,
     memory_mb: int = 1024,
     max_bytes: int | None = None,
+    as_text: list[bool] | None = None,
 ) -> list[list[Document] | KnowbaseError]:
     """:func:`read_file_isolated` of many files in one child round trip (an index batch):
     each file's documents, or the error reading it raised. When the batch breaches a cap or
-    kills its child, the files are read again one by one, so only the culprit fails."""
+    kills its child, the files are read again one by one, so only the culprit fails.
+    ``as_text``: per file, read it as text whatever it holds (``kb add --as-text``)."""
+    forced = as_text or [False] * len(paths)
     if len(paths) == 1:
         try:
             return [
                 read_file_isolated(
-                    paths[0], timeout_s=timeout_s, memory_mb=memory_mb, max_bytes=max_bytes
+                    paths[0],
+                    timeout_s=timeout_s,
+                    memory_mb=memory_mb,
+                    max_bytes=max_bytes,
+                    as_text=forced[0],
                 )
             ]
         except KnowbaseError as exc:
@@ -219,16 +228,21 @@ def read_files_isolated(
             "read_files",
             [os.path.abspath(p) for p in paths],  # no resolve(): a syscall per part, per file
             max_bytes,
+            forced,
             timeout_s=timeout_s,
             memory_mb=memory_mb,
         )
     except UnreadableFile:
         out: list[list[Document] | KnowbaseError] = []
-        for path in paths:
+        for path, text in zip(paths, forced, strict=True):
             try:
                 out.append(
                     read_file_isolated(
-                        path, timeout_s=timeout_s, memory_mb=memory_mb, max_bytes=max_bytes
+                        path,
+                        timeout_s=timeout_s,
+                        memory_mb=memory_mb,
+                        max_bytes=max_bytes,
+                        as_text=text,
                     )
                 )
             except KnowbaseError as exc:

@@ -23,7 +23,11 @@ import bisect
 import re
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
+
+from knowbase.pipeline.readers.bidi import logical_lines, logical_order
+from knowbase.pipeline.readers.pdf_columns import column_gutters, column_sections
 
 # A word gap of 0.15 x the font size, not pdfplumber's fixed 3 pt: tightly set PDFs without
 # space glyphs (DocBook/FOP output) glued whole lines into one word at 3 pt.
@@ -54,7 +58,7 @@ def page_markdown(page: Any) -> str:
     words = [w for w in all_words if not any(_inside(w, box) for box in boxes)]
     body = _body_size(page.chars)
     blocks = [(box[1], _table_markdown(rows)) for box, rows in tables]
-    blocks += _text_blocks(words, body, float(page.width))
+    blocks += _text_blocks(words, body, float(page.width), boxes)
     blocks.sort(key=lambda b: b[0])
     return "\n\n".join(text for _, text in blocks if text.strip())
 
@@ -256,6 +260,7 @@ def _table_markdown(rows: list[list[str | None]]) -> str:
 def _cell(text: str | None) -> str:
     if not text:
         return ""
+    text = logical_lines(text)  # words sorted by x are in visual order
     return join_broken_words(text).replace("\n", " ").replace("|", "\\|").strip()
 
 
@@ -283,52 +288,20 @@ def _lines(words: list[dict]) -> list[list[dict]]:
     return [sorted(line, key=lambda w: w["x0"]) for line in lines]
 
 
-def _gutter(lines: list[list[dict]], width: float) -> float | None:
-    """The x of a vertical gap between two text columns, if the page has one."""
-    if len(lines) < 6:
-        return None
-    covered = [0] * (int(width) + 1)
-    for line in lines:
-        for w in line:
-            for x in range(max(0, int(w["x0"])), min(len(covered), int(w["x1"]) + 1)):
-                covered[x] += 1
-    lo, hi = int(width * 0.3), int(width * 0.7)
-    empty = [x for x in range(lo, hi) if covered[x] == 0]
-    if not empty:
-        return None
-    x = statistics.median(empty)
-    left = sum(1 for line in lines if line[0]["x1"] < x)
-    right = sum(1 for line in lines if line[-1]["x0"] > x)
-    return x if left >= 3 and right >= 3 else None
-
-
-def _text_blocks(words: list[dict], body: float, width: float) -> list[tuple[float, str]]:
+def _text_blocks(
+    words: list[dict], body: float, width: float, tables: Sequence[Box] = ()
+) -> list[tuple[float, str]]:
+    """Paragraphs and headings in reading order: column by column where the page has columns
+    (:mod:`.pdf_columns`), a table across a gutter ending a section like a full-width line."""
     lines = _lines(words)
-    gutter = _gutter(lines, width)
-    if gutter is None:
+    gutters = column_gutters(lines, width, body)
+    if not gutters:
         return _paragraphs(lines, body)
-    left, right, full = [], [], []
-    for line in lines:
-        split_l = [w for w in line if w["x1"] < gutter]
-        split_r = [w for w in line if w["x0"] > gutter]
-        if len(split_l) + len(split_r) < len(line):
-            full.append(line)
-            continue
-        if split_l:
-            left.append(split_l)
-        if split_r:
-            right.append(split_r)
-    col_top = min((ln[0]["top"] for ln in left + right), default=0.0)
-    above = [ln for ln in full if ln[0]["top"] < col_top]
-    below = [ln for ln in full if ln[0]["top"] >= col_top]
-    # Columns are read one after the other; their blocks share the first column's top so that
-    # the page's table/text ordering by position keeps them together and in order.
-    ordered = _paragraphs(left, body) + _paragraphs(right, body)
-    return (
-        _paragraphs(above, body)
-        + [(col_top, text) for _, text in ordered]
-        + _paragraphs(below, body)
-    )
+    breaks = [t[1] for t in tables if any(t[0] < (lo + hi) / 2 < t[2] for lo, hi in gutters)]
+    out: list[tuple[float, str]] = []
+    for top, group in column_sections(lines, gutters, breaks):
+        out += [(top, text) for _, text in _paragraphs(group, body)]
+    return out
 
 
 def _paragraphs(lines: list[list[dict]], body: float) -> list[tuple[float, str]]:
@@ -336,7 +309,8 @@ def _paragraphs(lines: list[list[dict]], body: float) -> list[tuple[float, str]]
     current: list[str] = []
     top = prev_bottom = 0.0
     for line in lines:
-        text = " ".join(w["text"] for w in line)
+        # Words sorted by x are in visual order: Arabic and Hebrew read backwards without this.
+        text = logical_order(" ".join(w["text"] for w in line))
         size = statistics.median(w["size"] for w in line)
         level = _heading_level(text, size, body)
         gap = line[0]["top"] - prev_bottom

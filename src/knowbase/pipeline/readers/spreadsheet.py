@@ -13,7 +13,7 @@ from typing import Any
 from knowbase.errors import EncryptedFile, UnreadableFile
 from knowbase.pipeline.documents import Document
 from knowbase.pipeline.readers.sniff import check_zip
-from knowbase.pipeline.readers.text import rows_to_markdown
+from knowbase.pipeline.readers.text import table_documents
 
 _MAX_CELLS = 5_000_000  # per workbook; beyond this the sheet is data, not reading material
 
@@ -47,9 +47,13 @@ def read_spreadsheet(path: Path) -> list[Document]:
                     path=str(path),
                     reason="too_many_cells",
                 )
-            table = rows_to_markdown([[_fmt(v) for v in row] for row in rows])
-            if table:
-                docs.append(Document(table, {"sheet": name}))
+            # In blocks with the header repeated, like CSV: one 28 MB table document cost the
+            # chunker ~500 MB (issue 41).
+            docs += table_documents(
+                lambda rows=rows: ([_fmt(v) for v in row] for row in rows),
+                locator={"sheet": name},
+                name=path.name,
+            )
     except (EncryptedFile, UnreadableFile):
         raise
     except cal.PasswordError as exc:

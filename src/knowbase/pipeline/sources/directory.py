@@ -12,7 +12,9 @@ Rules, checked in this order for every entry:
 3. a symlink → ``symlink``; anything that is not a plain file or directory → ``not_regular``;
 4. matched by a ``.gitignore`` / ``.kbignore`` / ``extra_patterns`` → ``ignored_gitignore`` /
    ``ignored_kbignore``;
-5. a file whose type the readers do not handle → ``unsupported_type``;
+5. a file whose name no reader claims and whose content is not text (a binary file; a text
+   file of any name is read as text, issue 41) → ``unsupported_type``; a file matching one of
+   ``as_text``'s globs is taken as text whatever its name or content;
 6. a file over ``rules.max_file_bytes`` → ``too_large``;
 7. a file or folder that cannot be stat'ed, listed or read → ``unreadable``;
 8. a name that is not valid UTF-8 (bytes from another system) → ``undecodable_name``, checked
@@ -25,6 +27,7 @@ after filtering are dropped silently (they are not a skip, there was nothing to 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import stat
 from collections.abc import Callable
@@ -48,6 +51,10 @@ SKIP_REASONS: tuple[str, ...] = (
 )
 
 
+MAX_NAMED = 10_000
+"""Skipped entries named per reason in a folder's skip report (the count is always exact)."""
+
+
 @dataclass(frozen=True)
 class ExpandedDir:
     """A folder to create under the import prefix; ``rel`` is POSIX, relative to the root."""
@@ -62,6 +69,7 @@ class ExpandedFile:
     rel: str
     abs_path: Path
     size: int
+    as_text: bool = False  # matched ``kb add --as-text GLOB``: read as text whatever it holds
 
 
 @dataclass(frozen=True)
@@ -84,20 +92,21 @@ class Expansion:
     files: list[ExpandedFile] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
 
-    def skip_report(self, max_examples: int = 5) -> dict[str, dict[str, object]]:
-        """Per reason: how many entries were skipped and the first few of them.
+    def skip_report(self, max_named: int = MAX_NAMED) -> dict[str, dict[str, object]]:
+        """Per reason: how many entries were skipped and every one of them (up to
+        ``max_named`` per reason, so a pathological tree cannot bloat the folder's row).
 
         >>> Expansion(skipped=[Skipped("a.bin", "unsupported_type")]).skip_report()
-        {'unsupported_type': {'count': 1, 'examples': ['a.bin']}}
+        {'unsupported_type': {'count': 1, 'files': ['a.bin']}}
         """
         report: dict[str, dict[str, object]] = {}
         for skip in self.skipped:
-            entry = report.setdefault(skip.reason, {"count": 0, "examples": []})
+            entry = report.setdefault(skip.reason, {"count": 0, "files": []})
             entry["count"] = int(entry["count"]) + 1  # type: ignore[call-overload]
-            examples = entry["examples"]
-            assert isinstance(examples, list)
-            if len(examples) < max_examples:
-                examples.append(skip.rel)
+            named = entry["files"]
+            assert isinstance(named, list)
+            if len(named) < max_named:
+                named.append(skip.rel)
         return report
 
 
@@ -127,6 +136,12 @@ def _default_is_supported(name: str) -> bool:
     return is_supported(name)
 
 
+def _default_is_text(path: Path) -> bool:
+    from knowbase.pipeline.readers.content import text_verdict
+
+    return text_verdict(path) is None
+
+
 def _check_root(root: Path) -> None:
     try:
         st = os.stat(root)
@@ -149,15 +164,19 @@ def expand(
     rules: IgnoreRules,
     *,
     is_supported: Callable[[str], bool] = _default_is_supported,
+    is_text: Callable[[Path], bool] = _default_is_text,
+    as_text: tuple[str, ...] = (),
     on_progress: Callable[[int], None] | None = None,
     check_cancelled: Callable[[], None] | None = None,
 ) -> Expansion:
     """Walk ``root`` and return what to import, in a deterministic order (see :class:`Expansion`).
 
-    ``on_progress`` is called after each folder with the number of entries examined so far;
-    ``check_cancelled`` is called before each folder and may raise to abort the walk.
-    Raises :class:`OriginMissing` when ``root`` is gone or unreadable and :class:`InvalidInput`
-    when it is not a folder.
+    A file ``is_supported`` refuses by name is still taken when ``is_text`` finds text in it;
+    one whose path relative to ``root`` (or name) matches a glob of ``as_text`` is taken as
+    text unread. ``on_progress`` is called after each folder with the number of entries
+    examined so far; ``check_cancelled`` is called before each folder and may raise to abort
+    the walk. Raises :class:`OriginMissing` when ``root`` is gone or unreadable and
+    :class:`InvalidInput` when it is not a folder.
 
     >>> expand(Path("docs"), IgnoreRules())  # doctest: +SKIP
     Expansion(dirs=[ExpandedDir(rel='guide')], files=[...], skipped=[...])
@@ -190,13 +209,16 @@ def expand(
             if not is_decodable(entry.name):
                 skipped.append(Skipped(printable(rel), "undecodable_name"))
                 continue
-            reason, size = _classify(entry, rel, rules, ignores, is_supported)
+            forced = bool(as_text) and matches_globs(rel, as_text)
+            reason, size = _classify(
+                entry, rel, rules, ignores, forced or is_supported(entry.name), is_text
+            )
             if reason is not None:
                 skipped.append(Skipped(rel, reason))
             elif size is None:
                 subdirs.append(rel)
             else:
-                files.append(ExpandedFile(rel, Path(entry.path), size))
+                files.append(ExpandedFile(rel, Path(entry.path), size, as_text=forced))
         stack.extend((sub, ignores) for sub in reversed(subdirs))
         if on_progress is not None:
             on_progress(examined)
@@ -208,7 +230,8 @@ def _classify(
     rel: str,
     rules: IgnoreRules,
     ignores: IgnoreStack,
-    is_supported: Callable[[str], bool],
+    supported: bool,
+    is_text: Callable[[Path], bool],
 ) -> tuple[str | None, int | None]:
     """(skip reason, None) or (None, None) for a folder to enter or (None, size) for a file."""
     name = entry.name
@@ -232,13 +255,19 @@ def _classify(
         return f"ignored_{source}", None
     if is_dir:
         return None, None
-    if not is_supported(name):
+    if not supported and not is_text(Path(entry.path)):
         return "unsupported_type", None
     if rules.is_too_large(st.st_size):
         return "too_large", None
     if not os.access(entry.path, os.R_OK):
         return "unreadable", None
     return None, st.st_size
+
+
+def matches_globs(rel: str, globs: tuple[str, ...]) -> bool:
+    """Whether a glob matches the relative path or the bare name (``*.log``, ``doc/*``)."""
+    name = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(name, g) for g in globs)
 
 
 def _dirs_of(files: list[ExpandedFile]) -> list[ExpandedDir]:

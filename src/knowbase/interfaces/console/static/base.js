@@ -82,9 +82,12 @@ function row(item, depth) {
   }
   const skipped = item.data && item.data.skipped;
   if (skipped && Object.keys(skipped).length) {
-    const reasons = Object.entries(skipped).map(([reason, { count, examples }]) =>
-      el("li", {}, `${reason}: ${count}`, examples && examples.length
-        ? ` (${examples.join(", ")}${count > examples.length ? ", …" : ""})` : ""));
+    // "files" names every skipped entry (issue 41); rows written before kept five "examples".
+    const reasons = Object.entries(skipped).map(([reason, { count, files, examples }]) => {
+      const named = files || examples || [];
+      return el("li", {}, `${reason}: ${count}`, named.length
+        ? ` (${named.join(", ")}${count > named.length ? ", …" : ""})` : "");
+    });
     const total = Object.values(skipped).reduce((n, r) => n + (r.count || 0), 0);
     status.append(el("details", { class: "skipped" },
       el("summary", {}, `${total} skipped`), el("ul", {}, reasons)));
