@@ -152,3 +152,35 @@ def test_a_base_on_the_qdrant_backend_indexes_and_searches(kb: Knowledge) -> Non
     finally:
         kb.close()
         backends.close_qdrant_clients()
+
+
+def test_a_base_deleted_by_another_process_releases_its_index_here(kb: Knowledge) -> None:
+    """Found by the soak (issue 37): after ``kb base delete`` in another process, a server kept
+    the base's index (and -wal, -shm) open, deleted, until it restarted. The recovery sweep,
+    which every process with workers runs every few seconds, now closes such stores."""
+    import os
+    import subprocess
+    import sys
+
+    base = kb.create_base("gone", file_processor_id=None)
+    kb.add_note("gone", "otters hold hands")
+    assert kb.search("gone", "otters").results  # the store is open in this process
+    env = {**os.environ, "KNOWBASE_HOME": str(kb.settings.home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "knowbase.interfaces.cli", "base", "delete", "gone", "--yes"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    def held() -> list[str]:
+        links = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                links.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                continue  # closed since the listing (the listing's own descriptor)
+        return [link for link in links if base.id in link and link.endswith("(deleted)")]
+
+    assert held(), "the test needs the store open before the sweep"
+    kb.recover()
+    assert held() == []

@@ -19,6 +19,7 @@ from knowbase.errors import (
     CatalogUnavailable,
     DatabaseCannotOpen,
     DatabaseIOError,
+    NotFound,
     VectorStoreUnavailable,
 )
 from knowbase.files import BaseStorage
@@ -186,6 +187,20 @@ class Runtime:
         except VectorStoreUnavailable:
             return None
 
+    def release_vanished_stores(self) -> list[str]:
+        """Close the cached stores of bases no longer in the catalog (deleted by another
+        process); returns their ids. A reader holding one keeps it until it lets go."""
+        with self._stores_lock:
+            cached = list(self._stores)
+        if not cached:
+            return []
+        with self.catalog.read() as conn:
+            present = {b.id for b in base_repo.list_all(conn)}
+        gone = [base_id for base_id in cached if base_id not in present]
+        for base_id in gone:
+            self.close_store(base_id)
+        return gone
+
     def close_store(self, base_id: str) -> None:
         """Drop the cached store; it closes once no reader holds it."""
         with self._stores_lock:
@@ -204,6 +219,8 @@ class Runtime:
         try:
             with self.catalog.write_tx() as conn:
                 base_repo.update(conn, base_id, status="failed", error="missing_vector_store")
+        except NotFound:
+            return  # deleted meanwhile (by another process): its index is gone on purpose
         except Exception:  # the mount error is what the caller needs to see
             log.exception("could not mark base %s failed", base_id)
 

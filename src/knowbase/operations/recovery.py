@@ -145,6 +145,12 @@ def sweep(rt: Runtime) -> SweepReport:
     except Exception as exc:
         _log_failure("tombstone cleanup failed", exc)
     try:
+        # A base another process deleted: its index files are gone from disk, but a store
+        # this process opened would hold them (and their space) until it exits.
+        rt.release_vanished_stores()
+    except Exception as exc:
+        _log_failure("closing the stores of deleted bases failed", exc)
+    try:
         report.orphan_dirs_removed = remove_orphan_base_dirs(rt)
     except Exception as exc:
         _log_failure("orphan base folder cleanup failed", exc)

@@ -53,11 +53,23 @@ def register(app: typer.Typer) -> None:
                     )
                     kb.wait(unfinished)
             report = kb.sync(b.id, prune=prune, dry_run=dry_run)
+            job = None
             if report.job_id:
                 follow(kb, b.id, [report.job_id], quiet=as_json)
                 job = kb.activity.get_job(report.job_id)
                 report.urls = dict(job.progress_details.get("pages") or {})
         emit(report, as_json, lambda: _render(console, report))
+        if job is not None and job.status in ("cancelled", "failed"):
+            # The plan above was not applied (found by the soak: a worker killed under the
+            # sync's job ended it cancelled, and kb sync still exited 0).
+            from knowbase.errors import IndexingInterrupted
+
+            raise IndexingInterrupted(
+                f"the sync's job ended {job.status} ({job.error_code}: {job.error_message}); "
+                "nothing or only part of the plan was applied",
+                hint=f"run kb sync {base!r} again",
+                job_id=job.id,
+            )
         busy = [f["path"] for f in report.failed if f.get("reason") == "busy"]
         if busy and not dry_run:
             from knowbase.errors import BaseBusy

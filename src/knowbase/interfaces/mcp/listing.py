@@ -66,7 +66,10 @@ def _list_bases(scope: Scope, query: str | None, limit: int, cursor: str | None)
     rows = []
     needle = query.casefold() if query else None
     for b in bases:
-        roots = [] if b.status == "failed" else kb.list_items(b.id, roots_only=True)
+        try:
+            roots = [] if b.status == "failed" else kb.list_items(b.id, roots_only=True)
+        except NotFound:
+            continue  # deleted (by another process) since the list was read: not listed
         done = [r for r in roots if r.status == "completed"]
         name_hit = not needle or needle in b.name.casefold()
         if not name_hit and (
@@ -78,7 +81,10 @@ def _list_bases(scope: Scope, query: str | None, limit: int, cursor: str | None)
         if b.status == "failed":
             row.update(itemCount=0, itemsUnavailable=True)
         else:
-            row.update(capabilities(kb, b, roots))
+            try:
+                row.update(capabilities(kb, b, roots))
+            except NotFound:
+                continue  # deleted meanwhile, as above
             counts = row.get("itemCounts", {})
             # every file, page, note and folder, not the roots only: a folder of 139 files
             # is not "2 items"
