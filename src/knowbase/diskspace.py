@@ -7,6 +7,8 @@ that writes maps it to :class:`~knowbase.errors.DiskFull` with :func:`as_disk_fu
 from __future__ import annotations
 
 import errno
+import os
+from pathlib import Path
 
 from knowbase.errors import DiskFull
 
@@ -16,6 +18,9 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _SQLITE_FULL = "database or disk is full"
 #: PostgreSQL's SQLSTATE class 53: insufficient resources (53100 disk_full).
 _PG_DISK_FULL = "53100"
+#: Below this many free bytes a file system counts as full for :func:`out_of_space`: SQLite
+#: cannot even create a database's ``-shm`` (32 KiB) and first ``-wal`` frames there.
+LOW_SPACE_BYTES = 1 << 20
 
 
 def is_disk_full(exc: BaseException | None) -> bool:
@@ -49,4 +54,25 @@ def as_disk_full(exc: BaseException) -> DiskFull:
     return DiskFull(f"no space left on the device{detail} ({text})")
 
 
-__all__ = ["DISK_FULL_ERRNOS", "as_disk_full", "is_disk_full"]
+def out_of_space(path: Path) -> bool:
+    """Whether the file system holding ``path`` (or its nearest existing parent) has less than
+    :data:`LOW_SPACE_BYTES` free for this user.
+
+    SQLite reports a database it cannot open on a full disk as a generic I/O error (creating
+    the ``-shm`` or ``-wal`` file fails with ENOSPC, which SQLite does not pass on), so a
+    caller that is about to call an open error damage asks this first. ``statvfs`` holds no
+    descriptor of the file: it is safe beside live connections (DESIGN, turn 4).
+    """
+    probe = path
+    while True:
+        try:
+            st = os.statvfs(probe)
+        except OSError:
+            if probe.parent == probe:
+                return False
+            probe = probe.parent
+            continue
+        return st.f_bavail * st.f_frsize < LOW_SPACE_BYTES
+
+
+__all__ = ["DISK_FULL_ERRNOS", "LOW_SPACE_BYTES", "as_disk_full", "is_disk_full", "out_of_space"]

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.models import Base
+from knowbase.diskspace import out_of_space
 from knowbase.errors import (
     CatalogUnavailable,
     DatabaseCannotOpen,
     DatabaseIOError,
+    DiskFull,
     NotFound,
     VectorStoreUnavailable,
 )
@@ -125,7 +127,8 @@ class Runtime:
         A store of other dims or another model (a model switch swapped it) is replaced; the
         old one closes when its last reader lets go
         (:mod:`knowbase.index.lease`). A transient open error is retried a few times
-        (:data:`OPEN_RETRY_DELAYS`) before a failed mount fails the base.
+        (:data:`OPEN_RETRY_DELAYS`) before a failed mount fails the base; one on a full disk
+        raises :class:`~knowbase.errors.DiskFull` at once and fails nothing.
         """
         with self._stores_lock:
             cached = self._stores.get(base.id)
@@ -138,6 +141,15 @@ class Runtime:
                 store = backend.open(self._target(base), create)
                 break
             except (VectorStoreUnavailable, DatabaseIOError, DatabaseCannotOpen) as exc:
+                path = self.storage(base.id).index_path
+                if out_of_space(path):
+                    # SQLite says "disk I/O error" when it cannot create the -shm or -wal file
+                    # of a full disk: that is no damage, and retrying cannot help.
+                    raise DiskFull(
+                        f"no space left on the device to open the index of base {base.id}"
+                        f" ({exc.message})",
+                        path=str(path),
+                    ) from exc
                 delay = next(delays, None) if backends.is_transient(exc) else None
                 if delay is None:
                     damaged = isinstance(exc, VectorStoreUnavailable)  # not an I/O fault

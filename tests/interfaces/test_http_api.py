@@ -369,3 +369,14 @@ def test_url_adds_are_checked_for_syntax_at_the_request(client: httpx.Client, kb
     body = assert_error(r, 422, "invalid_url")
     assert "allow_local_urls" in body["hint"]
     assert kb.list_items("web") == []
+    # A spelling of a local host is refused as up front as the plain one (issue 37:
+    # "localhost." was accepted with 201, then failed with error null).
+    for url in (
+        "http://localhost./",
+        "http://127.1/",
+        "http://0x7f000001/",
+        "http://[::ffff:127.0.0.1]/",
+    ):
+        r = client.post("/bases/web/items", json={"inputs": [{"type": "url", "url": url}]})
+        assert_error(r, 422, "invalid_url")
+    assert kb.list_items("web") == []

@@ -63,6 +63,19 @@ def test_loopback_bind_answers_to_the_loopback_names_only() -> None:
         assert not policy.host_allowed(host), host
 
 
+def test_own_names_with_another_port_are_refused() -> None:
+    """Issue 37: ``Host: localhost:1`` reached a server on 8765. A port in Host is the port
+    the client meant; a configured name (a proxy in front) may carry any."""
+    policy = HostPolicy.for_bind("127.0.0.1", ["kb.example"])
+    for host in ("localhost:8765", "127.0.0.1:8765", "[::1]:8765", "localhost", "kb.example:1"):
+        assert policy.host_allowed(host, 8765), host
+    for host in ("localhost:1", "127.0.0.1:80", "[::1]:8766", "LocalHost.:9"):
+        assert not policy.host_allowed(host, 8765), host
+        assert policy.host_allowed(host), host  # no port known: names only, as before
+    wild = HostPolicy.for_bind("0.0.0.0", ["kb.example"])
+    assert wild.host_allowed("localhost:8765", 8765) and not wild.host_allowed("localhost:1", 8765)
+
+
 def test_bound_address_and_configured_names() -> None:
     policy = HostPolicy.for_bind("192.168.1.5", ["KB.example", " ", "::2"])
     assert policy.names == {"192.168.1.5", "kb.example", "[::2]"}
@@ -169,7 +182,17 @@ def test_foreign_host_is_refused_421(url: str) -> None:
     port = url.rsplit(":", 1)[1]
     assert httpx.get(url + "/bases", headers={"Host": f"localhost:{port}"}).status_code == 200
     assert httpx.get(url + "/bases", headers={"Host": "kb.example"}).status_code == 200
-    for host in (f"evil.example:{port}", "127.0.0.1.nip.io", "kb.example.evil"):
+    assert httpx.get(url + "/bases", headers={"Host": "kb.example:1"}).status_code == 200
+    other = int(port) + 1 if int(port) < 65535 else int(port) - 1
+    for host in (
+        f"evil.example:{port}",
+        "127.0.0.1.nip.io",
+        "kb.example.evil",
+        # issue 37: one of its own names, but another server's port
+        "localhost:1",
+        f"127.0.0.1:{other}",
+        f"[::1]:{other}",
+    ):
         r = httpx.get(url + "/bases", headers={"Host": host})
         body = assert_error(r, 421, "host_not_allowed")
         assert body["details"]["host"] == host

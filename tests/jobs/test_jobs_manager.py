@@ -224,6 +224,37 @@ def test_cancel_pending_at_once_and_running_by_flag(manager: JobManager) -> None
     assert manager.settled == [(pending.id, "cancelled", None)]  # type: ignore[attr-defined]
 
 
+def test_a_cancel_requested_while_an_attempt_ran_wins_over_its_retry(
+    manager: JobManager, clock: FakeClock
+) -> None:
+    """Issue 37: an attempt that ended with a transient error (a full disk) after a cancel was
+    requested went back to the queue, cancel flag and all, to wait for a worker; a worker
+    stopping released a cancel-requested job by the snapshot it claimed, requeueing it too."""
+    job = manager.enqueue_now(RETRY_KIND.name, {}, queue="q", idempotency_key="r")
+    (claimed,) = manager.claim("w")
+    manager.request_cancel([job.id])
+    after = manager.finish(claimed, "w", Decision("pending", "disk_full", "full", 2.0))
+    assert after is not None
+    assert (after.status, after.error_code, after.finished_at is not None) == (
+        "cancelled",
+        "cancelled",
+        True,
+    )
+    assert manager.settled == [(job.id, "cancelled", None)]  # type: ignore[attr-defined]
+    # Without a cancel the retry stands.
+    other = manager.enqueue_now(RETRY_KIND.name, {}, queue="q", idempotency_key="s")
+    (claimed,) = manager.claim("w")
+    after = manager.finish(claimed, "w", Decision("pending", "disk_full", "full", 2.0))
+    assert after is not None and after.status == "pending"
+    # A stopping worker releases by the row's flag, not by what it claimed.
+    clock.advance(3)
+    (claimed,) = manager.claim("w")
+    assert claimed.id == other.id and not claimed.cancel_requested
+    manager.request_cancel([other.id])
+    released = manager.release(claimed, "w", "worker stopped")
+    assert released is not None and released.status == "cancelled"
+
+
 def test_cancel_of_pending_calls_on_settled(manager: JobManager) -> None:
     job = manager.enqueue_now(KIND.name, {}, queue="q", idempotency_key="k")
     manager.request_cancel([job.id])

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from knowbase.errors import (
     Conflict,
+    DiskFull,
     InvalidInput,
     ItemFailed,
     NoTextExtracted,
@@ -180,6 +181,14 @@ def test_decide_outcomes() -> None:
     d = decide(PREPARE, 1, JobTimeout("late"))
     assert (d.status, d.error_code) == ("pending", "job_timeout")
     assert decide(PREPARE, 3, JobTimeout("late")).error_code == "job_timeout"
+
+
+def test_an_error_its_handler_made_final_fails_the_job_at_once() -> None:
+    """A folder import stopped by a full disk takes its rows back and fails whole (issue 37):
+    a retry two seconds later would meet the same disk, with no `kb add` left waiting."""
+    assert decide(PREPARE, 1, DiskFull("full")).status == "pending"
+    d = decide(PREPARE, 1, DiskFull("full", final=True))
+    assert (d.status, d.error_code) == ("failed", "disk_full")
 
 
 def test_kind_validates_its_policy() -> None:

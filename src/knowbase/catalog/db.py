@@ -70,6 +70,12 @@ def _track_writes(engine: Engine) -> None:
             conn.info["kb_wrote"] = True
 
 
+#: The catalog's WAL is checkpointed once it holds this many pages (4 KiB each: 1 MiB) ...
+WAL_CHECKPOINT_PAGES = 250
+#: ... and truncated back to this size after a checkpoint.
+WAL_LIMIT_BYTES = 1 << 20
+
+
 def _make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
@@ -90,6 +96,11 @@ def _make_engine(url: str) -> Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=5000")
             cur.execute("PRAGMA synchronous=NORMAL")
+            # The WAL is checkpointed at 1 MB instead of SQLite's 4 MB, and cut back to 1 MB
+            # after: on a small disk a 4 MB WAL of a 150 KB catalog took the last free bytes,
+            # and then not even a checkpoint could run, so no job could be settled (issue 37).
+            cur.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+            cur.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             cur.close()
 
         @sa.event.listens_for(engine, "begin")

@@ -18,7 +18,7 @@ from knowbase.catalog.db import Catalog
 from knowbase.catalog.schema import job as job_t
 from knowbase.jobs.model import Job
 from knowbase.jobs.registry import JobRegistry
-from knowbase.jobs.retry import Decision
+from knowbase.jobs.retry import JOB_CANCELLED, Decision
 from knowbase.jobs.wakeups import JobWakeups
 
 # The attempt still owns the row: one clause, its values bound per call (:func:`_owned`), and
@@ -136,10 +136,31 @@ class Attempts:
                 values.update(locked_by=None, run_at=now + int(decision.delay_s * 1000))
             else:
                 values.update(active_key=None, finished_at=now)
-            row = conn.execute(
-                sa.update(job_t).where(_owned(job, worker_id)).values(values).returning(*job_t.c)
-            ).first()
-            if row is not None and (decision.status != "pending" or decision.delay_s <= 0):
+            owned = sa.update(job_t).where(_owned(job, worker_id))
+            if decision.status == "pending":
+                # A cancel requested while the attempt ran wins over its retry: requeued, the
+                # job would wait for a worker only to be cancelled at its claim (issue 37).
+                owned = owned.where(job_t.c.cancel_requested == sa.false())
+            row = conn.execute(owned.values(values).returning(*job_t.c)).first()
+            if row is None and decision.status == "pending":
+                cancelled: dict[str, Any] = {
+                    "status": "cancelled",
+                    "error_code": JOB_CANCELLED,
+                    "error_message": f"cancelled while it ran (its attempt: {decision.error_code})",
+                    "lease_until": None,
+                    "active_key": None,
+                    "finished_at": now,
+                    "updated_at": now,
+                }
+                if progress is not None:
+                    cancelled.update(_progress_values(*progress))
+                row = conn.execute(
+                    sa.update(job_t)
+                    .where(_owned(job, worker_id))
+                    .values(cancelled)
+                    .returning(*job_t.c)
+                ).first()
+            if row is not None and (row.status != "pending" or decision.delay_s <= 0):
                 # Retried at once, or a running slot of the queue freed (caps count them).
                 self.wakeups.notify(conn, job.queue)
         if row is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -125,6 +125,13 @@ class Leases:
             return None
         owner = job_t.c.locked_by.is_(None) if worker_id is None else job_t.c.locked_by == worker_id
         with self.catalog.write_tx() as conn:
+            # The row's cancel flag, not the claimed snapshot's: a cancel requested while the
+            # attempt ran must end it cancelled, not requeue it (issue 37).
+            asked = conn.execute(
+                sa.select(job_t.c.cancel_requested).where(job_t.c.id == job.id)
+            ).scalar()
+            if asked and not job.cancel_requested:
+                job = replace(job, cancel_requested=True)
             values = _recovery_values(job, reg.kind, reason, self._ms())
             row = conn.execute(
                 sa.update(job_t)

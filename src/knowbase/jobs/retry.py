@@ -125,13 +125,16 @@ def is_transient(exc: BaseException) -> bool:
     denied permission stays so, a full disk or a reset connection may not), a busy or locked
     database, and httpx transport errors or 429/5xx answers that reached us unmapped.
 
-    Not transient, so the job fails at once: every other ``KnowbaseError`` (``ItemFailed``,
-    ``InvalidInput``, ``ProviderError``…) and any other exception — a ``KeyError`` or
-    ``TypeError`` is a bug, and running it again only delays the report (``internal_error``,
-    logged with its traceback).
+    Not transient, so the job fails at once: an ``Unavailable`` with ``final=True`` in its
+    details (its handler already ended the work), every other ``KnowbaseError``
+    (``ItemFailed``, ``InvalidInput``, ``ProviderError``…) and any other exception — a
+    ``KeyError`` or ``TypeError`` is a bug, and running it again only delays the report
+    (``internal_error``, logged with its traceback).
     """
     if isinstance(exc, KnowbaseError):
-        return isinstance(exc, Unavailable)
+        # A handler marks an error ``final`` when it has already ended the work for good (a
+        # folder that a full disk stopped mid-import was taken back: see add/prepare_root.py).
+        return isinstance(exc, Unavailable) and not exc.details.get("final", False)
     if is_disk_full(exc):  # space may come back (sqlite3 reports it as an OperationalError)
         return True
     if isinstance(exc, (JobTimeout, TimeoutError)):

@@ -404,6 +404,11 @@ def test_check_url_refuses_bad_urls(url: str) -> None:
         ("http://192.168.1.20:8080/wiki", "private"),
         ("http://127.0.0.1/", "loopback"),
         ("http://localhost/", "loopback"),
+        # A trailing dot is the same host (issue 37: "localhost." was accepted, then failed).
+        ("http://localhost./", "loopback"),
+        ("http://LOCALHOST.:8080/x", "loopback"),
+        ("http://127.0.0.1./", "loopback"),
+        ("http://wiki.localhost./", "loopback"),  # RFC 6761: all of *.localhost is loopback
         ("http://[::1]/", "loopback"),
         ("http://[::ffff:10.0.0.1]/", "private"),
         ("http://[fe80::1]/", "link-local"),

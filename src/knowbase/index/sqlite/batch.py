@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import apsw
 import numpy as np
 
 from knowbase.index.base import MaterialInput
@@ -53,13 +54,36 @@ def rebuild_materials(
                         vectors=store.dims is not None,
                     )
                 outcomes.append(None)
+            except apsw.FullError:
+                # A full disk is the batch's fault, not this material's; SQLite may also have
+                # rolled the whole transaction back, and the next material would then be
+                # written outside it (issue 37: "cannot commit - no transaction is active").
+                raise
             except Exception as exc:  # noqa: BLE001 - this material's own outcome
+                if not conn.in_transaction:
+                    # Rolled back under us (a full disk, an I/O error): nothing of the batch is
+                    # written. The savepoint's own complaint ("no such savepoint") hides the
+                    # cause; the batch fails with the cause.
+                    raise _first_sqlite_error(exc) from None
                 outcomes.append(exc)
         if changed:
             sqlite_writes.gc(conn, store.model_id)
         if any(o is None for o in outcomes):
             sqlite_writes.bump(conn)
     return outcomes
+
+
+def _first_sqlite_error(exc: BaseException) -> BaseException:
+    """The earliest SQLite error in ``exc``'s chain of "during handling of" contexts."""
+    first = exc
+    seen = {id(exc)}
+    cause = exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, apsw.Error):
+            first = cause
+        cause = cause.__context__
+    return first
 
 
 __all__ = ["rebuild_materials"]

@@ -137,7 +137,10 @@ def write_tx(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may already have rolled the whole transaction back (SQLITE_FULL, IOERR,
+        # BUSY, NOMEM do): a ROLLBACK then fails and would hide the error that caused it.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
 

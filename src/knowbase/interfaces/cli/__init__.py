@@ -178,7 +178,9 @@ def worker(
     import threading
 
     from knowbase.interfaces.cli.serve import watching
+    from knowbase.interfaces.logs import configure
 
+    configure("warning")  # timestamped lines, repeats collapsed, as kb serve's (issue 37)
     if nice and hasattr(os, "nice"):
         os.nice(nice)
     stop = threading.Event()

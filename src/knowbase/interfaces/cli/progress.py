@@ -94,10 +94,9 @@ def follow(
     piped = not err_console.is_terminal
     last_line = started
     first: dict[str, int] = {}
-    try:
-        with (
-            quiet_worker_logs(),
-            Progress(
+    with quiet_worker_logs():
+        try:
+            with Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 TextColumn("{task.fields[detail]}"),
@@ -105,27 +104,31 @@ def follow(
                 console=err_console,
                 disable=quiet or piped,
                 transient=False,
-            ) as progress,
-        ):
-            task = progress.add_task("queued", total=1, detail="")
-            while True:
-                asked = time.monotonic()
-                tree = kb.activity.job_tree(job_ids)
-                running = any(not j.is_terminal for j in tree)
-                line, done, total = _progress_line(kb, base_id, tree, root_ids, started, first)
-                progress.update(task, description=line[0], completed=done, total=max(total, 1))
-                progress.update(task, detail=line[1])
-                now = time.monotonic()
-                if piped and not quiet and (not running or now - last_line >= PIPED_EVERY_S):
-                    err_console.print(f"{line[0]} {line[1]}".strip(), highlight=False)
-                    last_line = now
-                if not running:
-                    break
-                kb.check_workers()  # a full disk ends the wait with disk_full (issue 26)
-                # Each poll walks the job tree and the files: bound it to a tenth of the time.
-                time.sleep(max(0.3, 9 * (time.monotonic() - asked)))
-    finally:
-        kb.stop_workers()
+            ) as progress:
+                task = progress.add_task("queued", total=1, detail="")
+                while True:
+                    asked = time.monotonic()
+                    tree = kb.activity.job_tree(job_ids)
+                    running = any(not j.is_terminal for j in tree)
+                    line, done, total = _progress_line(kb, base_id, tree, root_ids, started, first)
+                    progress.update(task, description=line[0], completed=done, total=max(total, 1))
+                    progress.update(task, detail=line[1])
+                    now = time.monotonic()
+                    if piped and not quiet and (not running or now - last_line >= PIPED_EVERY_S):
+                        err_console.print(f"{line[0]} {line[1]}".strip(), highlight=False)
+                        last_line = now
+                    # A full disk ends the wait with disk_full (issue 26), also when it ended
+                    # the work itself (a folder it stopped mid-import fails whole, issue 37).
+                    kb.check_workers()
+                    if not running:
+                        break
+                    # Each poll walks the job tree and the files: bound it to a tenth of the time.
+                    time.sleep(max(0.3, 9 * (time.monotonic() - asked)))
+        finally:
+            # Still quiet: handlers that end while the workers stop (a folder import taking
+            # back its rows after a full disk) would print their lines and tracebacks ahead
+            # of the one message the command ends with.
+            kb.stop_workers()
 
 
 def _progress_line(

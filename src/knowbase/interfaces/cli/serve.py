@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 TOKEN_ENV = "KNOWBASE_API_TOKEN"
 PATH_ROOTS_ENV = "KNOWBASE_HTTP_PATH_ROOTS"
+LOG_FILE_ENV = "KNOWBASE_LOG_FILE"
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def is_loopback(host: str) -> bool:
@@ -93,10 +95,39 @@ def serve(
             "change (as kb sync --watch; deletes only where the base sets sync_deletes).",
         ),
     ] = False,
+    log_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--log-file",
+            envvar=LOG_FILE_ENV,
+            help="Write the log here instead of stderr, rotated at 10 MiB with 3 older files"
+            " kept. One process only (not with --processes).",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level", help="Least severe log lines written: debug, info, warning, error."
+        ),
+    ] = "warning",
 ) -> None:
-    """Run the HTTP API (OpenAPI at /docs) and, unless --no-workers, the job workers."""
+    """Run the HTTP API (OpenAPI at /docs) and, unless --no-workers, the job workers.
+
+    Log lines carry their time; an error that repeats is written once with its traceback,
+    then once a minute as "same error ×N in the last minute" (interfaces/logs.py)."""
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
+    if log_level.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"one of {', '.join(LOG_LEVELS)}", param_hint="--log-level")
+    if log_file is not None and processes > 1:
+        # N processes rotating one file each on their own would lose and interleave lines.
+        raise typer.BadParameter(
+            "--log-file needs one process; with --processes redirect stderr instead",
+            param_hint="--log-file",
+        )
+    from knowbase.interfaces.logs import configure
+
+    configure(log_level.lower(), log_file)
     if watch and no_workers:
         raise typer.BadParameter(
             "--watch syncs through this process's job workers; with --no-workers run "
@@ -153,7 +184,7 @@ def serve(
             local_path_roots=roots,
             host=host,
             allowed_hosts=kb.settings.allowed_hosts,
-        allowed_origins=kb.settings.allowed_origins,
+            allowed_origins=kb.settings.allowed_origins,
         )
         typer.echo(
             f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs); "
@@ -162,8 +193,30 @@ def serve(
             f"{'; watching origins' if watch else ''}",
             err=True,
         )
-        with watching(kb, enabled=watch):
-            uvicorn.run(app, host=host, port=port, log_level="warning")
+        with watching(kb, enabled=watch), sigterm_exits():
+            # log_config=None: uvicorn's records go through the handler configured above
+            # (timestamps, repeats collapsed, the file) instead of its own stderr handlers.
+            uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=None)
+
+
+@contextlib.contextmanager
+def sigterm_exits() -> Iterator[None]:
+    """SIGTERM ends the process as Ctrl-C does: by an exception, so every ``with`` on the way
+    out runs (the workers stop and hand their jobs back, the log's held counts are written).
+
+    uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler
+    that was there before it; with the default one the process died right there, skipping
+    all of that."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)  # a stop that was asked for
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _address(host: str, port: int) -> str:

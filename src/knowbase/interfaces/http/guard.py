@@ -5,7 +5,10 @@ Any web page the user opens can send requests to a loopback server. Two checks k
 - **Host** (DNS rebinding): a page on ``evil.example`` whose name is re-pointed at 127.0.0.1
   sends ``Host: evil.example``. Only the names the server answers to are served, else 421:
   the bound address, the loopback names (``localhost``, ``127.0.0.1``, ``[::1]``) when bound to
-  loopback, and the configured ``allowed_hosts``. A wildcard bind (``0.0.0.0``, ``::``) needs a
+  loopback, and the configured ``allowed_hosts``. A Host that names one of the server's own
+  names with a port names that port: ``localhost:1`` on a server listening on 8765 is meant
+  for another server and refused like a foreign name (issue 37); a configured name may carry
+  any port (a proxy in front listens where it likes). A wildcard bind (``0.0.0.0``, ``::``) needs a
   bearer token (``kb serve`` refuses it otherwise), which no foreign page can send, so it
   accepts any Host unless ``allowed_hosts`` is configured. ``*`` in ``allowed_hosts`` turns the
   check off (a proxy that rewrites Host).
@@ -125,17 +128,25 @@ def parse_origin(origin: str) -> Origin | None:
     return _authority(parts.scheme, parts.netloc)
 
 
+def host_port(host_header: str) -> int | None:
+    """The port a ``Host`` header names, None when it names none.
+
+    >>> host_port("[::1]:8765"), host_port("localhost"), host_port("localhost:1")
+    (8765, None, 1)
+    """
+    _, bracket, after = host_header.strip().rpartition("]")
+    tail = after if bracket else host_header.strip()
+    _, colon, port = tail.rpartition(":")
+    return int(port) if colon and port.isdigit() else None
+
+
 def _authority(scheme: str, netloc: str) -> Origin | None:
     """``(scheme, host, port)`` of a ``host[:port]`` authority (a Host header, an origin's)."""
     name = normalise_host(netloc)
     if name is None:
         return None
-    _, bracket, after = netloc.strip().rpartition("]")
-    tail = after if bracket else netloc.strip()
-    _, colon, port = tail.rpartition(":")
-    if colon and port.isdigit():
-        return scheme, name, int(port)
-    return scheme, name, DEFAULT_PORTS.get(scheme, 80)
+    port = host_port(netloc)
+    return scheme, name, (DEFAULT_PORTS.get(scheme, 80) if port is None else port)
 
 
 @dataclass(frozen=True)
@@ -148,6 +159,7 @@ class HostPolicy:
     any_host: bool = False
     origins: frozenset[Origin] = frozenset()
     any_origin: bool = False
+    configured: frozenset[str] = frozenset()  # the allowed_hosts names: any port
 
     @classmethod
     def for_bind(
@@ -164,21 +176,36 @@ class HostPolicy:
         if "*" in configured:
             return cls(frozenset(), True, origins, any_origin)
         names = {n for n in map(normalise_host, configured) if n}
+        mine = frozenset(names)
         if is_wildcard(bind_host):
-            return cls(frozenset(names | set(LOOPBACK_NAMES)), not names, origins, any_origin)
+            everything = frozenset(names | set(LOOPBACK_NAMES))
+            return cls(everything, not names, origins, any_origin, mine)
         bound = normalise_host(bind_host)
         if bound:
             names.add(bound)
         if is_loopback(bind_host):
             names.update(LOOPBACK_NAMES)
-        return cls(frozenset(names), False, origins, any_origin)
+        return cls(frozenset(names), False, origins, any_origin, mine)
 
-    def host_allowed(self, host_header: str | None) -> bool:
-        """Whether a request with this ``Host`` header is served (a missing one is not)."""
+    def host_allowed(self, host_header: str | None, server_port: int | None = None) -> bool:
+        """Whether a request with this ``Host`` header is served (a missing one is not).
+
+        ``server_port``: the port the request came in on (ASGI ``scope["server"]``); a Host
+        naming one of the server's own names with another port is refused. None: ports are
+        not compared.
+
+        >>> HostPolicy.for_bind("127.0.0.1").host_allowed("localhost:1", 8765)
+        False
+        """
         if self.any_host:
             return True
         name = normalise_host(host_header or "")
-        return name is not None and name in self.names
+        if name is None or name not in self.names:
+            return False
+        if server_port is None or name in self.configured:
+            return True
+        port = host_port(host_header or "")
+        return port is None or port == server_port
 
     def origin_allowed(
         self, origin: str | None, host_header: str | None, scheme: str = "http"
@@ -207,14 +234,16 @@ class HostPolicy:
         *,
         origin_methods: frozenset[str] | None = STATE_CHANGING,
         scheme: str = "http",
+        server_port: int | None = None,
     ) -> tuple[int, str, str] | None:
         """``(status, code, message)`` when the request must be refused, else None.
 
         ``headers``: lower-case names. ``origin_methods``: the methods whose Origin is checked
         (None: every method). ``scheme``: the request's own (ASGI ``scope["scheme"]``).
+        ``server_port``: the port it came in on (:meth:`host_allowed`).
         """
         host = headers.get("host")
-        if not self.host_allowed(host):
+        if not self.host_allowed(host, server_port):
             status, code = HOST_REFUSED
             return status, code, f"this server does not answer to Host {host!r}"
         if origin_methods is None or method.upper() in origin_methods:
@@ -251,11 +280,14 @@ class HostGuard:
             headers: dict[str, str] = {}
             for name, value in scope.get("headers", ()):
                 headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+            server = scope.get("server")  # (host, port) of the listening socket; None or a path
+            port = server[1] if server and isinstance(server[1], int) else None
             refused = self.policy.refusal(
                 scope.get("method", "GET"),
                 headers,
                 origin_methods=self.origin_methods,
                 scheme=scope.get("scheme") or "http",
+                server_port=port,
             )
             if refused is not None:
                 status, code, message = refused

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
-from knowbase.errors import NoIndexableFiles, OriginMissing
+from knowbase.diskspace import as_disk_full, is_disk_full
+from knowbase.errors import DiskFull, NoIndexableFiles, OriginMissing
 from knowbase.files import choose_directory_prefix, reserve_relative_path
 from knowbase.files.staging import Staging
 from knowbase.jobs.context import JobContext
 from knowbase.operations.common import live_item
 from knowbase.operations.indexing.index_batch import BATCH_MAX
-from knowbase.operations.purge import purge_rows
+from knowbase.operations.purge import active_jobs_touching, purge_rows
 from knowbase.operations.scheduling import schedule_item, schedule_items
 from knowbase.pipeline.processing import processable_extensions
 from knowbase.runtime import Runtime
@@ -236,11 +237,21 @@ def _import_files(  # type: ignore[no-untyped-def]
             for rel in sorted(dir_ids, key=lambda r: -1 if r == "" else r.count("/"), reverse=True):
                 item_repo.reconcile_containers(conn, dir_ids[rel])
         return True
-    except BaseException:
+    except BaseException as exc:
+        full = is_disk_full(exc)
+        if full:
+            # The staged copies of the failed part go first: the writes below need their room.
+            staging.close()
         with rt.lock(base.id):
             if committed:  # an earlier transaction went through: take its rows back
-                _purge_children(rt, base, item)
+                _purge_children(rt, base, item, ctx.job.id)
             storage.delete_paths([], [prefix])  # and the files moved in for them
+        if full:
+            # The folder fails whole, for good (issue 37): a retry a few seconds later meets
+            # the same full disk, and the waiting `kb add` has already said disk_full and gone;
+            # left queued, the folder would sit `preparing` for a worker nobody runs.
+            # `kb retry` imports it again once space is back.
+            raise _final(as_disk_full(exc)) from exc
         raise
 
 
@@ -260,14 +271,32 @@ def _insert_dirs(  # type: ignore[no-untyped-def]
         dir_ids[d.rel] = row.id
 
 
-def _purge_children(rt: Runtime, base: Base, item: Item) -> None:
+def _purge_children(rt: Runtime, base: Base, item: Item, job_id: str) -> None:
     """Remove what earlier transactions of a failed expansion wrote (the caller holds the base
-    lock), so a failed folder has no half-created children."""
+    lock), so a failed folder has no half-created children, and cancel their jobs (job
+    ``job_id``, this expansion, excepted): left queued they would wait for work that can never
+    run."""
     try:
+        # Open the index before the transaction: an open that fails may write the base's
+        # status, which would wait on this very transaction's lock ("database is locked").
+        rt.store_if_exists(base)
         with rt.catalog.write_tx() as conn:
+            ids = [r.id for r in item_repo.subtree(conn, [item.id]) if r.id != item.id]
             _purge_expansion_rows(rt, conn, base, item)
-    except Exception:  # the original error is what the job reports; a retry purges again
-        log.exception("could not remove the partial expansion of item %s", item.id)
+        # Cancelling never waits here (the base lock is held): pending jobs end at once,
+        # running ones at their next cancel check.
+        rt.jobs.request_cancel(active_jobs_touching(rt, base.id, ids, exclude_job_id=job_id))
+    except Exception as exc:  # the original error is what the job reports; a retry purges again
+        if is_disk_full(exc):
+            log.error("could not remove the partial expansion of item %s: %s", item.id, exc)
+        else:
+            log.exception("could not remove the partial expansion of item %s", item.id)
+
+
+def _final(exc: DiskFull) -> DiskFull:
+    """``exc`` marked so that its job fails now instead of retrying (:func:`jobs.retry.decide`)."""
+    exc.details["final"] = True
+    return exc
 
 
 def _paths_within(files: list[ExpandedFile], processable: frozenset[str]) -> dict[str, str]:

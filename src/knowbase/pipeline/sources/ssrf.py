@@ -145,11 +145,21 @@ def vet_url(url: str, *, allow_local: bool) -> VettedUrl:
     host = parsed.raw_host.decode("ascii")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
+    # A trailing dot names the same host (the DNS root): "localhost." is localhost, and the
+    # resolver here does not know it with the dot, which let it through as "unresolvable".
+    name = host.rstrip(".") or host
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
-        addresses: list[IPAddress] = [ipaddress.ip_address(host)]
+        addresses: list[IPAddress] = [ipaddress.ip_address(name)]
     except ValueError:
-        addresses = _resolve(host, port)
+        try:
+            addresses = _resolve(name, port)
+        except Unavailable:
+            # RFC 6761 §6.3: "localhost" and every name under it is loopback even where this
+            # resolver does not list it (browsers resolve "foo.localhost" so).
+            if name.lower() != "localhost" and not name.lower().endswith(".localhost"):
+                raise
+            addresses = [ipaddress.ip_address("127.0.0.1")]
     if not addresses:
         raise Unavailable(f"Host {host!r} has no addresses", host=host)
     for address in addresses:
