@@ -378,7 +378,15 @@ def test_the_home_is_never_a_source(tmp_path: Path) -> None:
         assert root.status == "completed", root
         assert not [p for p in raw_files(kb, base) if "kbhome" in p or "sqlite" in p]
         assert "knowbase_home" in root.data.get("skipped", {}), root.data
-        for inside in (outer / "kbhome" / "catalog.sqlite", outer / "kbhome"):
+        index = next((outer / "kbhome" / "bases").glob("*/.kb/index.sqlite"))
+        for inside in (
+            outer / "kbhome" / "catalog.sqlite",
+            outer / "kbhome",
+            outer / "kbhome" / "bases",
+            index,
+            index.parent,
+            index.parent.parent,
+        ):
             kind = AddInput.file if inside.is_file() else AddInput.directory
-            with pytest.raises(InvalidInput, match="inside knowbase's own home"):
+            with pytest.raises(InvalidInput, match="part of knowbase's own home"):
                 kb.add(base.id, [kind(str(inside))])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -130,20 +131,33 @@ def add_items(
     return result
 
 
+#: The files of a home that are live databases (catalog, indexes) and their journals.
+_DATABASE_FILE = re.compile(r"\.sqlite(-wal|-shm|-journal)?$")
+
+
 def _refuse_home_paths(rt: Runtime, inputs: list[AddInput]) -> None:
-    """Refuse a file or folder inside knowbase's own home before anything is written: its
-    databases are live, and copying one would open it with the OS in a process that holds a
-    connection to it (docs/operations.md). A folder that *contains* the home is fine: its walk
-    skips the home (``IgnoreRules.keep_out``)."""
-    home = rt.settings.keep_out
+    """Refuse, before anything is read, a source that is knowbase's own home, its bases' folder,
+    one base's folder or ``.kb``, or a database file of the home: its databases are live, and
+    copying one would open it with the OS in a process that holds a connection to it
+    (docs/operations.md). A folder that *contains* the home is fine (its walk skips the home:
+    ``IgnoreRules.keep_out``), and so are the home's spools (console uploads)."""
+    home, bases = (os.path.realpath(p) for p in (rt.settings.home, rt.settings.bases_dir))
     for inp in inputs:
         if inp.type not in ("file", "directory") or not inp.origin:
             continue
         real = os.path.realpath(inp.origin)
-        if any(real == h or real.startswith(h + os.sep) for h in home):
+        under_bases = os.path.relpath(real, bases).split(os.sep)
+        refused = (
+            real in (home, bases)
+            or (real.startswith(home + os.sep) and bool(_DATABASE_FILE.search(real)))
+            or (
+                real.startswith(bases + os.sep)
+                and (len(under_bases) == 1 or under_bases[1] == ".kb" and len(under_bases) == 2)
+            )
+        )
+        if refused:
             raise InvalidInput(
-                f"{inp.origin} lies inside knowbase's own home ({home[0]}); its files are the "
-                "live databases and copies of this home",
+                f"{inp.origin} is part of knowbase's own home ({home}): its databases are live",
                 hint="add the folders you keep your documents in, not the home",
                 path=inp.origin,
             )
