@@ -67,8 +67,12 @@ def list_items(
     statuses: Iterable[str] | None = None,
     include_deleting: bool = False,
     roots_only: bool = False,
+    origins: Iterable[str] | None = None,
 ) -> list[Item]:
+    """The base's items, oldest first; ``origins`` keeps those re-acquired from these paths."""
     q = sa.select(it).where(it.c.base_id == base_id)
+    if origins is not None:
+        q = q.where(it.c.origin.in_(sorted(set(origins))))
     if statuses is not None:
         q = q.where(it.c.status.in_(list(statuses)))
     elif not include_deleting:

@@ -297,6 +297,7 @@ def _search_once(
     kind: ScoreKind = score_kind(mode, fusion)  # type: ignore[assignment]
     # Python's sort is stable: only equal scores move, into Concept ID and unit order.
     kept.sort(key=lambda t: (-t[1], t[0].relative_path, t[0].unit_index))
+    kept = _distinct(kept)
     scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, kind) for h, s in kept]
 
     if reranker is not None and scored:
@@ -321,22 +322,42 @@ def _visible_hits(
     """The first ``need`` hits of ``ranked`` whose items are visible, with their text.
 
     Text and locators are read for those hits only. A unit deleted since its lane ran (or an
-    orphan vector of an external lane) has no text: the walk goes on past it. Returns (the
-    visible items, the kept hits, how many lane hits were checked, whether a visible hit had
-    no text).
+    orphan vector of an external lane) has no text: the walk goes on past it. ``need`` counts
+    distinct passages (:func:`_distinct` drops the repeats later). Returns (the visible items,
+    the kept hits, how many lane hits were checked, whether a visible hit had no text).
     """
     shown: dict[str, VisibleItem] = {}
     kept: list[tuple[SearchHit, float]] = []
+    texts: set[str] = set()
     pos = 0
     lost = False
-    while pos < len(ranked) and len(kept) < need:
-        more, window, end = _visible_prefix(ranked[pos:], need - len(kept), visible)
+    while pos < len(ranked) and len(texts) < need:
+        more, window, end = _visible_prefix(ranked[pos:], need - len(texts), visible)
         shown.update(more)
         full = store.hits_for([(h.unit_id, s) for h, s in window])
         lost = lost or len(full) < len(window)
-        kept.extend((h, h.score) for h in full)
+        for h in full:
+            texts.add(_passage_key(h))
+            kept.append((h, h.score))
         pos += end
     return shown, kept, pos, lost
+
+
+def _passage_key(hit: SearchHit) -> str:
+    return " ".join(hit.text.split())
+
+
+def _distinct(kept: list[tuple[SearchHit, float]]) -> list[tuple[SearchHit, float]]:
+    """The first of each passage text (after the tie order, so the same one after an export):
+    the same file added twice, or a licence in every package, is one result, not two."""
+    seen: set[str] = set()
+    out = []
+    for h, s in kept:
+        key = _passage_key(h)
+        if key not in seen:
+            seen.add(key)
+            out.append((h, s))
+    return out
 
 
 def _visible_prefix(
