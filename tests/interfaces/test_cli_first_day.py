@@ -75,3 +75,91 @@ def test_identical_passages_are_listed_once(run, corpus: Path, tmp_path: Path) -
     run("add", "b", str(corpus), str(other / "travel-copy.md"))
     hits = json.loads(run("search", "b", "walruses", "--json").stdout)["results"]
     assert len(hits) == 1
+
+
+INTRO = (
+    "The kitchen has a coffee machine that everyone on the floor shares. Keep it clean, report "
+    "faults to the office manager and use only filtered water. " * 4
+)
+HANDBOOK = f"""# Handbook
+
+## Kitchen
+
+{INTRO}
+
+| Task | How often |
+|---|---|
+| Clean the drip tray | daily |
+| Refill the bean hopper | when empty |
+| Wipe the counter | daily |
+| Descale | every 6 weeks |
+
+## Travel
+
+| City | Per diem |
+|---|---|
+{"".join(f"| Town {n} | {n * 10} EUR |{chr(10)}" for n in range(1, 30))}| Tokyo | 22,000 JPY |
+| Sydney | 150 AUD |
+
+## Tools
+
+{INTRO}
+Before a release, frobnicate the widgets.
+"""
+
+
+@pytest.fixture
+def handbook(run, tmp_path: Path) -> None:
+    (tmp_path / "handbook.md").write_text(HANDBOOK, "utf-8")
+    run("base", "create", "hb")
+    run("add", "hb", str(tmp_path / "handbook.md"))
+
+
+def _first_hit(out: str) -> str:
+    """The text lines of the first result in ``kb search`` output."""
+    lines = out.split("\n")
+    body = []
+    for line in lines[1:]:
+        if line.startswith(("2.", "mode:")):
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def test_the_snippet_shows_the_answer(run, handbook) -> None:
+    """Item 1: the snippet is centred on the matching lines, a table row under its header."""
+    out = run("search", "hb", "how often should the coffee machine be descaled").stdout
+    first = _first_hit(out)
+    assert "| Descale | every 6 weeks |" in first
+    assert len(first) < 700  # a snippet, not the whole section
+    tokyo = _first_hit(run("search", "hb", "Tokyo per diem").stdout)
+    assert "| Tokyo | 22,000 JPY |" in tokyo
+    assert tokyo.strip().startswith("| City | Per diem |")  # the header above the row
+    assert "Town 1 |" not in tokyo  # but not the whole table
+    last = _first_hit(run("search", "hb", "frobnicate").stdout)
+    assert "frobnicate the widgets" in last and "…" in last
+
+
+def test_matched_words_are_marked(run, handbook, tmp_path: Path) -> None:
+    """Item 1: in a terminal the matched words stand out (bold yellow)."""
+    env = {**os.environ, "KNOWBASE_HOME": str(tmp_path / "home"), "FORCE_COLOR": "1",
+           "COLUMNS": "200"}  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "knowbase.interfaces.cli", "search", "hb", "frobnicate"],
+        capture_output=True, text=True, env=env, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    assert "\x1b[1;33mfrobnicate\x1b[0m" in out
+    hit = json.loads(run("search", "hb", "frobnicate", "--json").stdout)["results"][0]
+    s, e = hit["snippet"]["marks"][0]
+    assert hit["snippet"]["text"][s:e] == "frobnicate"
+
+
+def test_full_and_context_print_whole_passages(run, handbook) -> None:
+    """Item 1: ``--full`` prints the whole passage; ``--context`` prints the context too."""
+    full = _first_hit(run("search", "hb", "descaled", "--full").stdout)
+    assert "Handbook" in full or "kitchen has a coffee machine" in full
+    assert "| Descale | every 6 weeks |" in full
+    hit = json.loads(run("search", "hb", "frobnicate", "--context", "2000", "--json").stdout)
+    assert "Descale" in hit["results"][0]["text"]  # the neighbouring chunks are in it
+    text = _first_hit(run("search", "hb", "frobnicate", "--context", "2000").stdout)
+    assert "| Descale | every 6 weeks |" in text and "frobnicate the widgets" in text

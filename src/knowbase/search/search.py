@@ -106,6 +106,8 @@ class SearchResult:
     locator: dict[str, Any] = field(default_factory=dict)
     # with ``context`` (:mod:`.context`): the hit's own offsets and the chunks merged into it
     context: dict[str, Any] | None = None
+    # the part worth reading, centred on the best-matching lines (:mod:`.snippet`)
+    snippet: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
