@@ -163,3 +163,18 @@ def test_full_and_context_print_whole_passages(run, handbook) -> None:
     assert "Descale" in hit["results"][0]["text"]  # the neighbouring chunks are in it
     text = _first_hit(run("search", "hb", "frobnicate", "--context", "2000").stdout)
     assert "| Descale | every 6 weeks |" in text and "frobnicate the widgets" in text
+
+
+def test_rm_takes_a_folder_and_fails_on_nothing(run, corpus: Path) -> None:
+    """Item 4: ``kb rm`` takes the folder prefix ``--under`` and ``kb label`` accept; a name
+    that matches nothing exits 1."""
+    run("base", "create", "b")
+    run("add", "b", str(corpus))
+    assert run("search", "b", "otters", "--under", "corpus/office").stdout.startswith("1.")
+    removed = run("rm", "b", "corpus/office")
+    assert "deleted corpus/office" in removed.stdout
+    concept_ids = [n.get("concept_id") for n in json.loads(run("tree", "b", "--json").stdout)["nodes"]]
+    assert "corpus/office/memo.txt" not in concept_ids
+    assert "corpus/notes/it/vpn.md" in concept_ids
+    missing = run("rm", "b", "corpus/nothing-here", ok=(1,))
+    assert "not found" in missing.stderr

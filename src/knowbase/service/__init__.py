@@ -236,6 +236,12 @@ class Knowledge:
             self.wait([job_id])
         return job_id
 
+    def delete_refs(self, base: str, refs: list[str]) -> dict[str, Any]:
+        """Delete the items refs name, folders too (``operations/delete/workflow.py``)."""
+        from knowbase.operations.delete.workflow import delete_refs
+
+        return delete_refs(self.rt, self.get_base(base), refs)
+
     def reindex_items(
         self, base: str, item_ids: list[str], *, reacquire: bool = True, wait: bool = False
     ) -> str | None:
