@@ -173,7 +173,8 @@ def test_rm_takes_a_folder_and_fails_on_nothing(run, corpus: Path) -> None:
     assert run("search", "b", "otters", "--under", "corpus/office").stdout.startswith("1.")
     removed = run("rm", "b", "corpus/office")
     assert "deleted corpus/office" in removed.stdout
-    concept_ids = [n.get("concept_id") for n in json.loads(run("tree", "b", "--json").stdout)["nodes"]]
+    nodes = json.loads(run("tree", "b", "--json").stdout)["nodes"]
+    concept_ids = [n.get("concept_id") for n in nodes]
     assert "corpus/office/memo.txt" not in concept_ids
     assert "corpus/notes/it/vpn.md" in concept_ids
     missing = run("rm", "b", "corpus/nothing-here", ok=(1,))
