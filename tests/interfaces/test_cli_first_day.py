@@ -179,3 +179,21 @@ def test_rm_takes_a_folder_and_fails_on_nothing(run, corpus: Path) -> None:
     assert "corpus/notes/it/vpn.md" in concept_ids
     missing = run("rm", "b", "corpus/nothing-here", ok=(1,))
     assert "not found" in missing.stderr
+
+
+def test_counts_are_files_everywhere(run, corpus: Path) -> None:
+    """Item 5: the add summary, kb base list, kb base show and kb tree count the same files;
+    the folder whose files failed is not one more failure."""
+    (corpus / "office" / "empty.md").write_text("", "utf-8")
+    (corpus / "notes" / "blank.md").write_text("", "utf-8")
+    run("base", "create", "b")
+    added = run("add", "b", str(corpus), ok=(4,)).stdout
+    assert "3 indexed" in added and "2 failed" in added
+    listed = json.loads(run("base", "show", "b", "--json").stdout)
+    assert listed["item_counts"] == {"completed": 3, "failed": 2}
+    assert "ready, 2 failed" in listed["state"]
+    table = run("base", "list").stdout
+    assert "2 failed" in table and "3 failed" not in table
+    tree = run("tree", "b").stdout
+    assert "corpus (2 of 5 files failed)" in tree
+    assert "office (1 of 3 files failed)" in tree

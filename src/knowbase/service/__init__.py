@@ -337,8 +337,9 @@ class Knowledge:
         return self.rt.storage(b.id).index_bytes() if b.index_backend == "sqlite" else None
 
     def counts(self, base: str) -> dict[str, int]:
+        """Files by status; a folder only when it failed on its own (one definition)."""
         with self.rt.catalog.read() as conn:
-            return item_repo.count_by_status(conn, self.get_base(base).id)
+            return item_repo.count_files_by_status(conn, self.get_base(base).id)
 
     def model_hint(self, base: str | Base, paths: list[str]) -> str | None:
         """A hint to switch models when files at ``paths`` are mostly in scripts the base's

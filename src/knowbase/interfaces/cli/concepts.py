@@ -45,6 +45,8 @@ def tree(
             indent = "  " * node["depth"]
             cid = f"  [cyan]{node['concept_id']}[/]" if node.get("concept_id") else ""
             status = "" if node["status"] == "completed" else f" [yellow]({node['status']})[/]"
+            if node.get("failed_files"):  # a folder: its files failed, not the folder
+                status = f" [yellow]({node['failed_files']} of {node['files']} files failed)[/]"
             cli.console.print(f"{indent}{node['title']}{status}{cid}", highlight=False)
         if data["truncated"]:
             cli.console.print(f"[dim]… first {len(data['nodes'])} of {data['total_items']}[/]")

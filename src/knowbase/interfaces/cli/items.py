@@ -199,7 +199,7 @@ def base_state(base: Base, counts: dict[str, int]) -> str:
         return "empty"
     active = total - counts.get("completed", 0) - counts.get("failed", 0)
     if active:
-        return f"processing, {active} items to go"
+        return f"processing, {active} files to go"
     if counts.get("failed"):
         return f"ready, {counts['failed']} failed"
     return "ready"
