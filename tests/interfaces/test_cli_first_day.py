@@ -197,3 +197,25 @@ def test_counts_are_files_everywhere(run, corpus: Path) -> None:
     tree = run("tree", "b").stdout
     assert "corpus (2 of 5 files failed)" in tree
     assert "office (1 of 3 files failed)" in tree
+
+
+def test_where_warns_on_unknown_keys_and_refuses_bad_operators(run, corpus: Path) -> None:
+    """Item 7: a key no item has warns with the keys there are; ``year=>2023`` is refused."""
+    run("base", "create", "b")
+    run("add", "b", str(corpus), "--meta", "year=2024")
+    found = run("search", "b", "otters", "--where", "year>=2023")
+    assert found.stdout.startswith("1.") and "warning" not in found.stderr
+    typo = run("search", "b", "otters", "--where", "yaer>=2023")
+    assert "no results" in typo.stdout
+    assert "yaer" in typo.stderr and "year" in typo.stderr.split("yaer")[1]
+    bad = run("search", "b", "otters", "--where", "year=>2023", ok=(1,))
+    assert "invalid_filter" in bad.stderr and "year>=2023" in bad.stderr
+
+
+def test_a_query_the_model_cannot_read_says_why(run, corpus: Path) -> None:
+    """Item 11: a Chinese query on a Latin-only model says why the search was keyword-only."""
+    run("base", "create", "b", "--embedding", "hash:d64?scripts=Latin")
+    run("add", "b", str(corpus))
+    out = run("search", "b", "咖啡机多久除垢一次").stdout
+    assert "no results" in out and "mode: bm25" in out
+    assert "keyword-only" in out and "does not read" in out

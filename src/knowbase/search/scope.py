@@ -89,10 +89,17 @@ class Scope:
 
     filters: SearchFilters
     within: frozenset[str]
+    # ``where`` keys no item of the base has (a typo?), and the keys its items do have
+    unknown_keys: tuple[str, ...] = ()
+    known_keys: tuple[str, ...] = ()
 
     def explain(self) -> dict[str, Any]:
-        """What ``explain["filters"]`` shows: each filter applied and how many it allowed."""
-        return {**self.filters.explain(), "allowed_materials": len(self.within)}
+        """What ``explain["filters"]`` shows: each filter applied and how many it allowed;
+        ``unknown_keys`` (with ``known_keys``) when a ``where`` key is on no item."""
+        out = {**self.filters.explain(), "allowed_materials": len(self.within)}
+        if self.unknown_keys:
+            out.update(unknown_keys=list(self.unknown_keys), known_keys=list(self.known_keys))
+        return out
 
 
 def parse_filters(
@@ -233,9 +240,12 @@ def resolve(catalog: Any, base_id: str, filters: SearchFilters | None) -> Scope 
         rows = item_repo.scope_rows(conn, base_id, since_ms=filters.since_ms)
         labels = label_rows(conn, base_id) if filters.on_labels else None
     allowed = allowed_materials(rows, filters)
-    if labels is not None:
-        allowed = frozenset(i for i in allowed if _labels_pass(i, labels, filters))
-    return Scope(filters, allowed)
+    if labels is None:
+        return Scope(filters, allowed)
+    allowed = frozenset(i for i in allowed if _labels_pass(i, labels, filters))
+    known = sorted({k for _, _, meta in labels.values() for k in meta})
+    unknown = tuple(dict.fromkeys(c.key for c in filters.where if c.key not in known))
+    return Scope(filters, allowed, unknown, tuple(known))
 
 
 def _labels_pass(item_id: str, rows: Any, filters: SearchFilters) -> bool:

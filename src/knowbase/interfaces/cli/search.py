@@ -144,10 +144,32 @@ def search(
             )
             _print_passage(console, r, query, whole=full or bool(context))
         console.print(f"[dim]mode: {response.mode}[/]")
+        lane = response.explain.get("dense_lane") or {}
+        if lane.get("reason") == "query_script_not_covered":
+            console.print(
+                f"[dim]keyword-only: {escape(str(lane.get('detail', '')))}; the model cannot "
+                "place this query among the documents. Use the words the documents would use, "
+                "or a model that reads this language (kb base set-embedding).[/]",
+                highlight=False,
+            )
         if explain:
             console.print_json(json.dumps(response.explain, default=str))
 
+    _warn_unknown_keys(cli, base, response.explain.get("filters") or {})
     cli.emit(response, as_json, render)
+
+
+def _warn_unknown_keys(cli: Any, base: str, filters: dict[str, Any]) -> None:
+    """On stderr: ``--where`` keys that no item of the base has (a typo matches nothing)."""
+    unknown = filters.get("unknown_keys")
+    if unknown:
+        known = ", ".join(filters.get("known_keys") or []) or "none: no item has metadata"
+        cli.err_console.print(
+            f"[yellow]warning:[/] no item of {escape(base)} has the metadata key "
+            f"{escape(', '.join(unknown))}; the keys its items have: {escape(known)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _folder_prefixes(kb: Any, base: str) -> list[str]:
