@@ -219,3 +219,24 @@ def test_a_query_the_model_cannot_read_says_why(run, corpus: Path) -> None:
     out = run("search", "b", "咖啡机多久除垢一次").stdout
     assert "no results" in out and "mode: bm25" in out
     assert "keyword-only" in out and "does not read" in out
+
+
+def test_eval_says_which_judged_ids_the_base_lacks(run, corpus: Path, tmp_path: Path) -> None:
+    """Item 8: qrels naming documents the base lacks are counted; none matching is refused."""
+    run("base", "create", "b")
+    run("add", "b", str(corpus))
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        '{"_id": "q1", "text": "otters"}\n{"_id": "q2", "text": "walruses travel"}\n', "utf-8"
+    )
+    some = tmp_path / "some.tsv"
+    some.write_text(
+        "query-id\tcorpus-id\tscore\nq1\tcorpus/office/memo.txt\t1\nq2\tnot-here\t1\n", "utf-8"
+    )
+    partly = run("eval", "b", "--queries", str(queries), "--qrels", str(some))
+    assert "1 of 2 judged document ids are not in b" in partly.stderr
+    none = tmp_path / "none.tsv"
+    none.write_text("query-id\tcorpus-id\tscore\nq1\tdoc-1\t1\nq2\tdoc-2\t1\n", "utf-8")
+    refused = run("eval", "b", "--queries", str(queries), "--qrels", str(none), ok=(1,))
+    assert "invalid_input" in refused.stderr
+    assert "none of the 2 judged document ids" in refused.stderr
