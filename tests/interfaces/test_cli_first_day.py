@@ -240,3 +240,16 @@ def test_eval_says_which_judged_ids_the_base_lacks(run, corpus: Path, tmp_path: 
     refused = run("eval", "b", "--queries", str(queries), "--qrels", str(none), ok=(1,))
     assert "invalid_input" in refused.stderr
     assert "none of the 2 judged document ids" in refused.stderr
+
+
+def test_label_shows_what_a_file_inherits(run, corpus: Path) -> None:
+    """Item 6: ``kb label`` on a file shows its folders' labels and where they come from."""
+    run("base", "create", "b")
+    run("add", "b", str(corpus), "--tag", "handbook", "--meta", "year=2024")
+    run("label", "b", "corpus/notes", "--tag", "it", "--meta", "team=infra")
+    shown = run("label", "b", "corpus/notes/it/vpn.md").stdout
+    assert "vpn.md: tags none; metadata none" in shown
+    assert "from corpus/notes: tags it; metadata team=infra" in shown
+    assert "from corpus: tags handbook; metadata year=2024" in shown
+    data = json.loads(run("label", "b", "corpus/notes/it/vpn.md", "--json").stdout)
+    assert [s["path"] for s in data["inherited"]] == ["corpus/notes", "corpus"]

@@ -20,7 +20,7 @@ from knowbase.catalog.labels import (
 )
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import NotFound
-from knowbase.operations.item_refs import find_items
+from knowbase.operations.item_refs import find_items, folder_path
 from knowbase.runtime import Runtime
 
 
@@ -68,3 +68,29 @@ def set_labels(
         return item_repo.update_data(
             conn, item.id, **{TAGS_KEY: new_tags or None, METADATA_KEY: new_meta or None}
         )
+
+
+def label_sources(rt: Runtime, base: Base, ref: str) -> list[dict[str, Any]]:
+    """Where the labels of the item ``ref`` names come from, nearest first: the item itself,
+    then each folder above it that has labels, as ``{item_id, path, tags, metadata}`` (a
+    search sees every tag and, per key, the nearest value)."""
+    item = find_labelled_item(rt, base, ref)
+    chain = [item]
+    with rt.catalog.read() as conn:
+        while chain[-1].group_id and len(chain) < 1000:
+            parent = item_repo.find(conn, chain[-1].group_id)
+            if parent is None:
+                break
+            chain.append(parent)
+    by_id = {i.id: i for i in chain}
+    out = []
+    for n, current in enumerate(chain):
+        tags, metadata = labels_of(current.data)
+        if n and not (tags or metadata):
+            continue
+        path = folder_path(current, by_id) if current.is_container else current.concept_id
+        out.append(
+            {"item_id": current.id, "path": path or current.title, "tags": tags,
+             "metadata": metadata}
+        )  # fmt: skip
+    return out

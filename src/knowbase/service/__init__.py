@@ -42,6 +42,7 @@ from knowbase.search.scope import SearchFilters, parse_filters
 from knowbase.search.search import SearchResponse
 from knowbase.search.visibility import VisibilityCache
 from knowbase.service.activity import Activity
+from knowbase.service.labels import LabelsFacade
 from knowbase.settings import Settings
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 
 
 
-class Knowledge:
+class Knowledge(LabelsFacade):
     """One home's knowledge bases. Open it as a context manager; workers start on demand."""
 
     def __init__(
@@ -308,23 +309,6 @@ class Knowledge:
 
     def get_item(self, base: str, item_id: str) -> Item:
         return items_query.get_item(self.rt, self.get_base(base), item_id)
-
-    def effective_labels(
-        self, base: str, item_ids: Iterable[str]
-    ) -> dict[str, tuple[list[str], dict[str, Any]]]:
-        """Each item's tags and metadata including its folders' (``catalog/labels.py``)."""
-        from knowbase.catalog.labels import base_effective_labels
-
-        with self.rt.catalog.read() as conn:
-            return base_effective_labels(conn, self.get_base(base).id, item_ids)
-
-    def set_labels(self, base: str, item: str, **changes: Any) -> Item:
-        """Change an item's tags and metadata (``operations/labels.py``): ``item`` is an item
-        id, a Concept ID or a folder path; ``tags``/``metadata`` replace, ``add_tags``,
-        ``remove_tags`` and ``merge_metadata`` edit. Seen by the next search, no reindex."""
-        from knowbase.operations.labels import set_labels
-
-        return set_labels(self.rt, self.get_base(base), item, **changes)
 
     def list_item_chunks(self, base: str, item_id: str) -> list[UnitRecord]:
         """Units of a completed item's leaves, in unit order (§7 "listItemChunks")."""
