@@ -253,3 +253,15 @@ def test_label_shows_what_a_file_inherits(run, corpus: Path) -> None:
     assert "from corpus: tags handbook; metadata year=2024" in shown
     data = json.loads(run("label", "b", "corpus/notes/it/vpn.md", "--json").stdout)
     assert [s["path"] for s in data["inherited"]] == ["corpus/notes", "corpus"]
+
+
+def test_a_name_that_is_not_utf8_is_named(run, corpus: Path) -> None:
+    """Item 10: the add summary names the file whose name is not UTF-8, bytes escaped."""
+    with open(os.fsencode(corpus / "notes") + b"/r\xe9sum\xe9.md", "wb") as fh:
+        fh.write(b"# CV\n\nSome text.\n")
+    run("base", "create", "b")
+    out = run("add", "b", str(corpus)).stdout
+    assert "1 skipped (undecodable_name 1)" in out
+    assert "skipped notes/r\\xe9sum\\xe9.md: undecodable_name" in out
+    summary = json.loads(run("add", "b", str(corpus), "--json").stdout)["summary"]
+    assert summary["undecodable"] == ["notes/r\\xe9sum\\xe9.md"]

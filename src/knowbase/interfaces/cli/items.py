@@ -153,6 +153,16 @@ def add(
             parts.append(f"{skipped} skipped ({why})")
         parts.append(f"{len(summary.failed)} failed")
         console.print("files: " + ", ".join(parts), highlight=False)
+        for name in summary.undecodable[:FAILED_SHOWN]:
+            console.print(
+                f"  [yellow]skipped[/] {escape(name)}: undecodable_name — the name is not "
+                "UTF-8 (its bytes escaped here); rename the file to add it",
+                highlight=False,
+            )
+        shown = len(summary.undecodable[:FAILED_SHOWN])
+        unnamed = summary.skipped.get("undecodable_name", 0) - shown
+        if summary.undecodable and unnamed > 0:
+            console.print(f"  … and {unnamed} more such names", highlight=False)
         for f in summary.failed[:FAILED_SHOWN]:
             console.print(
                 f"  [red]failed[/] {escape(str(f['source']))}: {f['code']} — "

@@ -160,14 +160,19 @@ class AddSummary:
     active: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> files left out
     failed: list[dict[str, Any]] = field(default_factory=list)  # {item_id, source, code, message}
+    # names that are not UTF-8, their bytes escaped (a person must find and rename them)
+    undecodable: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "indexed": self.indexed,
             "active": self.active,
             "skipped": self.skipped,
             "failed": self.failed,
         }
+        if self.undecodable:
+            out["undecodable"] = self.undecodable
+        return out
 
 
 def summarize(items: list[Item]) -> AddSummary:
@@ -180,6 +185,8 @@ def summarize(items: list[Item]) -> AddSummary:
     for item in items:
         for reason, entry in (item.data.get("skipped") or {}).items():
             out.skipped[reason] = out.skipped.get(reason, 0) + int(entry.get("count", 0))
+            if reason == "undecodable_name":
+                out.undecodable.extend(str(e) for e in entry.get("examples") or [])
         if item.status == "failed" and (not item.is_container or item.error_code != "child_failed"):
             out.failed.append(
                 {
