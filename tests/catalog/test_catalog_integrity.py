@@ -105,3 +105,20 @@ def test_damage_under_a_running_process_turns_readiness_unavailable(
         report = readiness(kb)
         assert report["status"] == "unavailable", report
         assert report["components"][0]["reason"].startswith("catalog_unavailable")
+
+
+def test_a_damage_message_reads_as_a_sentence(tmp_path: Path) -> None:
+    """Issue 42: "the catalog … is not a database", never "… is I/O error (disk I/O error)"."""
+    import sqlalchemy as sa
+
+    from knowbase.catalog.db import _DAMAGE_CODES, _damage
+
+    path = tmp_path / "catalog.sqlite"
+    path.write_bytes(bytes(range(256)) * 64)
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with pytest.raises(sa.exc.DBAPIError) as raised, engine.connect() as conn:
+        conn.exec_driver_sql("SELECT * FROM sqlite_master")
+    found = _damage(raised.value, path)
+    assert found is not None
+    assert found.message.startswith(f"the catalog {path} is not a database (")
+    assert all(p.split()[0] in ("is", "could", "cannot") for p in _DAMAGE_CODES.values())

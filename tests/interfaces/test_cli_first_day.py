@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,7 +138,7 @@ def test_the_snippet_shows_the_answer(run, handbook) -> None:
     assert tokyo.strip().startswith("| City | Per diem |")  # the header above the row
     assert "Town 1 |" not in tokyo  # but not the whole table
     last = _first_hit(run("search", "hb", "frobnicate").stdout)
-    assert "frobnicate the widgets" in last and "…" in last
+    assert "frobnicate the widgets" in last and len(last) < 400  # the chunk's last line
 
 
 def test_matched_words_are_marked(run, handbook, tmp_path: Path) -> None:
@@ -265,3 +266,44 @@ def test_a_name_that_is_not_utf8_is_named(run, corpus: Path) -> None:
     assert "skipped notes/r\\xe9sum\\xe9.md: undecodable_name" in out
     summary = json.loads(run("add", "b", str(corpus), "--json").stdout)["summary"]
     assert summary["undecodable"] == ["notes/r\\xe9sum\\xe9.md"]
+
+
+def test_help_has_no_rst_and_dates_read_as_dates(run) -> None:
+    """Item 12: help without RST markup; kb base show gives created_at as a date."""
+    for command in ("add", "search", "import-beir"):
+        assert "``" not in run(command, "--help").stdout, command
+    run("base", "create", "b")
+    shown = run("base", "show", "b").stdout
+    assert re.search(r"created_at\s+20\d\d-\d\d-\d\d \d\d:\d\d:\d\d UTC", shown), shown
+
+
+def test_a_readd_says_the_files_state(run, corpus: Path) -> None:
+    """Item 12: a re-add of unchanged files does not claim to have indexed them now."""
+    run("base", "create", "b")
+    run("add", "b", str(corpus))
+    again = run("add", "b", str(corpus)).stdout
+    assert "3 unchanged" in again and "files now: 3 indexed" in again
+
+
+def test_jobs_and_tree_read_at_80_columns(run, corpus: Path, tmp_path: Path) -> None:
+    """Item 12: kb jobs legible at 80 columns (not "ind… run…"); kb tree one line a node."""
+    deep = corpus / "a-rather-long-folder-name-for-a-narrow-terminal" / "and-a-sub-folder-too"
+    deep.mkdir(parents=True)
+    (deep / "a-file-with-a-long-name-as-people-write-them.md").write_text("Deep text.", "utf-8")
+    run("base", "create", "b")
+    run("add", "b", str(corpus))
+    env = {**os.environ, "KNOWBASE_HOME": str(tmp_path / "home"), "COLUMNS": "80"}
+
+    def narrow(*args: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "knowbase.interfaces.cli", *args],
+            capture_output=True, text=True, env=env, timeout=120, check=True,
+        ).stdout  # fmt: skip
+
+    (corpus / "office" / "memo.txt").write_text("The memo now mentions seals.", "utf-8")
+    run("add", "b", str(corpus), "--no-wait")
+    jobs = narrow("jobs")
+    assert "sync" in jobs and "pending" in jobs and "…" not in jobs
+    tree = narrow("tree", "b")
+    line = next(x for x in tree.splitlines() if "a-file-with-a-long-name" in x)
+    assert line.endswith("a-file-with-a-long-name-as-people-write-them.md")  # not wrapped

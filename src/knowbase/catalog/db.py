@@ -93,8 +93,14 @@ def _make_engine(url: str) -> Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
-#: SQLite's primary result codes for a file that is damaged or gone, not merely busy.
-_DAMAGE_CODES = {10: "I/O error", 11: "damaged", 14: "cannot be opened", 26: "not a database"}
+#: SQLite's primary result codes for a file that is damaged or gone, not merely busy, each as
+#: what follows "the catalog PATH" in the message (issue 42: not "is I/O error").
+_DAMAGE_CODES = {
+    10: "could not be read or written (an I/O error)",
+    11: "is damaged",
+    14: "cannot be opened",
+    26: "is not a database",
+}
 
 
 def _damage(exc: sa.exc.DBAPIError, path: Path | None) -> CatalogUnavailable | None:
@@ -104,7 +110,7 @@ def _damage(exc: sa.exc.DBAPIError, path: Path | None) -> CatalogUnavailable | N
     from knowbase.catalog.integrity import recovery_hint
 
     return CatalogUnavailable(
-        f"the catalog {path} is {_DAMAGE_CODES[code & 0xFF]} ({exc.orig})",
+        f"the catalog {path} {_DAMAGE_CODES[code & 0xFF]} ({exc.orig})",
         hint=recovery_hint(path),
         path=str(path),
     )

@@ -122,6 +122,8 @@ def base_show(base: str, home: HomeOpt = None, as_json: JsonOpt = False) -> None
         for key, value in b.to_dict().items():
             if key in ("status", "error") and value in (None, "completed"):
                 continue
+            if key.endswith("_at") and isinstance(value, int):
+                value = _when(value)  # the JSON keeps epoch milliseconds
             table.add_row(key, escape("—" if value is None else str(value)))
         cli.console.print(table)
 
@@ -271,3 +273,10 @@ def base_set(
 def register(app: typer.Typer) -> None:
     """Add the ``base`` group to ``app``."""
     app.add_typer(base_app, name="base")
+
+
+def _when(ms: int) -> str:
+    """Epoch milliseconds as a UTC date and time a person reads: ``2026-12-07 15:50:26 UTC``."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -47,7 +47,9 @@ def tree(
             status = "" if node["status"] == "completed" else f" [yellow]({node['status']})[/]"
             if node.get("failed_files"):  # a folder: its files failed, not the folder
                 status = f" [yellow]({node['failed_files']} of {node['files']} files failed)[/]"
-            cli.console.print(f"{indent}{node['title']}{status}{cid}", highlight=False)
+            # soft_wrap: a long path stays one line (piped, rich would wrap it mid-path)
+            line = f"{indent}{node['title']}{status}{cid}"
+            cli.console.print(line, highlight=False, soft_wrap=True)
         if data["truncated"]:
             cli.console.print(f"[dim]… first {len(data['nodes'])} of {data['total_items']}[/]")
 

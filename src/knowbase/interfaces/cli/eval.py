@@ -118,7 +118,7 @@ def import_beir(
     as_json: JsonOpt = False,
 ) -> None:
     """Build a base from a BEIR corpus.jsonl: one Markdown document per entry, Concept ID
-    ``<folder>/<doc id>.md`` (the id percent-encoded). Creates the base when it is new."""
+    <folder>/<doc id>.md (the id percent-encoded). Creates the base when it is new."""
     from knowbase.errors import NotFound
     from knowbase.eval.beir import file_name, read_corpus
     from knowbase.operations.add.inputs import AddInput

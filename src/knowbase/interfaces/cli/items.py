@@ -86,9 +86,8 @@ def add(
 ) -> None:
     """Add files, folders, web pages or a note, index them, and count what was indexed.
 
-    ``--tag`` and ``--meta`` label every item added (a folder's labels apply to its files;
-    re-adding adds them to the item it updates); search filters on them (``--tag``,
-    ``--where``).
+    --tag and --meta label every item added (a folder's labels apply to its files;
+    re-adding adds them to the item it updates); search filters on them (--tag, --where).
 
     The summary gives files indexed, skipped (by reason) and failed (named); exit code 4 when
     any item failed.
@@ -152,7 +151,10 @@ def add(
             why = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items()))
             parts.append(f"{skipped} skipped ({why})")
         parts.append(f"{len(summary.failed)} failed")
-        console.print("files: " + ", ".join(parts), highlight=False)
+        # After an update the counts are the files' state, not work done now: say so (a
+        # re-add of 127 unchanged files said "127 indexed").
+        head = "files now" if updated and not items else "files"
+        console.print(f"{head}: " + ", ".join(parts), highlight=False)
         for name in summary.undecodable[:FAILED_SHOWN]:
             console.print(
                 f"  [yellow]skipped[/] {escape(name)}: undecodable_name — the name is not "
@@ -304,6 +306,9 @@ def _render_readiness(report: dict[str, Any], live: dict[str, Any] | None) -> No
         cli._render_workers(live["details"].get("workers", []))
 
 
+WIDE_JOBS = 140  # columns below which kb jobs prints two lines a job instead of a table
+
+
 def jobs(
     base: Annotated[str | None, typer.Option(help="Only this base.")] = None,
     all_jobs: Annotated[bool, typer.Option("--all", help="Include completed jobs.")] = False,
@@ -327,25 +332,32 @@ def jobs(
             what = "jobs" if all_jobs else "active or failed jobs (--all shows finished ones)"
             cli.console.print(f"no {what}")
             return
-        table = Table(
-            "id", "base", "kind", "on", "status", "attempts", "progress", "error", box=None
-        )
+        rows = []
         for j in found:
             prog = (
                 f"{j.progress_stage or ''} {j.progress_percent or 0:.0f}%"
                 if j.progress_stage
                 else ""
             )
-            table.add_row(
-                j.id,
-                escape(names.get(str(j.payload.get("base_id")), "")),
-                j.kind.removeprefix("knowledge."),
-                escape(subjects[j.id]),
-                j.status,
-                f"{j.attempts}/{j.max_attempts}",
-                prog,
-                j.error_code or "",
-            )
+            base_name = names.get(str(j.payload.get("base_id")), "")
+            kind = j.kind.removeprefix("knowledge.")
+            attempts = f"{j.attempts}/{j.max_attempts}"
+            rows.append((j.id, base_name, kind, subjects[j.id], j.status, attempts, prog,
+                         j.error_code or ""))  # fmt: skip
+        if cli.console.width < WIDE_JOBS:
+            # Eight columns do not fit: rich cut every one to "ind… run…". Two lines a job.
+            for jid, base_name, kind, on, status, attempts, prog, error in rows:
+                cli.console.print(f"{jid}  {kind}  {status}  {attempts}", highlight=False)
+                rest = [f"base {base_name}", f"on {on}" if on else "", prog, error]
+                cli.console.print(
+                    "  " + " · ".join(escape(r) for r in rest if r), highlight=False
+                )
+            return
+        table = Table(
+            "id", "base", "kind", "on", "status", "attempts", "progress", "error", box=None
+        )
+        for row in rows:
+            table.add_row(*(escape(c) for c in row))
         table.columns[0].no_wrap = True
         cli.console.print(table)
 

@@ -107,8 +107,8 @@ def search(
 ) -> None:
     """Search a base; prints cited results (Concept ID, locator, score).
 
-    ``--tag`` keeps documents carrying every tag given (a folder's tags count for its files);
-    ``--where`` filters on metadata."""
+    --tag keeps documents carrying every tag given (a folder's tags count for its files);
+    --where filters on metadata."""
     from knowbase.interfaces import cli
 
     with cli.open_kb(home) as kb:
