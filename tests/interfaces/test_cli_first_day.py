@@ -307,3 +307,18 @@ def test_jobs_and_tree_read_at_80_columns(run, corpus: Path, tmp_path: Path) -> 
     tree = narrow("tree", "b")
     line = next(x for x in tree.splitlines() if "a-file-with-a-long-name" in x)
     assert line.endswith("a-file-with-a-long-name-as-people-write-them.md")  # not wrapped
+
+
+def test_a_pruned_folder_is_not_listed_again(run, corpus: Path) -> None:
+    """Item 9: a folder that lost its files (still on disk, empty) is pruned for good."""
+    (corpus / "notes" / "hr").mkdir()
+    (corpus / "notes" / "hr" / "leave.md").write_text("# Leave\n\nThirty days.\n", "utf-8")
+    run("base", "create", "b")
+    run("add", "b", str(corpus))
+    (corpus / "notes" / "hr" / "leave.md").unlink()
+    pruned = run("sync", "b", "--prune").stdout
+    assert f"{corpus / 'notes' / 'hr'} (deleted)" in pruned
+    again = run("sync", "b").stdout
+    assert "0 vanished" in again and "kept; --prune" not in again
+    tree = json.loads(run("tree", "b", "--json").stdout)["nodes"]
+    assert not any(n["title"].endswith("/hr") for n in tree)
