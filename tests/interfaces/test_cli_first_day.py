@@ -322,3 +322,20 @@ def test_a_pruned_folder_is_not_listed_again(run, corpus: Path) -> None:
     assert "0 vanished" in again and "kept; --prune" not in again
     tree = json.loads(run("tree", "b", "--json").stdout)["nodes"]
     assert not any(n["title"].endswith("/hr") for n in tree)
+
+
+def test_a_chunk_that_starts_mid_word_is_shown_from_a_word(run, tmp_path: Path) -> None:
+    """Item 12: a chunk whose overlap starts inside a word ("mple outputs") is shown from
+    the next word, marked "…"."""
+    words = " ".join(f"example{i} outputs otters" for i in range(3000))
+    doc = tmp_path / "long.txt"
+    doc.write_text(words, "utf-8")
+    run("base", "create", "b")
+    run("add", "b", str(doc))
+    hits = json.loads(run("search", "b", "otters", "-k", "20", "--json").stdout)["results"]
+    mid = [h for h in hits if h["text"][0].islower() and not h["text"].startswith("example")]
+    assert mid, [h["text"][:20] for h in hits]  # the overlap restarted inside a word
+    out = run("search", "b", "otters", "-k", "20").stdout
+    for h in mid:
+        head = h["text"].split(" ", 1)[0]
+        assert f"   {head} " not in out  # the partial word is never shown as a start

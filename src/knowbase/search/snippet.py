@@ -180,9 +180,13 @@ def snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> Snippet:
         start = lines[lo + 1][0]  # the header shown above makes its |---| rule noise
     shown = text[start:end].strip("\n")
     start += len(text[start:end]) - len(text[start:end].lstrip("\n"))
+    if start == 0 and shown and not _starts_sentence(shown) and " " in shown:
+        # the chunk starts inside a word (an overlap restarts anywhere): "mple outputs"
+        cut = shown.index(" ") + 1
+        shown, start = shown[cut:], cut
     end = start + len(shown)
     # cut inside a line and a sentence: the surface shows "…" there
-    before = start > 0 and text[start - 1] != "\n" and not _after_sentence(text, start)
+    before = start > 0 and text[start - 1] not in "\n" and not _after_sentence(text, start)
     after = end < len(text) and text[end] != "\n" and not _ends_sentence(shown)
     return Snippet(
         shown, start, end, _marks(shown, stems, cjk), header, matched=True,
