@@ -339,3 +339,17 @@ def test_a_chunk_that_starts_mid_word_is_shown_from_a_word(run, tmp_path: Path) 
     for h in mid:
         head = h["text"].split(" ", 1)[0]
         assert f"   {head} " not in out  # the partial word is never shown as a start
+
+
+def test_repeats_do_not_crowd_out_the_next_document(run, corpus: Path, tmp_path: Path) -> None:
+    """Item 3: with -k 2 and one passage held twice, the second result is another document."""
+    other = tmp_path / "copies"
+    other.mkdir()
+    text = (corpus / "office" / "travel.md").read_bytes()
+    (other / "a.md").write_bytes(text)
+    (other / "b.md").write_bytes(text)
+    (other / "c.md").write_text("Walruses nap on ice.", "utf-8")
+    run("base", "create", "b")
+    run("add", "b", str(other))
+    hits = json.loads(run("search", "b", "walruses travel", "-k", "2", "--json").stdout)
+    assert sorted(h["concept_id"] for h in hits["results"]) == ["copies/a.md", "copies/c.md"]

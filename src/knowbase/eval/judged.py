@@ -206,7 +206,10 @@ def _lane_hits(
     response = search(
         ctx.store,
         text,
-        config=SearchConfig(top_k=LANE_CHUNKS, threshold=0.0, dims=ctx.dims, fusion=fusion),
+        # distinct=False: a judged set scores every document, duplicates too (trec_eval)
+        config=SearchConfig(
+            top_k=LANE_CHUNKS, threshold=0.0, dims=ctx.dims, fusion=fusion, distinct=False
+        ),
         embedder=ctx.embedder if hybrid else None,
         reranker=ctx.reranker if lane.endswith("+rerank") else None,
         visible=ctx.visible,  # type: ignore[arg-type]

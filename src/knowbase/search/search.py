@@ -67,13 +67,15 @@ DEFAULT_THRESHOLD = 0.2
 @dataclass(frozen=True)
 class SearchConfig:
     """Per-call knobs: ``top_k`` (None → 10), ``threshold`` (None → :data:`DEFAULT_THRESHOLD`
-    on absolute scores; 0 cuts nothing), the base's ``dims``, and how the lanes are fused (None
-    → the defaults of ``search/fusion.py``)."""
+    on absolute scores; 0 cuts nothing), the base's ``dims``, how the lanes are fused (None
+    → the defaults of ``search/fusion.py``), and ``distinct`` (identical passages once)."""
 
     top_k: int | None = None
     threshold: float | None = None
     dims: int | None = None
     fusion: FusionSettings | None = None
+    # one result per passage text; False for judged runs, which score every document
+    distinct: bool = True
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,8 @@ def _search_once(
     # to fill top_k (the catalog lookup is a good part of a search's cost).
     need = len(ranked) if reranker is not None else top_k
     shown, kept, checked, lost = _visible_hits(store, ranked, need, visible)
-    if len(kept) < need and len(ranked) == first < candidates:  # a short BM25 page was full
+    distinct = len({_passage_key(h) for h, _ in kept})  # repeats do not fill the page
+    if distinct < need and len(ranked) == first < candidates:  # a short BM25 page was full
         ranked = [(h, h.score) for h in store.keyword_lane(q, candidates, within=within)]
         shown, kept, checked, lost = _visible_hits(store, ranked, need, visible)
     if mode == "bm25":
@@ -262,7 +265,8 @@ def _search_once(
     kind: ScoreKind = score_kind(mode, fusion)  # type: ignore[assignment]
     # Python's sort is stable: only equal scores move, into Concept ID and unit order.
     kept.sort(key=lambda t: (-t[1], t[0].relative_path, t[0].unit_index))
-    kept = _distinct(kept)
+    if config.distinct:
+        kept = _distinct(kept)
     scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, kind) for h, s in kept]
 
     if reranker is not None and scored:
