@@ -136,15 +136,23 @@ def count_files_by_status(conn: Connection, base_id: str) -> dict[str, int]:
     """The base's files (and pages, notes) by status: what a person counts (issue 42).
 
     A folder or sitemap counts only when it failed for a reason of its own (no indexable
-    files, a refused URL): one whose files failed is not one more failure.
+    files, a refused URL) or is still being read (no files yet): one whose files failed is
+    not one more failure.
     """
     own_failure = sa.and_(
         it.c.status == "failed", sa.func.coalesce(it.c.error_code, "") != "child_failed"
     )
+    # A folder still being read holds no files yet: it stands for them meanwhile, so a base
+    # whose import just started is "processing", not "empty".
+    child = it.alias("child")
+    unread = sa.and_(
+        it.c.status.in_(ACTIVE_STATUSES),
+        ~sa.exists().where(child.c.group_id == it.c.id),
+    )
     q = (
         sa.select(it.c.status, sa.func.count())
         .where(it.c.base_id == base_id)
-        .where(sa.or_(it.c.type.not_in(CONTAINER_TYPES), own_failure))
+        .where(sa.or_(it.c.type.not_in(CONTAINER_TYPES), own_failure, unread))
         .group_by(it.c.status)
     )
     return {r[0]: r[1] for r in conn.execute(q)}
