@@ -105,3 +105,23 @@ def test_damage_under_a_running_process_turns_readiness_unavailable(
         report = readiness(kb)
         assert report["status"] == "unavailable", report
         assert report["components"][0]["reason"].startswith("catalog_unavailable")
+
+
+def test_a_damage_message_reads_as_a_sentence(tmp_path: Path) -> None:
+    """Issue 42: "the catalog … is damaged (…)", never "… is I/O error (disk I/O error)"; and
+    an I/O fault is named as one (issue 37), not as damage."""
+    from knowbase.catalog.db import Catalog
+    from knowbase.sqlite_faults import fault_error
+
+    path = tmp_path / "catalog.sqlite"
+    path.write_bytes(bytes(range(256)) * 64)
+    catalog = Catalog(f"sqlite:///{path}")
+    try:
+        with pytest.raises(CatalogUnavailable) as raised, catalog.read() as conn:
+            conn.exec_driver_sql("SELECT * FROM sqlite_master")
+    finally:
+        catalog.dispose()
+    assert raised.value.message.startswith(f"the catalog {path} is damaged ("), raised.value
+    io = fault_error("io", path, "disk I/O error [SQLITE_IOERR_READ]", "catalog")
+    assert io.code == "database_io_error"
+    assert io.message.startswith(f"I/O error on the catalog ({path}): disk I/O error")

@@ -119,8 +119,10 @@ def test_rm_and_reindex(app: typer.Typer, home_with_doc: Path, src: Path) -> Non
     assert removed["applied"] == ["notes.md"] and removed["not_found"] == []
     tree = json_of(app, home_with_doc, "tree", "docs")
     assert [n["title"] for n in tree["nodes"]] == ["other.md"]
-    again = json_of(app, home_with_doc, "rm", "docs", "notes.md")
-    assert again == {"applied": [], "not_found": ["notes.md"], "job_id": None}
+    again = CliRunner().invoke(app, ["rm", "docs", "notes.md", "--home", str(home_with_doc),
+                                     "--json"])  # fmt: skip
+    assert again.exit_code == 1  # a name that matches nothing (issue 42)
+    assert json.loads(again.stdout) == {"applied": [], "not_found": ["notes.md"], "job_id": None}
 
 
 def test_mcp_refuses_unknown_scope(app: typer.Typer, home_with_doc: Path) -> None:

@@ -163,7 +163,7 @@ def test_counts_add_up_partial_folders_and_retry_only_where_it_helps(  # type: i
         timeout=60_000,
     )
     folder_row = page.locator('#items-table tr[data-title="notes"]')
-    expect_(folder_row.locator(".badge")).to_have_text("completed, 1 of 2 file(s) failed")
+    expect_(folder_row.locator(".badge")).to_have_text("1 of 2 files failed")
     expect_(folder_row).not_to_contain_text("child_failed")
     empty = page.locator('#items-table tr[data-title="empty.md"]')
     expect_(empty.locator(".error-code")).to_have_text("no_text_extracted")

@@ -127,7 +127,7 @@ def test_an_undecodable_name_fails_only_that_file(tmp_path: Path) -> None:
     assert added.returncode == 0, added.stderr
     assert "Traceback" not in added.stderr
     status = json.loads(kb_cli(home, "status", "bn", "--json").stdout)
-    assert status["counts"] == {"completed": 2}  # the folder and good.txt
+    assert status["counts"] == {"completed": 1}  # good.txt (files are counted: issue 42)
     (skips,) = status["skipped"].values()
     assert skips["undecodable_name"] == {"count": 1, "examples": ["bad\\xff.txt"]}
     found = json.loads(kb_cli(home, "search", "bn", "otters", "--json").stdout)

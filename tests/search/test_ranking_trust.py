@@ -113,8 +113,11 @@ def test_a_multi_base_search_puts_the_relevant_hit_first(home: Knowledge) -> Non
 
 def test_tie_order_survives_export_and_import(home: Knowledge, tmp_path: Path) -> None:
     base = home.create_base("ties")
-    same = "Tide tables list the high and low water times."
-    home.add(base.id, [AddInput.note(same, title=f"t{n}") for n in range(6)], wait=True)
+    same = "Tide tables list the high and low water times: {}."
+    # one word apart: equal scores, yet not the same passage (that one would be listed once)
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    home.add(base.id, [AddInput.note(same.format(w), title=f"t{n}") for n, w in enumerate(words)],
+             wait=True)  # fmt: skip
     home.add(base.id, [AddInput.note("Tide pools hold crabs.")], wait=True)
     before = home.search("ties", "tide water times").results
     assert len({r.score for r in before[:6]}) == 1  # six equal scores

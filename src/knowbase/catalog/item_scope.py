@@ -16,7 +16,12 @@ from sqlalchemy.ext.compiler import compiles
 
 from knowbase.catalog.item_tree import chunks as _chunks
 from knowbase.catalog.models import Item
-from knowbase.catalog.schema import ACTIVE_STATUSES, SEARCHABLE_STATUSES, is_container
+from knowbase.catalog.schema import (
+    ACTIVE_STATUSES,
+    CONTAINER_TYPES,
+    SEARCHABLE_STATUSES,
+    is_container,
+)
 from knowbase.catalog.schema import knowledge_item as it
 
 
@@ -67,8 +72,12 @@ def list_items(
     statuses: Iterable[str] | None = None,
     include_deleting: bool = False,
     roots_only: bool = False,
+    origins: Iterable[str] | None = None,
 ) -> list[Item]:
+    """The base's items, oldest first; ``origins`` keeps those re-acquired from these paths."""
     q = sa.select(it).where(it.c.base_id == base_id)
+    if origins is not None:
+        q = q.where(it.c.origin.in_(sorted(set(origins))))
     if statuses is not None:
         q = q.where(it.c.status.in_(list(statuses)))
     elif not include_deleting:
@@ -118,7 +127,34 @@ def active_items(conn: Connection) -> list[Item]:
 
 
 def count_by_status(conn: Connection, base_id: str) -> dict[str, int]:
+    """Every row of the base by status, folders included (a copy compares these)."""
     q = sa.select(it.c.status, sa.func.count()).where(it.c.base_id == base_id).group_by(it.c.status)
+    return {r[0]: r[1] for r in conn.execute(q)}
+
+
+def count_files_by_status(conn: Connection, base_id: str) -> dict[str, int]:
+    """The base's files (and pages, notes) by status: what a person counts (issue 42).
+
+    A folder or sitemap counts only when it failed for a reason of its own (no indexable
+    files, a refused URL) or is still being read (no files yet): one whose files failed is
+    not one more failure.
+    """
+    own_failure = sa.and_(
+        it.c.status == "failed", sa.func.coalesce(it.c.error_code, "") != "child_failed"
+    )
+    # A folder still being read holds no files yet: it stands for them meanwhile, so a base
+    # whose import just started is "processing", not "empty".
+    child = it.alias("child")
+    unread = sa.and_(
+        it.c.status.in_(ACTIVE_STATUSES),
+        ~sa.exists().where(child.c.group_id == it.c.id),
+    )
+    q = (
+        sa.select(it.c.status, sa.func.count())
+        .where(it.c.base_id == base_id)
+        .where(sa.or_(it.c.type.not_in(CONTAINER_TYPES), own_failure, unread))
+        .group_by(it.c.status)
+    )
     return {r[0]: r[1] for r in conn.execute(q)}
 
 

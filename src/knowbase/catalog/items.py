@@ -23,6 +23,7 @@ from knowbase.catalog.db import now_ms, unindexed
 from knowbase.catalog.item_scope import (
     active_items,
     count_by_status,
+    count_files_by_status,
     find_searchable,
     list_items,
     reserved_relative_paths,
@@ -417,6 +418,7 @@ __all__ = [
     "advance_many",
     "children",
     "count_by_status",
+    "count_files_by_status",
     "count_visible",
     "delete_rows",
     "deleting_roots",

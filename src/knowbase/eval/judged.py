@@ -84,6 +84,7 @@ class EvalContext:
     visible: Callable[[set[str]], Mapping[str, Any]]
     judged: set[str] = field(default_factory=set)
     model: dict[str, Any] | None = None  # what the vector lane serves (``--model shadow``)
+    missing: set[str] = field(default_factory=set)  # judged ids no document of the base has
     close: Callable[[], None] = lambda: None  # releases a store opened for the context
 
 
@@ -100,17 +101,19 @@ def context_for(
     (:mod:`.eval_shadow`); None, the model the base serves."""
     from knowbase.catalog.guards import assert_base_runnable
 
+    if model is not None and model != "shadow":
+        raise InvalidInput("--model takes 'shadow' (or nothing: the serving model)", model=model)
+    assert_base_runnable(b, "searching")
+    missing = missing_judged(rt, b, {d for judged in qrels.values() for d in judged})
     if model == "shadow":
         from knowbase.eval.shadow import shadow_context
 
-        assert_base_runnable(b, "searching")
-        return shadow_context(rt, visible, b, qrels)
-    if model is not None:
-        raise InvalidInput("--model takes 'shadow' (or nothing: the serving model)", model=model)
-
-    assert_base_runnable(b, "searching")
+        ctx = shadow_context(rt, visible, b, qrels)
+        ctx.missing = missing
+        return ctx
     embedder = rt.embedder(b)
     return EvalContext(
+        missing=missing,
         store=rt.store(b),
         dims=b.dimensions,
         embedder=_QueryMemo(embedder) if embedder is not None else None,
@@ -119,6 +122,31 @@ def context_for(
         visible=visible,
         judged={d for judged in qrels.values() for d in judged},
     )
+
+
+def missing_judged(rt: Any, b: Any, judged: set[str]) -> set[str]:
+    """The judged document ids that no document of ``b`` answers to (by Concept ID or BEIR
+    id); InvalidInput when that is all of them: every metric would be 0.0 and say nothing
+    (qrels of another corpus, or ids that are not the base's Concept IDs)."""
+    from knowbase.catalog import items as item_repo
+
+    with rt.catalog.read() as conn:
+        cids = [
+            i.concept_id
+            for i in item_repo.list_items(conn, b.id, statuses=["completed"])
+            if i.concept_id
+        ]
+    missing = judged - set(cids) - {doc_id_of(c) for c in cids}
+    if judged and missing == judged:
+        example = sorted(judged)[0]
+        held = f"e.g. {sorted(cids)[0]!r}" if cids else "it holds no documents"
+        raise InvalidInput(
+            f"none of the {len(judged)} judged document ids is in base {b.name!r} (e.g. "
+            f"{example!r}); the qrels name documents by Concept ID ({held}) or by the BEIR "
+            "id kb import-beir keeps",
+            base=b.name,
+        )
+    return missing
 
 
 def lanes_of(ctx: EvalContext) -> list[str]:
@@ -178,7 +206,10 @@ def _lane_hits(
     response = search(
         ctx.store,
         text,
-        config=SearchConfig(top_k=LANE_CHUNKS, threshold=0.0, dims=ctx.dims, fusion=fusion),
+        # distinct=False: a judged set scores every document, duplicates too (trec_eval)
+        config=SearchConfig(
+            top_k=LANE_CHUNKS, threshold=0.0, dims=ctx.dims, fusion=fusion, distinct=False
+        ),
         embedder=ctx.embedder if hybrid else None,
         reranker=ctx.reranker if lane.endswith("+rerank") else None,
         visible=ctx.visible,  # type: ignore[arg-type]

@@ -7,9 +7,7 @@ sees it. A folder's (or sitemap's) labels apply to everything under it.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterable, Mapping
-from pathlib import PurePath
 from typing import Any
 
 from knowbase.catalog import items as item_repo
@@ -22,40 +20,20 @@ from knowbase.catalog.labels import (
 )
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import NotFound
+from knowbase.operations.item_refs import find_items, folder_path
 from knowbase.runtime import Runtime
 
 
 def find_labelled_item(rt: Runtime, base: Base, ref: str) -> Item:
-    """The item ``ref`` names: an item id, a document's Concept ID or a folder's path."""
-    with rt.catalog.read() as conn:
-        item = item_repo.find(conn, ref)
-        if item is not None and item.base_id == base.id and item.status != "deleting":
-            return item
-        path = ref.strip().strip("/")
-        items = [i for i in item_repo.list_items(conn, base.id) if i.status != "deleting"]
-    by_id = {i.id: i for i in items}
-    for candidate in items:
-        if candidate.concept_id == path:
-            return candidate
-        if candidate.is_container and folder_path(candidate, by_id) == path:
-            return candidate
-    raise NotFound(
-        f"no item {ref!r} in base {base.name!r} (give an item id, a Concept ID or a folder path)",
-        item=ref,
-    )
-
-
-def folder_path(item: Item, by_id: dict[str, Item]) -> str | None:
-    """A container's path inside the base: the top folder's own prefix, then the names of
-    the sub-folders below it (sub-folder rows keep only their origin path as ``source``)."""
-    names: list[str] = []
-    current: Item | None = item
-    while current is not None and len(names) < 1000:
-        if current.relative_path:
-            return posixpath.join(current.relative_path, *reversed(names))
-        names.append(PurePath(current.source.replace("\\", "/")).name)
-        current = by_id.get(current.group_id or "")
-    return None
+    """The item ``ref`` names (:func:`knowbase.operations.item_refs.find_items`)."""
+    found, _ = find_items(rt, base, [ref])
+    if ref not in found:
+        raise NotFound(
+            f"no item {ref!r} in base {base.name!r} (give an item id, a Concept ID or a "
+            "folder path)",
+            item=ref,
+        )
+    return found[ref]
 
 
 def set_labels(
@@ -90,3 +68,29 @@ def set_labels(
         return item_repo.update_data(
             conn, item.id, **{TAGS_KEY: new_tags or None, METADATA_KEY: new_meta or None}
         )
+
+
+def label_sources(rt: Runtime, base: Base, ref: str) -> list[dict[str, Any]]:
+    """Where the labels of the item ``ref`` names come from, nearest first: the item itself,
+    then each folder above it that has labels, as ``{item_id, path, tags, metadata}`` (a
+    search sees every tag and, per key, the nearest value)."""
+    item = find_labelled_item(rt, base, ref)
+    chain = [item]
+    with rt.catalog.read() as conn:
+        while chain[-1].group_id and len(chain) < 1000:
+            parent = item_repo.find(conn, chain[-1].group_id)
+            if parent is None:
+                break
+            chain.append(parent)
+    by_id = {i.id: i for i in chain}
+    out = []
+    for n, current in enumerate(chain):
+        tags, metadata = labels_of(current.data)
+        if n and not (tags or metadata):
+            continue
+        path = folder_path(current, by_id) if current.is_container else current.concept_id
+        out.append(
+            {"item_id": current.id, "path": path or current.title, "tags": tags,
+             "metadata": metadata}
+        )  # fmt: skip
+    return out

@@ -1,5 +1,5 @@
 """One base's search as the facade runs it: its settings, its scope, a leased index store,
-visibility, and the surroundings a caller asked for (``context``)."""
+visibility, the surroundings a caller asked for (``context``), and each hit's snippet."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from knowbase.search.context import with_context
 from knowbase.search.fusion import FusionSettings
 from knowbase.search.scope import SearchFilters, resolve
 from knowbase.search.search import SearchConfig, SearchResponse, search
+from knowbase.search.snippet import snippet
 
 if TYPE_CHECKING:
     from knowbase.search.visibility import VisibilityCache
@@ -46,6 +47,9 @@ def search_base(
             visible=visible.for_base(b.id),
             scope=scope,
         )
+        results = response.results
         if context:
-            response = replace(response, results=with_context(store, response.results, context))
-        return response
+            results = with_context(store, results, context)
+        # on the passage as returned (with its context): what a reader sees first
+        results = [replace(r, snippet=snippet(r.text, query).to_dict()) for r in results]
+        return replace(response, results=results)

@@ -200,6 +200,8 @@ class ConceptService:
         b = self._base(base)
         with self.rt.catalog.read() as conn:
             nodes, truncated, total = catalog_tree(conn, b.id, max_depth=max_depth)
+        if not truncated and max_depth is None:
+            count_failed_files(nodes)
         return {"base_id": b.id, "nodes": nodes, "truncated": truncated, "total_items": total}
 
     # --- batch writes --------------------------------------------------------------------------
@@ -318,6 +320,26 @@ def walk_tree(
         if item.is_container and (max_depth is None or depth < max_depth):
             stack.append((children(item), depth + 1))
     return nodes, False
+
+
+def count_failed_files(nodes: list[dict[str, Any]]) -> None:
+    """On each folder node some of whose files failed: ``files`` and ``failed_files`` under
+    it (the folder's own status says ``failed`` for them; a person counts files). Needs the
+    whole tree: the nodes are in pre-order, so a folder's files follow it, deeper."""
+    open_folders: list[dict[str, Any]] = []
+    for node in nodes:
+        while open_folders and open_folders[-1]["depth"] >= node["depth"]:
+            open_folders.pop()
+        if node["item_type"] in ("directory", "sitemap"):
+            node.update(files=0, failed_files=0)
+            open_folders.append(node)
+        else:
+            for folder in open_folders:
+                folder["files"] += 1
+                folder["failed_files"] += node["status"] == "failed"
+    for node in nodes:
+        if node["item_type"] in ("directory", "sitemap") and not node["failed_files"]:
+            del node["files"], node["failed_files"]
 
 
 def _paged(fetch: Callable[[tuple[int, str] | None], list[Item]], page: int) -> Iterator[Item]:

@@ -85,7 +85,7 @@ def validate(method: Any, alpha: Any, rrf_k: Any) -> None:
 def dense_weight(coverage: dict[str, Any]) -> float:
     """1.0 when ≥ 90% of the query's letters are in the model's scripts (or it has none), else 0.
 
-    ``coverage`` is :func:`knowbase.search.search.script_coverage`'s answer.
+    ``coverage`` is :func:`knowbase.search.coverage.script_coverage`'s answer.
     """
     letters = coverage.get("letters", 0)
     if not letters:

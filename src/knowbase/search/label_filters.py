@@ -89,6 +89,12 @@ def _from_cli(spec: str) -> list[Condition]:
             field="where",
         )
     key, symbol, value = found.groups()
+    if value[:1] in ("=", "<", ">", "!"):  # "year=>2023", "year==2023": a mistyped operator
+        raise InvalidFilter(
+            f"cannot read the operator in {spec!r}: use =, !=, >=, <=, > or < "
+            f"(e.g. {key}>={value.lstrip('=<>!')})",
+            field="where",
+        )
     return [Condition(key, _SYMBOL[symbol], _scalar(value))]
 
 

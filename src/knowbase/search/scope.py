@@ -95,10 +95,17 @@ class Scope:
 
     filters: SearchFilters
     within: frozenset[str]
+    # ``where`` keys no item of the base has (a typo?), and the keys its items do have
+    unknown_keys: tuple[str, ...] = ()
+    known_keys: tuple[str, ...] = ()
 
     def explain(self) -> dict[str, Any]:
-        """What ``explain["filters"]`` shows: each filter applied and how many it allowed."""
-        return {**self.filters.explain(), "allowed_materials": len(self.within)}
+        """What ``explain["filters"]`` shows: each filter applied and how many it allowed;
+        ``unknown_keys`` (with ``known_keys``) when a ``where`` key is on no item."""
+        out = {**self.filters.explain(), "allowed_materials": len(self.within)}
+        if self.unknown_keys:
+            out.update(unknown_keys=list(self.unknown_keys), known_keys=list(self.known_keys))
+        return out
 
 
 def parse_filters(
@@ -247,14 +254,18 @@ def resolve(catalog: Any, base_id: str, filters: SearchFilters | None) -> Scope 
             # title and source live in the item's data: loaded only when a condition names them
             found = item_repo.find_searchable(conn, base_id, allowed)
             shown = {i: {"title": it.title, "source": it.source} for i, it in found.items()}
-    if labels is not None:
-        if conditions is not None:
-            check_names(conditions, {k for _, _, meta in labels.values() for k in meta})
-        own = {r[0]: {"item_type": r[1], "concept_id": r[3] or r[2]} for r in rows}
-        allowed = frozenset(
-            i for i in allowed if _labels_pass(i, labels, filters, {**own[i], **shown.get(i, {})})
-        )
-    return Scope(filters, allowed)
+    if labels is None:
+        return Scope(filters, allowed)
+    known = sorted({k for _, _, meta in labels.values() for k in meta})
+    if conditions is not None:
+        check_names(conditions, set(known))
+    own = {r[0]: {"item_type": r[1], "concept_id": r[3] or r[2]} for r in rows}
+    allowed = frozenset(
+        i for i in allowed if _labels_pass(i, labels, filters, {**own[i], **shown.get(i, {})})
+    )
+    # ``where`` keys no item of the base has (a typo?): the surfaces warn with the known keys
+    unknown = tuple(dict.fromkeys(c.key for c in filters.where if c.key not in known))
+    return Scope(filters, allowed, unknown, tuple(known))
 
 
 def _labels_pass(

@@ -24,21 +24,19 @@ never cut.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import regex
-
 from knowbase.errors import InvalidInput, NoSearchableTokens
 from knowbase.index.base import IndexStore, LaneHit, SearchHit
 from knowbase.index.fts_query import build_keyword_query, extract_tokens
 from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
-from knowbase.search.fusion import FULL_COVERAGE, FusionSettings, dense_weight, fuse, score_kind
+from knowbase.search.coverage import script_coverage  # re-exported: callers import it here
+from knowbase.search.fusion import FusionSettings, dense_weight, fuse, score_kind
 from knowbase.search.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -69,13 +67,15 @@ DEFAULT_THRESHOLD = 0.2
 @dataclass(frozen=True)
 class SearchConfig:
     """Per-call knobs: ``top_k`` (None → 10), ``threshold`` (None → :data:`DEFAULT_THRESHOLD`
-    on absolute scores; 0 cuts nothing), the base's ``dims``, and how the lanes are fused (None
-    → the defaults of ``search/fusion.py``)."""
+    on absolute scores; 0 cuts nothing), the base's ``dims``, how the lanes are fused (None
+    → the defaults of ``search/fusion.py``), and ``distinct`` (identical passages once)."""
 
     top_k: int | None = None
     threshold: float | None = None
     dims: int | None = None
     fusion: FusionSettings | None = None
+    # one result per passage text; False for judged runs, which score every document
+    distinct: bool = True
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,8 @@ class SearchResult:
     locator: dict[str, Any] = field(default_factory=dict)
     # with ``context`` (:mod:`.context`): the hit's own offsets and the chunks merged into it
     context: dict[str, Any] | None = None
+    # the part worth reading, centred on the best-matching lines (:mod:`.snippet`)
+    snippet: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,41 +115,6 @@ class SearchResponse:
     results: list[SearchResult]
     mode: Mode
     explain: dict[str, Any]
-
-
-def script_coverage(query: str, scripts: frozenset[str] | None) -> dict[str, Any]:
-    """How many of the query's letters the model's scripts cover.
-
-    A letter counts as covered when one of its ``Script_Extensions`` is in ``scripts`` or it is
-    Common/Inherited. ``covered`` is True when at least 90% of the letters are covered (the
-    dense lane's vote follows coverage, DESIGN Turn 2: a Chinese question naming an English title
-    is not "covered"); a query without letters (digits only) is covered. ``scripts=None`` covers
-    all.
-    """
-    letters = regex.findall(r"\p{L}", query)
-    if scripts is None or not letters:
-        return {"covered": True, "letters": len(letters), "uncovered": 0}
-    known = _script_class(frozenset(scripts))
-    uncovered = [ch for ch in letters if not known.match(ch)]
-    return {
-        "covered": len(letters) - len(uncovered) >= FULL_COVERAGE * len(letters),
-        "letters": len(letters),
-        "uncovered": len(uncovered),
-        "model_scripts": sorted(scripts),
-    }
-
-
-@functools.lru_cache(maxsize=32)
-def _script_class(scripts: frozenset[str]) -> regex.Pattern[str]:
-    parts = []
-    for name in sorted(scripts | {"Common", "Inherited"}):
-        try:
-            regex.compile(rf"\p{{scx={name}}}")
-        except regex.error:
-            log.warning("unknown script name %r declared by a provider; ignored", name)
-            continue
-        parts.append(rf"\p{{scx={name}}}")
-    return regex.compile("[" + "".join(parts) + "]")
 
 
 def _validate(query: str, top_k: int | None) -> tuple[str, int]:
@@ -288,7 +255,8 @@ def _search_once(
     # to fill top_k (the catalog lookup is a good part of a search's cost).
     need = len(ranked) if reranker is not None else top_k
     shown, kept, checked, lost = _visible_hits(store, ranked, need, visible)
-    if len(kept) < need and len(ranked) == first < candidates:  # a short BM25 page was full
+    distinct = len({_passage_key(h) for h, _ in kept})  # repeats do not fill the page
+    if distinct < need and len(ranked) == first < candidates:  # a short BM25 page was full
         ranked = [(h, h.score) for h in store.keyword_lane(q, candidates, within=within)]
         shown, kept, checked, lost = _visible_hits(store, ranked, need, visible)
     if mode == "bm25":
@@ -297,6 +265,8 @@ def _search_once(
     kind: ScoreKind = score_kind(mode, fusion)  # type: ignore[assignment]
     # Python's sort is stable: only equal scores move, into Concept ID and unit order.
     kept.sort(key=lambda t: (-t[1], t[0].relative_path, t[0].unit_index))
+    if config.distinct:
+        kept = _distinct(kept)
     scored: list[tuple[SearchHit, float, ScoreKind]] = [(h, s, kind) for h, s in kept]
 
     if reranker is not None and scored:
@@ -321,22 +291,42 @@ def _visible_hits(
     """The first ``need`` hits of ``ranked`` whose items are visible, with their text.
 
     Text and locators are read for those hits only. A unit deleted since its lane ran (or an
-    orphan vector of an external lane) has no text: the walk goes on past it. Returns (the
-    visible items, the kept hits, how many lane hits were checked, whether a visible hit had
-    no text).
+    orphan vector of an external lane) has no text: the walk goes on past it. ``need`` counts
+    distinct passages (:func:`_distinct` drops the repeats later). Returns (the visible items,
+    the kept hits, how many lane hits were checked, whether a visible hit had no text).
     """
     shown: dict[str, VisibleItem] = {}
     kept: list[tuple[SearchHit, float]] = []
+    texts: set[str] = set()
     pos = 0
     lost = False
-    while pos < len(ranked) and len(kept) < need:
-        more, window, end = _visible_prefix(ranked[pos:], need - len(kept), visible)
+    while pos < len(ranked) and len(texts) < need:
+        more, window, end = _visible_prefix(ranked[pos:], need - len(texts), visible)
         shown.update(more)
         full = store.hits_for([(h.unit_id, s) for h, s in window])
         lost = lost or len(full) < len(window)
-        kept.extend((h, h.score) for h in full)
+        for h in full:
+            texts.add(_passage_key(h))
+            kept.append((h, h.score))
         pos += end
     return shown, kept, pos, lost
+
+
+def _passage_key(hit: SearchHit) -> str:
+    return " ".join(hit.text.split())
+
+
+def _distinct(kept: list[tuple[SearchHit, float]]) -> list[tuple[SearchHit, float]]:
+    """The first of each passage text (after the tie order, so the same one after an export):
+    the same file added twice, or a licence in every package, is one result, not two."""
+    seen: set[str] = set()
+    out = []
+    for h, s in kept:
+        key = _passage_key(h)
+        if key not in seen:
+            seen.add(key)
+            out.append((h, s))
+    return out
 
 
 def _visible_prefix(

@@ -25,6 +25,7 @@ from knowbase.operations.handlers import register_all
 from knowbase.runtime import Runtime
 from knowbase.search import items as items_query
 from knowbase.search.visibility import VisibilityCache
+from knowbase.service.labels import LabelsFacade
 from knowbase.service.searching import SearchFacade
 from knowbase.settings import Settings
 
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 
 
 
-class Knowledge(SearchFacade):
+class Knowledge(SearchFacade, LabelsFacade):
     """One home's knowledge bases. Open it as a context manager; workers start on demand."""
 
     def __init__(
@@ -261,6 +262,12 @@ class Knowledge(SearchFacade):
             self.wait([job_id])
         return job_id
 
+    def delete_refs(self, base: str, refs: list[str]) -> dict[str, Any]:
+        """Delete the items refs name, folders too (``operations/delete/workflow.py``)."""
+        from knowbase.operations.delete.workflow import delete_refs
+
+        return delete_refs(self.rt, self.get_base(base), refs)
+
     def reindex_items(
         self, base: str, item_ids: list[str], *, reacquire: bool = True, wait: bool = False
     ) -> str | None:
@@ -332,23 +339,6 @@ class Knowledge(SearchFacade):
     def get_item(self, base: str, item_id: str) -> Item:
         return items_query.get_item(self.rt, self.get_base(base), item_id)
 
-    def effective_labels(
-        self, base: str, item_ids: Iterable[str]
-    ) -> dict[str, tuple[list[str], dict[str, Any]]]:
-        """Each item's tags and metadata including its folders' (``catalog/labels.py``)."""
-        from knowbase.catalog.labels import base_effective_labels
-
-        with self.rt.catalog.read() as conn:
-            return base_effective_labels(conn, self.get_base(base).id, item_ids)
-
-    def set_labels(self, base: str, item: str, **changes: Any) -> Item:
-        """Change an item's tags and metadata (``operations/labels.py``): ``item`` is an item
-        id, a Concept ID or a folder path; ``tags``/``metadata`` replace, ``add_tags``,
-        ``remove_tags`` and ``merge_metadata`` edit. Seen by the next search, no reindex."""
-        from knowbase.operations.labels import set_labels
-
-        return set_labels(self.rt, self.get_base(base), item, **changes)
-
     def list_item_chunks(self, base: str, item_id: str) -> list[UnitRecord]:
         """Units of a completed item's leaves, in unit order (§7 "listItemChunks")."""
         return items_query.list_item_chunks(self.rt, self.get_base(base), item_id)
@@ -360,8 +350,9 @@ class Knowledge(SearchFacade):
         return self.rt.storage(b.id).index_bytes() if b.index_backend == "sqlite" else None
 
     def counts(self, base: str) -> dict[str, int]:
+        """Files by status; a folder only when it failed on its own (one definition)."""
         with self.rt.catalog.read() as conn:
-            return item_repo.count_by_status(conn, self.get_base(base).id)
+            return item_repo.count_files_by_status(conn, self.get_base(base).id)
 
     def model_hint(self, base: str | Base, paths: list[str]) -> str | None:
         """A hint to switch models when files at ``paths`` are mostly in scripts the base's

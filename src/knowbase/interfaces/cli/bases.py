@@ -81,7 +81,7 @@ def base_create(
 
 @base_app.command("list")
 def base_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-    """List bases with their state (empty, processing, ready, failures) and item counts."""
+    """List bases with their state (empty, processing, ready, failures) and file counts."""
     from knowbase.interfaces.cli.items import base_state
 
     cli = _cli()
@@ -93,7 +93,7 @@ def base_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         if not rows:
             cli.console.print("no bases yet: kb base create NAME")
             return
-        table = Table("name", "id", "state", "model", "items")
+        table = Table("name", "id", "state", "model", "files")
         for b, counts in rows:
             items = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "0"
             model = b.embedding_model_id or "BM25-only"
@@ -105,7 +105,7 @@ def base_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
 
 @base_app.command("show")
 def base_show(base: str, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
-    """Show a base's settings, state and item counts."""
+    """Show a base's settings, state and file counts."""
     from knowbase.interfaces.cli.items import base_state
 
     cli = _cli()
@@ -118,10 +118,12 @@ def base_show(base: str, home: HomeOpt = None, as_json: JsonOpt = False) -> None
     def render() -> None:
         table = Table(box=None, show_header=False)
         table.add_row("state", state)
-        table.add_row("items", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "0")
+        table.add_row("files", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "0")
         for key, value in b.to_dict().items():
             if key in ("status", "error") and value in (None, "completed"):
                 continue
+            if key.endswith("_at") and isinstance(value, int):
+                value = _when(value)  # the JSON keeps epoch milliseconds
             table.add_row(key, escape("—" if value is None else str(value)))
         cli.console.print(table)
 
@@ -271,3 +273,10 @@ def base_set(
 def register(app: typer.Typer) -> None:
     """Add the ``base`` group to ``app``."""
     app.add_typer(base_app, name="base")
+
+
+def _when(ms: int) -> str:
+    """Epoch milliseconds as a UTC date and time a person reads: ``2026-12-07 15:50:26 UTC``."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

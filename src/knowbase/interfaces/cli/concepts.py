@@ -45,7 +45,11 @@ def tree(
             indent = "  " * node["depth"]
             cid = f"  [cyan]{node['concept_id']}[/]" if node.get("concept_id") else ""
             status = "" if node["status"] == "completed" else f" [yellow]({node['status']})[/]"
-            cli.console.print(f"{indent}{node['title']}{status}{cid}", highlight=False)
+            if node.get("failed_files"):  # a folder: its files failed, not the folder
+                status = f" [yellow]({node['failed_files']} of {node['files']} files failed)[/]"
+            # soft_wrap: a long path stays one line (piped, rich would wrap it mid-path)
+            line = f"{indent}{node['title']}{status}{cid}"
+            cli.console.print(line, highlight=False, soft_wrap=True)
         if data["truncated"]:
             cli.console.print(f"[dim]… first {len(data['nodes'])} of {data['total_items']}[/]")
 
@@ -104,13 +108,17 @@ def rm(
     base: str,
     concept_ids: Annotated[
         list[str],
-        typer.Argument(help="Concept IDs to delete; an item id, URL or path also works."),
+        typer.Argument(
+            help="Concept IDs to delete; a folder's Concept ID prefix (see kb tree), an item "
+            "id, URL or path also works."
+        ),
     ],
     no_wait: NoWaitOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete documents by Concept ID, item id or URL (unknown ones are reported, not fatal)."""
+    """Delete documents or folders by Concept ID, folder path, item id or URL; exit 1 when a
+    name matches nothing (the others are still deleted)."""
     _batch("delete", base, concept_ids, no_wait, home, as_json)
 
 
@@ -132,13 +140,11 @@ def _batch(
     with cli.open_kb(home) as kb:
         b = kb.get_base(base)
         if action == "delete":
-            data = kb.concepts.delete_concepts(b.id, concept_ids)
-            _delete_by_item(kb, b.id, data)
+            data = kb.delete_refs(b.id, concept_ids)
         else:
             data = kb.concepts.refresh_concepts(b.id, concept_ids)
-        jobs = [j for j in (data["job_id"], data.get("items_job_id")) if j]
-        if jobs and not no_wait:
-            cli.follow(kb, b.id, jobs, quiet=as_json)
+        if data["job_id"] and not no_wait:
+            cli.follow(kb, b.id, [data["job_id"]], quiet=as_json)
 
     def render() -> None:
         verb = "deleted" if action == "delete" else "reindexed"
@@ -148,23 +154,8 @@ def _batch(
             cli.err_console.print(f"[yellow]not found[/]: {cid}", highlight=False)
 
     cli.emit(data, as_json, render)
-
-
-def _delete_by_item(kb: Any, base_id: str, data: dict[str, Any]) -> None:
-    """What is no Concept ID may name an item: its id, URL or path (a page that was refused
-    never gets a Concept ID, yet must be removable). Those go in one more delete batch."""
-    if not data["not_found"]:
-        return
-    items = kb.list_items(base_id)
-    hits: dict[str, str] = {}
-    for name in data["not_found"]:
-        match = next((i for i in items if name in (i.id, i.origin, i.source)), None)
-        if match is not None:
-            hits[name] = match.id
-    if hits:
-        data["items_job_id"] = kb.delete_items(base_id, list(dict.fromkeys(hits.values())))
-        data["applied"] += list(hits)
-        data["not_found"] = [n for n in data["not_found"] if n not in hits]
+    if action == "delete" and data["not_found"]:
+        raise typer.Exit(1)  # as rm does: the names that matched are still deleted
 
 
 def mcp(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from knowbase.errors import InvalidInput
 
@@ -56,6 +57,15 @@ def eval_command(
     asked = read_queries(queries)
     with cli.open_kb(home) as kb:
         ctx = kb.eval_context(base, judged, model=model)
+        if ctx.missing:
+            total = len({d for docs in judged.values() for d in docs})
+            cli.err_console.print(
+                f"[yellow]warning:[/] {len(ctx.missing)} of {total} judged document ids are "
+                f"not in {escape(base)} (e.g. {escape(sorted(ctx.missing)[0])}): they count "
+                "as never found",
+                highlight=False,
+                soft_wrap=True,
+            )
         try:
             lanes = ev.lanes_of(ctx)
             if lane is not None and lane not in lanes:
@@ -108,7 +118,7 @@ def import_beir(
     as_json: JsonOpt = False,
 ) -> None:
     """Build a base from a BEIR corpus.jsonl: one Markdown document per entry, Concept ID
-    ``<folder>/<doc id>.md`` (the id percent-encoded). Creates the base when it is new."""
+    <folder>/<doc id>.md (the id percent-encoded). Creates the base when it is new."""
     from knowbase.errors import NotFound
     from knowbase.eval.beir import file_name, read_corpus
     from knowbase.operations.add.inputs import AddInput

@@ -96,9 +96,8 @@ def add(
 ) -> None:
     """Add files, folders, web pages or a note, index them, and count what was indexed.
 
-    ``--tag`` and ``--meta`` label every item added (a folder's labels apply to its files;
-    re-adding adds them to the item it updates); search filters on them (``--tag``,
-    ``--where``).
+    --tag and --meta label every item added (a folder's labels apply to its files;
+    re-adding adds them to the item it updates); search filters on them (--tag, --where).
 
     The summary gives files indexed, skipped (by reason) and failed (named); exit code 4 when
     any item failed.
@@ -169,8 +168,23 @@ def add(
             why = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items()))
             parts.append(f"{skipped} skipped ({why})")
         parts.append(f"{len(summary.failed)} failed")
-        console.print("files: " + ", ".join(parts), highlight=False)
+        # After an update the counts are the files' state, not work done now: say so (a
+        # re-add of 127 unchanged files said "127 indexed").
+        head = "files now" if updated and not items else "files"
+        console.print(f"{head}: " + ", ".join(parts), highlight=False)
+        for name in summary.undecodable[:FAILED_SHOWN]:
+            console.print(
+                f"  [yellow]skipped[/] {escape(name)}: undecodable_name — the name is not "
+                "UTF-8 (its bytes escaped here); rename the file to add it",
+                highlight=False,
+            )
+        shown = len(summary.undecodable[:FAILED_SHOWN])
+        unnamed = summary.skipped.get("undecodable_name", 0) - shown
+        if summary.undecodable and unnamed > 0:
+            console.print(f"  … and {unnamed} more such names", highlight=False)
         for reason, paths in sorted(summary.skipped_files.items()):
+            if reason == "undecodable_name":
+                continue  # named above, bytes escaped
             for path in paths:  # every one, so nobody has to guess what "…" hid (issue 41)
                 console.print(f"  skipped {reason}: {escape(path)}", highlight=False)
             unnamed = summary.skipped.get(reason, 0) - len(paths)
@@ -222,7 +236,7 @@ def base_state(base: Base, counts: dict[str, int]) -> str:
         return "empty"
     active = total - counts.get("completed", 0) - counts.get("failed", 0)
     if active:
-        return f"processing, {active} items to go"
+        return f"processing, {active} files to go"
     if counts.get("failed"):
         return f"ready, {counts['failed']} failed"
     return "ready"
@@ -317,6 +331,9 @@ def _render_readiness(report: dict[str, Any], live: dict[str, Any] | None) -> No
         cli._render_workers(live["details"].get("workers", []))
 
 
+WIDE_JOBS = 140  # columns below which kb jobs prints two lines a job instead of a table
+
+
 def jobs(
     base: Annotated[str | None, typer.Option(help="Only this base.")] = None,
     all_jobs: Annotated[bool, typer.Option("--all", help="Include completed jobs.")] = False,
@@ -340,25 +357,32 @@ def jobs(
             what = "jobs" if all_jobs else "active or failed jobs (--all shows finished ones)"
             cli.console.print(f"no {what}")
             return
-        table = Table(
-            "id", "base", "kind", "on", "status", "attempts", "progress", "error", box=None
-        )
+        rows = []
         for j in found:
             prog = (
                 f"{j.progress_stage or ''} {j.progress_percent or 0:.0f}%"
                 if j.progress_stage
                 else ""
             )
-            table.add_row(
-                j.id,
-                escape(names.get(str(j.payload.get("base_id")), "")),
-                j.kind.removeprefix("knowledge."),
-                escape(subjects[j.id]),
-                j.status,
-                f"{j.attempts}/{j.max_attempts}",
-                prog,
-                j.error_code or "",
-            )
+            base_name = names.get(str(j.payload.get("base_id")), "")
+            kind = j.kind.removeprefix("knowledge.")
+            attempts = f"{j.attempts}/{j.max_attempts}"
+            rows.append((j.id, base_name, kind, subjects[j.id], j.status, attempts, prog,
+                         j.error_code or ""))  # fmt: skip
+        if cli.console.width < WIDE_JOBS:
+            # Eight columns do not fit: rich cut every one to "ind… run…". Two lines a job.
+            for jid, base_name, kind, on, status, attempts, prog, error in rows:
+                cli.console.print(f"{jid}  {kind}  {status}  {attempts}", highlight=False)
+                rest = [f"base {base_name}", f"on {on}" if on else "", prog, error]
+                cli.console.print(
+                    "  " + " · ".join(escape(r) for r in rest if r), highlight=False
+                )
+            return
+        table = Table(
+            "id", "base", "kind", "on", "status", "attempts", "progress", "error", box=None
+        )
+        for row in rows:
+            table.add_row(*(escape(c) for c in row))
         table.columns[0].no_wrap = True
         cli.console.print(table)
 

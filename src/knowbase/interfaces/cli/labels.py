@@ -93,14 +93,30 @@ def label(
             remove_tags=split_tags(remove),
             merge_metadata=merge or None,
         )
-    data = {"item_id": changed.id, "tags": changed.tags, "metadata": changed.metadata}
+        inherited = kb.label_sources(base, changed.id)[1:]
+    data = {
+        "item_id": changed.id,
+        "tags": changed.tags,
+        "metadata": changed.metadata,
+        "inherited": inherited,  # the folders above it with labels, nearest first
+    }
 
     def render() -> None:
-        tags = ", ".join(changed.tags) or "none"
-        pairs = ", ".join(f"{k}={v}" for k, v in changed.metadata.items()) or "none"
-        cli.console.print(f"{changed.title}: tags {tags}; metadata {pairs}", highlight=False)
+        cli.console.print(
+            f"{changed.title}: {_labels_text(changed.tags, changed.metadata)}", highlight=False
+        )
+        for source in inherited:
+            cli.console.print(
+                f"  from {source['path']}: {_labels_text(source['tags'], source['metadata'])}",
+                highlight=False,
+            )
 
     cli.emit(data, as_json, render)
+
+
+def _labels_text(tags: list[str], metadata: dict[str, Any]) -> str:
+    pairs = ", ".join(f"{k}={v}" for k, v in metadata.items()) or "none"
+    return f"tags {', '.join(tags) or 'none'}; metadata {pairs}"
 
 
 def register(app: typer.Typer) -> None:

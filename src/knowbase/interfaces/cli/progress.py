@@ -164,15 +164,20 @@ class AddSummary:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> files left out
     skipped_files: dict[str, list[str]] = field(default_factory=dict)  # reason -> their paths
     failed: list[dict[str, Any]] = field(default_factory=list)  # {item_id, source, code, message}
+    # names that are not UTF-8, their bytes escaped (a person must find and rename them)
+    undecodable: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "indexed": self.indexed,
             "active": self.active,
             "skipped": self.skipped,
             "skipped_files": self.skipped_files,
             "failed": self.failed,
         }
+        if self.undecodable:
+            out["undecodable"] = self.undecodable
+        return out
 
 
 def summarize(items: list[Item]) -> AddSummary:
@@ -191,6 +196,10 @@ def summarize(items: list[Item]) -> AddSummary:
                 # "examples": the first five, as skip reports before issue 41 kept them
                 for rel in entry.get("files") or entry.get("examples") or []
             )
+            if reason == "undecodable_name":
+                out.undecodable.extend(
+                    str(e) for e in entry.get("files") or entry.get("examples") or []
+                )
         if item.status == "failed" and (not item.is_container or item.error_code != "child_failed"):
             out.failed.append(
                 {

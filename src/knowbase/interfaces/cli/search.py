@@ -1,8 +1,7 @@
-"""``kb search``: cited results, each passage shown as whole sentences.
-
-The stored chunks keep exact offsets and may begin or end inside a sentence (a BM25-only base
-chunks at 1,024 tokens); only the display is trimmed, never the chunk (:func:`passage`).
-Registered on the main app by ``interfaces/cli/``.
+"""``kb search``: cited results, each shown by its snippet: the best-matching lines, matched
+words marked, a table row under its header (``search/snippet.py`` chooses them; this only
+prints). ``--full`` and ``--context`` print whole passages. Registered on the main app by
+``interfaces/cli/``.
 """
 
 from __future__ import annotations
@@ -10,11 +9,13 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-import regex
 import typer
 from rich.markup import escape
 
 from knowbase.interfaces.cli.labels import TagOpt, WhereOpt, split_tags
+from knowbase.search.snippet import mark_spans, passage
+
+__all__ = ["passage", "register"]  # passage: the sentence trim, now in search/snippet.py
 
 HomeOpt = Annotated[
     str | None,
@@ -22,55 +23,34 @@ HomeOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
-PASSAGE_CHARS = 400
-# A sentence ends at . ! ? (or their CJK forms), maybe closed by quotes/brackets, before a space;
-# a blank line ends a paragraph.
-_SENTENCE_END = regex.compile(r"(?:[.!?](?:[\"')\]]*)(?=\s)|[。！？]|\n\s*\n)")
+MARK = "bold yellow"  # a matched word
 
 
-def passage(text: str, limit: int = PASSAGE_CHARS) -> str:
-    """``text`` shown as whole sentences: start at a sentence, stop at a sentence end.
+def marked(text: str, marks: list[list[int]] | None) -> str:
+    """``text`` as rich markup, the ``marks`` spans styled :data:`MARK` and the rest escaped."""
+    out, pos = [], 0
+    for s, e in marks or []:
+        out.append(escape(text[pos:s]) + f"[{MARK}]" + escape(text[s:e]) + "[/]")
+        pos = e
+    return "".join(out) + escape(text[pos:])
 
-    A chunk that starts inside a sentence begins at its next sentence (when one starts early),
-    else with ``…``; the cut falls on the last sentence end within ``limit`` characters, or the
-    next one up to twice that, else on a word with ``…``. Whitespace runs become one space.
 
-    >>> passage("ends here. Next one starts. And goes on", 30)
-    '… Next one starts.'
-    """
-    body = text.strip()
-    lead = ""
-    if body and not _starts_sentence(body):
-        first = _SENTENCE_END.search(body, 0, limit // 2)
-        if first is not None and body[first.end() :].strip():
-            body = body[first.end() :].lstrip()
-        lead = "… "
-    cut = None
-    for m in _SENTENCE_END.finditer(body, 0, min(len(body), 2 * limit)):
-        if m.end() <= limit or cut is None:
-            cut = m.end()
-        if m.end() > limit:
-            break
-    if len(body) <= limit and (cut is None or _ends_sentence(body)):
-        shown, tail = body, ""
-    elif cut is not None and cut >= limit // 3:
-        shown, tail = body[:cut], ""
+def _print_passage(console: Any, r: Any, query: str, whole: bool) -> None:
+    """The hit's snippet (:mod:`knowbase.search.snippet`): a matched table row under its
+    header, ``…`` where the passage goes on; ``whole`` prints all of it, words still marked."""
+    snip = r.snippet or {}
+    if whole:
+        lines = marked(r.text.strip("\n"), mark_spans(r.text.strip("\n"), query))
     else:
-        shown = body[:limit].rsplit(" ", 1)[0] if " " in body[:limit] else body[:limit]
-        tail = " …"
-    return lead + " ".join(shown.split()) + tail
-
-
-def _starts_sentence(text: str) -> bool:
-    """Upper case, a digit, a caseless letter (CJK), an opening mark or Markdown block start."""
-    ch = text[0]
-    if ch.isalpha():
-        return not ch.islower()
-    return ch.isdigit() or ch in "\"'([#*-|>`"
-
-
-def _ends_sentence(text: str) -> bool:
-    return bool(_SENTENCE_END.search(text + " ", max(0, len(text) - 3)))
+        lines = marked(snip.get("text", ""), snip.get("marks"))
+        if snip.get("before"):
+            lines = "… " + lines
+        if snip.get("header"):
+            lines = f"[dim]{escape(snip['header'])}[/]\n" + lines
+        if snip.get("after"):
+            lines += " …"
+    for line in lines.split("\n"):
+        console.print("   " + line, highlight=False)
 
 
 def search(
@@ -114,7 +94,7 @@ def search(
             "--context",
             metavar="TOKENS",
             help="Return each hit with its neighbouring chunks, within TOKENS; hits of one "
-            "document that touch are merged (exact offsets).",
+            "document that touch are merged (exact offsets). Printed whole.",
         ),
     ] = None,
     also: Annotated[
@@ -126,14 +106,18 @@ def search(
             "and the lists fuse; passages several phrasings find come first.",
         ),
     ] = None,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="Print each passage whole, not its best-matching lines."),
+    ] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Show how the search ran.")] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Search a base; prints cited results (Concept ID, locator, score).
 
-    ``--tag`` keeps documents carrying every tag given (a folder's tags count for its files);
-    ``--where`` filters on metadata."""
+    --tag keeps documents carrying every tag given (a folder's tags count for its files);
+    --where filters on metadata."""
     from knowbase.interfaces import cli
 
     with cli.open_kb(home) as kb:
@@ -168,12 +152,34 @@ def search(
             console.print(
                 f"[bold]{r.rank}.[/] [cyan]{escape(cite)}[/]  {r.score_kind} {r.score:.4f}"
             )
-            console.print(f"   {escape(passage(r.text))}", highlight=False)
+            _print_passage(console, r, query, whole=full or bool(context))
         console.print(f"[dim]mode: {response.mode}[/]")
+        lane = response.explain.get("dense_lane") or {}
+        if lane.get("reason") == "query_script_not_covered":
+            console.print(
+                f"[dim]keyword-only: {escape(str(lane.get('detail', '')))}; the model cannot "
+                "place this query among the documents. Use the words the documents would use, "
+                "or a model that reads this language (kb base set-embedding).[/]",
+                highlight=False,
+            )
         if explain:
             console.print_json(json.dumps(response.explain, default=str))
 
+    _warn_unknown_keys(cli, base, response.explain.get("filters") or {})
     cli.emit(response, as_json, render)
+
+
+def _warn_unknown_keys(cli: Any, base: str, filters: dict[str, Any]) -> None:
+    """On stderr: ``--where`` keys that no item of the base has (a typo matches nothing)."""
+    unknown = filters.get("unknown_keys")
+    if unknown:
+        known = ", ".join(filters.get("known_keys") or []) or "none: no item has metadata"
+        cli.err_console.print(
+            f"[yellow]warning:[/] no item of {escape(base)} has the metadata key "
+            f"{escape(', '.join(unknown))}; the keys its items have: {escape(known)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _folder_prefixes(kb: Any, base: str) -> list[str]:

@@ -5,6 +5,10 @@ already has does not make ``DIR_1``: a completed folder or file is synced (only 
 reindexed, new ones added, vanished ones reported), and a page or an item that failed is
 re-acquired from its origin (a reindex that re-fetches / re-copies / rescans). The conflict
 strategy ``update`` selects this; ``rename`` still copies.
+
+A file that lies inside an added folder is covered too (issue 42): its origin is the folder
+item's file, so ``kb add B corpus/a.pdf`` after ``kb add B corpus`` updates that file in place
+instead of adding a second ``a.pdf`` whose passages would rank twice.
 """
 
 from __future__ import annotations
@@ -16,9 +20,16 @@ from knowbase.operations.reindex.workflow import reindex_items
 from knowbase.runtime import Runtime
 
 
-def split_known(roots: list[Item], inputs: list[AddInput]) -> tuple[list[Item], list[AddInput]]:
-    """(root items some input re-adds, the inputs that are new). Notes never match."""
-    by_origin = {(r.type, r.origin): r for r in roots if r.origin}
+def split_known(items: list[Item], inputs: list[AddInput]) -> tuple[list[Item], list[AddInput]]:
+    """(items some input re-adds, the inputs that are new). Notes never match.
+
+    A root matches by origin, and so does a file inside a folder: a root wins when both hold
+    the origin (an older base may have added the file alone too).
+    """
+    by_origin: dict[tuple[str, str | None], Item] = {}
+    for r in sorted(items, key=lambda r: r.group_id is not None):  # roots first
+        if r.origin and (r.group_id is None or r.type == "file"):
+            by_origin.setdefault((r.type, r.origin), r)
     known: dict[str, Item] = {}
     fresh: list[AddInput] = []
     for inp in inputs:
@@ -36,6 +47,10 @@ def update_known(rt: Runtime, base_id: str, known: list[Item]) -> tuple[list[str
     many roots were still being added and resume where they stopped)."""
     from knowbase.operations.sync.workflow import sync_base
 
+    # A file inside a folder that is re-added too is already the folder's sync: updating it
+    # alone as well would plan it twice.
+    roots = {r.id for r in known if r.group_id is None}
+    known = [r for r in known if r.group_id is None or not _under(r, roots, known)]
     # A root still active was being added when its process died (or is being added by another
     # process): its jobs belong to the home, not to that process, so they resume — this add's
     # wait runs them (its workers re-queue a dead process's jobs first) instead of refusing a
@@ -89,6 +104,18 @@ def unfinished_jobs(rt: Runtime, base_id: str) -> list[str]:
     return [j.id for j in found]
 
 
-def known_roots(rt: Runtime, base_id: str) -> list[Item]:
+def _under(item: Item, roots: set[str], known: list[Item]) -> bool:
+    """Whether ``item`` (a file in a folder) lies under a folder root that is re-added too."""
+    folders = [r for r in known if r.id in roots and r.type == "directory" and r.origin]
+    return any(str(item.origin).startswith(str(f.origin).rstrip("/") + "/") for f in folders)
+
+
+def known_items(rt: Runtime, base_id: str, inputs: list[AddInput]) -> list[Item]:
+    """The items a re-add may match: the roots, and the files inside added folders that an
+    input names (looked up by origin: a base may hold 100k files)."""
+    files = [i.origin for i in inputs if i.type == "file" and i.origin]
     with rt.catalog.read() as conn:
-        return item_repo.list_items(conn, base_id, roots_only=True)
+        roots = item_repo.list_items(conn, base_id, roots_only=True)
+        inside = item_repo.list_items(conn, base_id, origins=files) if files else []
+    seen = {r.id for r in roots}
+    return roots + [r for r in inside if r.id not in seen and r.type == "file"]

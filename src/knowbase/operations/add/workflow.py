@@ -62,10 +62,10 @@ def add_items(
     assert_base_runnable(base, "adding items")
     _refuse_forbidden_urls(rt, base, inputs)
     if strategy == "update":
-        from knowbase.operations.add.readd import known_roots, split_known, update_known
+        from knowbase.operations.add.readd import known_items, split_known, update_known
 
         labelled = {(i.type, i.origin): i for i in inputs if i.origin and (i.tags or i.metadata)}
-        known, inputs = split_known(known_roots(rt, base.id), inputs)
+        known, inputs = split_known(known_items(rt, base.id, inputs), inputs)
         _relabel_known(rt, base, known, labelled)
         result = add_items(rt, base_id, inputs, "rename") if inputs else AddResult("added")
         result.updated = known

@@ -7,13 +7,16 @@ does not belong in the base: its origin is recorded on the top folder or sitemap
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.engine import Connection
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.guards import outermost_roots
-from knowbase.catalog.models import Item
+from knowbase.catalog.models import Base, Item
 from knowbase.operations import kinds
+from knowbase.operations.item_refs import find_items
 from knowbase.runtime import Runtime, queue_of
 
 
@@ -40,6 +43,16 @@ def delete_items(rt: Runtime, base_id: str, item_ids: list[str]) -> str | None:
             idempotency_key=kinds.delete_key(base.id, root_ids),
         )
     return job.id
+
+
+def delete_refs(rt: Runtime, base: Base, refs: list[str]) -> dict[str, Any]:
+    """Delete what each ref names (an item id, Concept ID, folder path, origin path or URL:
+    :func:`~knowbase.operations.item_refs.find_items`) in one job: ``{"applied": the refs
+    that named an item, "not_found": the rest, "job_id"}``."""
+    found, missing = find_items(rt, base, refs)
+    ids = list(dict.fromkeys(i.id for i in found.values()))
+    job_id = delete_items(rt, base.id, ids) if ids else None
+    return {"applied": list(found), "not_found": missing, "job_id": job_id}
 
 
 SYNC_EXCLUDED_KEY = "sync_excluded"  # top folder data: origin paths the user deleted

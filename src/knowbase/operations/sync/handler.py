@@ -180,7 +180,7 @@ def _prune(conn: Connection, base: Base, job_id: str, item_ids: list[str], rt: R
         if not item.is_container and item.status not in ("completed", "failed"):
             continue  # still indexing: the next sync decides
         path = item.origin if item.type == "file" else item.source
-        if path and Path(path).exists():
+        if path and Path(path).exists() and (not item.is_container or _holds_files(rt, path)):
             continue  # it came back since the plan
         doomed.append(item)
     ids = {i.id for i in doomed}
@@ -199,6 +199,21 @@ def _prune(conn: Connection, base: Base, job_id: str, item_ids: list[str], rt: R
         parent_id=job_id,
     )
     return len(roots)
+
+
+def _holds_files(rt: Runtime, path: str) -> bool:
+    """Whether the folder at ``path`` holds a file a sync would index. A folder that lost
+    every such file is vanished to the plan (``workflow._folder_scope``) even while it
+    exists: judging it by existence alone kept it, and every later sync listed it again
+    "(kept; --prune)" (issue 42)."""
+    from knowbase.pipeline.sources.directory import expand
+    from knowbase.pipeline.sources.ignore import IgnoreRules
+
+    try:
+        found = expand(Path(path), IgnoreRules(max_file_bytes=rt.settings.max_file_bytes))
+    except (OSError, KnowbaseError):
+        return False
+    return bool(found.files)
 
 
 # --- pages ---------------------------------------------------------------------------------

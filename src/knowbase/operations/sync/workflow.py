@@ -180,7 +180,8 @@ def plan_base(
 ) -> tuple[list[_Scope], list[dict[str, Any]], list[Item]]:
     """Scan every scope of ``base``: (scopes, unreachable origins, pages due a re-fetch).
 
-    ``only`` limits the scan to these root items (a re-added source, ``operations/add/readd.py``).
+    ``only`` limits the scan to these items (a re-added source, ``operations/add/readd.py``):
+    roots, or files inside a folder.
     """
     with rt.catalog.read() as conn:
         items = item_repo.list_items(conn, base.id)
@@ -203,7 +204,14 @@ def plan_base(
             unreachable.append({"item_id": root.id, "path": root.origin, "reason": "busy"})
         else:
             scopes.append(_folder_scope(rt, base, root, rows_of[root.id]))
-    singles = [r for r in items if r.type == "file" and r.group_id is None and r.origin]
+    # A file inside a folder is planned alone when a re-add names it (``only``) and not its folder.
+    singles = [
+        r
+        for r in items
+        if r.type == "file"
+        and r.origin
+        and (r.group_id is None or (only is not None and r.id in only))
+    ]
     held: dict[str, HeldFile] = {}
     found: dict[str, FoundFile] = {}
     for r in singles:

@@ -63,9 +63,9 @@ function leavesUnder(root) {
 function partlyBadge(folder) {
   const leaves = leavesUnder(folder);
   const failed = leaves.filter((i) => i.status === "failed").length;
-  const node = badge("completed");
-  node.textContent = `completed, ${failed} of ${leaves.length} file(s) failed`;
-  node.classList.add("partly");
+  // amber, never green: a failure is never shown as success (issue 42)
+  const node = badge("partly");
+  node.textContent = `${failed} of ${leaves.length} files failed`;
   return node;
 }
 

@@ -1,4 +1,4 @@
-// The bases page: list with status, model and item counts; create; delete with confirmation.
+// The bases page: list with status, model and file counts; create; delete with confirmation.
 import { api, badge, el, enc, fillModels, notify, showError, start } from "./common.js";
 
 function countsText(counts) {
@@ -20,7 +20,9 @@ function baseState(base, counts) {
 }
 
 function stateBadge(state) {
-  const node = badge(state.split(/[ ,]/)[0]);
+  // "ready, 2 failed" is amber: failed is never green (issue 42)
+  const kind = / failed$/.test(state) ? "partly" : state.split(/[ ,]/)[0];
+  const node = badge(kind);
   node.textContent = state;
   return node;
 }
