@@ -37,6 +37,7 @@ from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
 from knowbase.search.coverage import script_coverage  # re-exported: callers import it here
 from knowbase.search.fusion import FusionSettings, dense_weight, fuse, score_kind
+from knowbase.search.lane_gaps import cosines_for_missed
 from knowbase.search.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -230,6 +231,7 @@ def _search_once(
             vhits = store.vector_lane(vector, lane_limit, within=within)
         finally:
             khits = keyword.result()
+        vhits += cosines_for_missed(store, vector, vhits, khits, within, MAX_LANE)
         lane: dict[str, LaneHit] = {}
         for h in [*vhits, *khits]:
             lane.setdefault(h.unit_id, h)
