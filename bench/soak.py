@@ -686,7 +686,7 @@ class Soak:
             return
         res = self.kb("search", entry.base, entry.word, "--json")
         if self.judge("search_cli", res) == "ok":
-            self._note_miss("search_cli", entry, [h.get("concept_id") for h in res.out["results"]])
+            self._note_miss("search_cli", entry, [h.get("text") for h in res.out["results"]])
 
     def op_search_http(self, rng: random.Random, http: Any) -> None:
         entry = self.ledger.searchable(rng)
@@ -696,12 +696,12 @@ class Soak:
             http, "search_http", "GET", f"/bases/{entry.base}/search", params={"q": entry.word}
         )
         if outcome == "ok":
-            self._note_miss("search_http", entry, [h.get("concept_id") for h in out["results"]])
+            self._note_miss("search_http", entry, [h.get("text") for h in out["results"]])
 
-    def _note_miss(self, op: str, entry: Entry, concepts: list[str | None]) -> None:
+    def _note_miss(self, op: str, entry: Entry, texts: list[str | None]) -> None:
         # an entry acknowledged as indexed that a search misses while the soak runs: reported;
         # the checkpoints decide whether it is lost
-        if entry.state == "live" and entry.concept and entry.concept not in concepts:
+        if entry.state == "live" and not any(entry.word in (t or "") for t in texts):
             with self.fig.lock:
                 self.fig.search_misses.append(f"{op} {entry.base} {entry.word} {entry.concept}")
 
@@ -997,7 +997,7 @@ class Soak:
                 Entry(f"{base}/mcp-{word}", base, "note", word, f"{title}.md", via="mcp")
             )
         elif op == "mcp_search" and entry is not None:
-            self._note_miss(op, entry, [h.get("conceptId") for h in body.get("items", [])])
+            self._note_miss(op, entry, [h.get("content") for h in body.get("items", [])])
 
     # -- chaos -----------------------------------------------------------------------------
     def chaos(self) -> None:
@@ -1422,22 +1422,30 @@ class Soak:
 
 
 # --- checks of one expectation ------------------------------------------------------------
-def judge_one(w: dict[str, Any], status: str | None, concepts: list[str], ids: list[str]) -> str:
-    """Why ``w`` does not hold (empty when it does), given the item's status by id and the
-    concepts and item ids a search for its word returned."""
-    found = (w.get("concept") in concepts if w.get("concept") else bool(concepts)) or (
-        w.get("item_id") in ids if w.get("item_id") else False
+def judge_one(w: dict[str, Any], status: str | None, hits: list[dict[str, Any]]) -> str:
+    """Why ``w`` does not hold (empty when it does), given the item's status by id and the hits
+    (concept, item id, text) of a search for its word.
+
+    A hit *is* the document when its text holds the unique word or it has the document's item
+    id: a hybrid base's vector lane answers any query with its nearest neighbours, so a hit alone
+    proves nothing.
+    """
+    word, item_id = w.get("word"), w.get("item_id")
+    found = any(
+        (word and word in (h.get("text") or "")) or (item_id and h.get("item_id") == item_id)
+        for h in hits
     )
+    concepts = [h.get("concept") for h in hits]
     if w["expect"] == "live":
         if w.get("item_id") and status != "completed":
             return f"{w['key']} by id: {status or 'not found'}"
         if w.get("word") and not found:
-            return f"{w['key']} search {w['word']}: not found ({len(concepts)} hits)"
+            return f"{w['key']} search {w['word']}: not found (hits: {concepts[:3]})"
         return ""
     if w.get("item_id") and status is not None:
         return f"{w['key']} deleted, by id: {status}"
     if w.get("word") and found:
-        return f"{w['key']} deleted, search {w['word']}: found"
+        return f"{w['key']} deleted, search {w['word']}: found (hits: {concepts[:3]})"
     return ""
 
 
@@ -1452,18 +1460,18 @@ def check_one_http(http: Any, w: dict[str, Any]) -> list[dict[str, Any]]:
                 status = f"failed ({item.get('error_code')}: {item.get('error_message')})"[:300]
         elif r.status_code != 404:
             return [{**w, "why": f"{w['key']} by id: HTTP {r.status_code} {r.text[:200]}"}]
-    concepts: list[str] = []
-    ids: list[str] = []
+    hits: list[dict[str, Any]] = []
     if w.get("word"):
         r = http.get(f"/bases/{w['base']}/search", params={"q": w["word"], "top_k": 10})
         if r.status_code == 404 and w["expect"] == "deleted":
             return []
         if r.status_code != 200:
             return [{**w, "why": f"{w['key']} search: HTTP {r.status_code} {r.text[:200]}"}]
-        hits = r.json()["results"]
-        concepts = [h["concept_id"] for h in hits]
-        ids = [h["item_id"] for h in hits]
-    why = judge_one(w, status, concepts, ids)
+        hits = [
+            {"concept": h["concept_id"], "item_id": h["item_id"], "text": h["text"]}
+            for h in r.json()["results"]
+        ]
+    why = judge_one(w, status, hits)
     return [{**w, "why": why}] if why else []
 
 
@@ -1507,13 +1515,13 @@ def verify_main() -> None:
                         status = f"failed ({item.error_code}: {item.error_message})"[:300]
                 except NotFound:
                     status = None
-            concepts: list[str] = []
-            ids: list[str] = []
+            hits: list[dict[str, Any]] = []
             if w.get("word"):
-                hits = kb.search(base, w["word"], top_k=10).results
-                concepts = [h.concept_id for h in hits]
-                ids = [h.item_id for h in hits]
-            why = judge_one(w, status, concepts, ids)
+                hits = [
+                    {"concept": h.concept_id, "item_id": h.item_id, "text": h.text}
+                    for h in kb.search(base, w["word"], top_k=10).results
+                ]
+            why = judge_one(w, status, hits)
             if why:
                 problems.append({**w, "why": why})
     json.dump(problems, sys.stdout)
