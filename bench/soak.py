@@ -1009,6 +1009,7 @@ class Soak:
             ("term_server", 1),
             ("kill_server", 0.4),
             ("kill_mcp", 0.6),
+            ("server_alone", 1),
         )
         while not self.stop.wait(rng.uniform(0.5, 2) * self.args.chaos_interval):
             with self.chaos_lock:
@@ -1032,6 +1033,17 @@ class Soak:
             self.fig.chaos["kill -9 worker"] += 1
             self.stop.wait(rng.uniform(0, 4))
             self.ensure(self.worker)
+        elif action == "server_alone":
+            # The server as the only long-lived process on the home: a CLI that closes its
+            # last connection then believes it is the last one, which is when a server whose
+            # locks were dropped loses its WAL (issue 37). The worker and MCP server hold
+            # connections of their own otherwise, and hide it.
+            self.worker.stop(signal.SIGTERM)
+            self.mcp.stop(signal.SIGTERM)
+            self.fig.chaos["worker and mcp stopped a while"] += 1
+            self.stop.wait(rng.uniform(5, 20))
+            self.ensure(self.worker)
+            self.ensure(self.mcp)
         elif action in ("term_server", "kill_server"):
             sig = signal.SIGTERM if action == "term_server" else signal.SIGKILL
             self.server.stop(sig)
