@@ -442,8 +442,11 @@ class Soak:
             return CliResult(None, parsed, err.decode(errors="replace"), killed, timed_out)
         return CliResult(proc.returncode, parsed, err.decode(errors="replace"))
 
-    def judge(self, op: str, res: CliResult) -> str:
-        """Count a CLI result; returns ``ok``, ``refused``, ``interrupted`` or ``failed``."""
+    def judge(self, op: str, res: CliResult, also: frozenset[str] = frozenset()) -> str:
+        """Count a CLI result; returns ``ok``, ``refused``, ``interrupted`` or ``failed``.
+
+        ``also``: codes that are a refusal here (the soak cannot know the state they refuse).
+        """
         if res.killed:
             self.fig.count(op, "interrupted")
             return "interrupted"
@@ -457,7 +460,7 @@ class Soak:
             self.fig.count(op, "ok")
             return "ok"
         code = res.out.get("code") if isinstance(res.out, dict) else None
-        if res.rc == 1 and code in REFUSALS:
+        if res.rc == 1 and (code in REFUSALS or code in also):
             self.fig.count(op, f"refused:{code}")
             return "refused"
         self.fig.count(op, f"failed:{code or f'exit {res.rc}'}", res.err.strip()[-400:])
@@ -792,9 +795,13 @@ class Soak:
 
     def op_switch(self, rng: random.Random, http: Any) -> None:
         base = "soak-hybrid"
-        model = rng.choice(MODELS)
+        with self.ledger.lock:
+            last = self.ledger.switches.get(base, {"model": MODELS[0], "certain": True})
+        model = rng.choice([m for m in MODELS if m != last.get("model")])
         res = self.kb("base", "set-embedding", base, model, "--no-wait", "--json")
-        outcome = self.judge("model_switch", res)
+        # after an interrupted switch the base may use this model already: "already uses" then
+        also = frozenset() if last.get("certain") else frozenset({"invalid_input"})
+        outcome = self.judge("model_switch", res, also)
         with self.ledger.lock:
             if outcome == "ok":
                 self.ledger.switches[base] = {"model": model, "certain": True}
@@ -1009,7 +1016,7 @@ class Soak:
             ("term_server", 1),
             ("kill_server", 0.4),
             ("kill_mcp", 0.6),
-            ("server_alone", 1),
+            ("server_alone", 1.5),
         )
         while not self.stop.wait(rng.uniform(0.5, 2) * self.args.chaos_interval):
             with self.chaos_lock:
