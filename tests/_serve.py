@@ -6,9 +6,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -24,6 +26,26 @@ def free_port() -> int:
 def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]:
     """Start ``kb serve`` (hash: providers enabled) and yield its URL once ``/`` answers 200;
     SIGTERM on the way out."""
+    with kb_serve_process(home, *extra, token=token) as served:
+        yield served.url
+
+
+@dataclass
+class Served:
+    """A running ``kb serve``: its URL, its process and the file its output goes to (a file,
+    not a pipe: a server that logs more than a pipe holds would block on a full pipe)."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def kb_serve_process(home: Path, *extra: str, token: str | None = None) -> Iterator[Served]:
+    """:func:`kb_serve`, yielding the server process and its output file too."""
     port = free_port()
     # hash: embeddings exist only when test providers are enabled (the suite enables them)
     env = {**os.environ, "KNOWBASE_HOME": str(home), "KNOWBASE_TEST_PROVIDERS": "1"}
@@ -31,12 +53,16 @@ def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]
     if token:
         env["KNOWBASE_API_TOKEN"] = token
     cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "serve", "--port", str(port), *extra]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    fd, name = tempfile.mkstemp(prefix="kb-serve-", suffix=".log")
+    log = Path(name)
+    with os.fdopen(fd, "wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    served = Served(f"http://127.0.0.1:{port}", proc, log)
+    url = served.url
     try:
         deadline = time.monotonic() + 60
         while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert proc.poll() is None, served.output()
             try:
                 if httpx.get(url + "/", timeout=2).status_code == 200:
                     break
@@ -44,7 +70,7 @@ def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]
                 pass
             assert time.monotonic() < deadline, "kb serve did not start"
             time.sleep(0.2)
-        yield url
+        yield served
     finally:
         proc.terminate()
         try:
@@ -52,3 +78,4 @@ def kb_serve(home: Path, *extra: str, token: str | None = None) -> Iterator[str]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.unlink(missing_ok=True)

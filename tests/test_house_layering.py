@@ -17,7 +17,7 @@ import knowbase
 
 PACKAGE = Path(knowbase.__file__).parent
 
-_BASE = {"errors", "ids", "clock", "diskspace", "sqlite_files"}
+_BASE = {"errors", "ids", "clock", "diskspace", "sqlite_files", "sqlite_faults"}
 # bottom to top: a room imports only rooms listed before it (its row says which)
 MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
@@ -25,6 +25,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "clock": set(),
     "diskspace": {"errors"},
     "sqlite_files": {"errors"},
+    "sqlite_faults": {"errors"},
     "settings": _BASE,
     "locks": _BASE | {"settings"},
     "providers": _BASE | {"settings"},

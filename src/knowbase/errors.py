@@ -27,6 +27,9 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     ├── Unavailable                    503  a component cannot be reached right now
     │   ├── VectorStoreUnavailable         the base's index cannot be opened
     │   ├── CatalogUnavailable             the catalog is damaged, empty or missing where expected
+    │   ├── DatabaseIOError                SQLite reported an I/O error on a database file
+    │   ├── DatabaseBusy                   a database's write lock stayed taken past the timeout
+    │   ├── DatabaseCannotOpen             a database file cannot be opened (folder, permission)
     │   ├── FileSystemError                a file or folder cannot be read or written (OSError)
     │   ├── ProviderUnavailable            embedding / rerank endpoint down or failing
     │   ├── EmbeddingModelChanged          a model switch swapped while an item embedded
@@ -226,6 +229,38 @@ class CatalogUnavailable(Unavailable):
     bases. It is never recreated empty over them; ``kb status`` and ``/status`` say why."""
 
     code = "catalog_unavailable"
+
+
+class DatabaseIOError(Unavailable):
+    """SQLite reported an I/O error on a database file (the catalog or an index): the disk, the
+    file system or a permission failed a read or write. The data is not called damaged: that
+    takes a failed integrity check (``catalog_unavailable`` / ``vector_store_unavailable``).
+    The message names the file and SQLite's extended code (and the errno when known)."""
+
+    code = "database_io_error"
+    hint = (
+        "check the disk holding the home (free space, permissions, the kernel log); kb reopens "
+        "the file and retries on its own. Nothing is damaged unless a check says so: do not "
+        "move, delete or restore the home while a kb process runs on it"
+    )
+
+
+class DatabaseBusy(Unavailable):
+    """Another process held a database's write lock for longer than the busy timeout."""
+
+    code = "database_busy"
+    hint = "retry in a moment; `kb jobs` shows what is running on the home"
+
+
+class DatabaseCannotOpen(Unavailable):
+    """SQLite could not open a database file: its folder is missing, or this user may not read
+    or write it. Nothing is damaged."""
+
+    code = "database_cannot_open"
+    hint = (
+        "check that the home's folder and its files exist and are readable and writable by "
+        "this user"
+    )
 
 
 class FileSystemError(Unavailable):

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.models import Base
-from knowbase.errors import CatalogUnavailable, VectorStoreUnavailable
+from knowbase.errors import (
+    CatalogUnavailable,
+    DatabaseCannotOpen,
+    DatabaseIOError,
+    VectorStoreUnavailable,
+)
 from knowbase.files import BaseStorage
 from knowbase.index import backends
 from knowbase.index.base import IndexStore
@@ -107,10 +112,11 @@ class Runtime:
             try:
                 store = backend.open(self._target(base), create)
                 break
-            except VectorStoreUnavailable as exc:
+            except (VectorStoreUnavailable, DatabaseIOError, DatabaseCannotOpen) as exc:
                 delay = next(delays, None) if backends.is_transient(exc) else None
                 if delay is None:
-                    if not create and backends.fails_base(exc):
+                    damaged = isinstance(exc, VectorStoreUnavailable)  # not an I/O fault
+                    if damaged and not create and backends.fails_base(exc):
                         self._mark_base_failed(base.id)
                     raise
                 log.warning("opening the index of base %s: %s; retrying", base.id, exc)

@@ -93,6 +93,37 @@ def test_kill_9_of_kb_add_resumes_the_import(kb_settings: Settings, src: Path) -
     assert after == {"completed": 400}
 
 
+def test_kb_add_again_after_a_kill_9_resumes_it_without_a_worker(
+    kb_settings: Settings, src: Path
+) -> None:
+    """Issue 37 item 4: re-running the killed ``kb add`` (what the README tells a user to do)
+    was refused "cannot reindex until the entire subtree is completed or failed" for as long
+    as no ``kb worker`` ran. Now the second ``kb add`` runs the orphaned jobs itself: every file
+    completed once, no copy (``corpus_1``), exit 0."""
+    with Knowledge(kb_settings) as kb:
+        kb.create_base("b", embedding_model_id="hash:d64?delay=0.1", file_processor_id=None)
+    folder = make_folder(src, 400)
+    cmd = [sys.executable, "-m", "knowbase.interfaces.cli", "add", "b", str(folder)]
+    env = env_for(kb_settings.home)
+    add = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with Knowledge(kb_settings) as kb:
+        poll(lambda: statuses(kb, "b").get("completed", 0) >= 5, 90, "some files indexed")
+        assert add.poll() is None, "kb add ended before the kill"
+        os.kill(add.pid, signal.SIGKILL)
+        add.wait(10)
+        assert statuses(kb, "b") != {"completed": 400}, "the kill should land mid-import"
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Traceback" not in again.stderr
+    assert "resumed" in again.stdout, again.stdout
+    with Knowledge(kb_settings) as kb:
+        assert statuses(kb, "b") == {"completed": 400}
+        roots = [i for i in kb.list_items("b") if i.group_id is None]
+        assert len(roots) == 1, [r.title for r in roots]  # updated in place, not copied
+        assert not [j for j in kb.activity.list_jobs(base="b") if not j.is_terminal]
+        assert_consistent(kb, kb.get_base("b"))
+
+
 def _upload_files(n: int, size: int) -> list[tuple[str, tuple[str, bytes, str]]]:
     return [
         ("files", (f"up{i:02d}.md", (f"# Upload {i}\n\nmarmots {i}\n".encode() * size), "text/md"))

@@ -6,9 +6,9 @@ import threading
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from knowbase.catalog.db import Catalog
+from knowbase.errors import DatabaseBusy
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,7 +56,7 @@ def test_concurrent_write_transactions_all_commit_one_at_a_time(tmp_path: Path) 
 def test_a_nested_write_transaction_fails_instead_of_hanging(tmp_path: Path) -> None:
     catalog = _counter_catalog(tmp_path)
     with (
-        pytest.raises(sa.exc.OperationalError, match="database is locked"),
+        pytest.raises(DatabaseBusy, match="database is locked"),
         catalog.write_tx(),
         catalog.write_tx(),
     ):

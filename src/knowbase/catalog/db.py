@@ -12,6 +12,7 @@ on a lock of ours first and hand the write lock on at once; only other processes
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -21,10 +22,12 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from knowbase import sqlite_files
 from knowbase.catalog.feed import CHANNEL, ChangeFeed
 from knowbase.catalog.schema import metadata
 from knowbase.diskspace import as_disk_full, is_disk_full
-from knowbase.errors import CatalogUnavailable, DiskFull
+from knowbase.errors import CatalogUnavailable, DatabaseIOError, DiskFull, KnowbaseError
+from knowbase.sqlite_faults import fault_error, kind_of
 
 
 def now_ms() -> int:
@@ -74,6 +77,11 @@ def _make_engine(url: str) -> Engine:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
+        @sa.event.listens_for(engine, "do_connect")
+        def _announce(_dialect, _record, _cargs, _cparams):  # type: ignore[no-untyped-def]
+            if path and path != ":memory:":
+                sqlite_files.opening(path)  # before the connection: see knowbase.sqlite_files
+
         @sa.event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
             dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
@@ -93,21 +101,9 @@ def _make_engine(url: str) -> Engine:
     return sa.create_engine(url, pool_pre_ping=True)
 
 
-#: SQLite's primary result codes for a file that is damaged or gone, not merely busy.
-_DAMAGE_CODES = {10: "I/O error", 11: "damaged", 14: "cannot be opened", 26: "not a database"}
-
-
-def _damage(exc: sa.exc.DBAPIError, path: Path | None) -> CatalogUnavailable | None:
-    code = getattr(exc.orig, "sqlite_errorcode", None)
-    if path is None or code is None or code & 0xFF not in _DAMAGE_CODES:
-        return None
-    from knowbase.catalog.integrity import recovery_hint
-
-    return CatalogUnavailable(
-        f"the catalog {path} is {_DAMAGE_CODES[code & 0xFF]} ({exc.orig})",
-        hint=recovery_hint(path),
-        path=str(path),
-    )
+#: How often a running process asks SQLite for a ``PRAGMA quick_check`` of its catalog (on a
+#: readiness poll; O(pages), so not on every one).
+QUICK_CHECK_EVERY_S = 600.0
 
 
 class Catalog:
@@ -127,6 +123,8 @@ class Catalog:
         self._writer_queue: AbstractContextManager[object] = (
             threading.RLock() if self.is_sqlite else nullcontext()
         )
+        # The last scheduled quick_check: when, and what it found (None: whole).
+        self._integrity: tuple[float, CatalogUnavailable | None] | None = None
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -163,32 +161,104 @@ class Catalog:
             upgrade_to_head(self.engine)
 
     def check(self, bases_dir: Path) -> None:
-        """Raise CatalogUnavailable when the catalog is unusable now: the reason found at open,
-        else a fresh look at an embedded catalog's file (``/status`` calls it: a file damaged
-        under a running process still serves pages from its cache)."""
+        """Raise when the catalog is unusable now (``/status`` and ``kb status`` call it): the
+        reason found at open, else what SQLite answers over a pooled connection, with a
+        ``PRAGMA quick_check`` every :data:`QUICK_CHECK_EVERY_S`. The file itself is never
+        opened outside SQLite here (:mod:`knowbase.sqlite_files`)."""
         if self.problem is not None:
             raise self.problem
         path = self.sqlite_path
-        if path is not None:
-            from knowbase.catalog.integrity import check_sqlite_catalog
+        if path is None:
+            return
+        from knowbase.catalog.integrity import base_folders, query_problem, recovery_hint
 
-            problem = check_sqlite_catalog(path, bases_dir, thorough=True)
-            if problem is not None:
-                raise problem
+        due = self._integrity is None or time.monotonic() - self._integrity[0] > QUICK_CHECK_EVERY_S
+        has_folders = bool(base_folders(bases_dir))
+        # A fresh connection, not a pooled one: a pooled connection's page cache can hide a file
+        # changed under this process. A second connection of the same SQLite library is safe
+        # (SQLite keeps its descriptors while any lock of this process is held on the file).
+        sqlite_files.opening(path)
+        gone = sqlite_files.header_problem(path)  # stat only, now: missing or empty
+        if gone is not None:
+            raise CatalogUnavailable(
+                f"the catalog {path} {gone}; it is not recreated empty",
+                hint=recovery_hint(path),
+                path=str(path),
+            )
+        try:
+            raw = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=5)
+        except sqlite3.Error as exc:
+            raise self._fault(sa.exc.DBAPIError(None, None, exc)) or exc from exc
+        try:
+            found = query_problem(raw, path, has_folders, thorough=True, quick_check=due)
+        finally:
+            raw.close()
+        if isinstance(found, KnowbaseError):
+            raise found
+        problem = None
+        if found is not None:
+            problem = CatalogUnavailable(
+                f"the catalog {path} {found}", hint=recovery_hint(path), path=str(path)
+            )
+        if due:
+            self._integrity = (time.monotonic(), problem if found and "damaged" in found else None)
+        if problem is None and self._integrity is not None:
+            problem = self._integrity[1]  # a failed quick_check stands until the next one
+        if problem is not None:
+            raise problem
 
     @contextmanager
     def _mapped(self) -> Iterator[None]:
-        """Turn SQLite's "damaged file" errors into CatalogUnavailable (503 with the reason,
-        not a 500); other database errors pass unchanged."""
+        """Turn SQLite's faults into named errors: busy, I/O, full disk and cannot-open as such
+        (:mod:`knowbase.sqlite_faults`), corruption only when an integrity check on a fresh
+        connection agrees (CatalogUnavailable, 503 with the reason). After any fault the pool's
+        connections are reopened. Other database errors pass unchanged."""
         if self.problem is not None:
             raise self.problem
         try:
             yield
         except sa.exc.DBAPIError as exc:
-            problem = _damage(exc, self.sqlite_path)
+            problem = self._fault(exc)
             if problem is None:
                 raise
             raise problem from exc
+
+    def _fault(self, exc: sa.exc.DBAPIError) -> KnowbaseError | None:
+        path = self.sqlite_path
+        code = getattr(exc.orig, "sqlite_errorcode", None)
+        kind = kind_of(code)
+        if path is None or kind is None:
+            return None
+        # Whatever it was, the next use starts on fresh connections (a handle that saw an I/O
+        # error can keep failing where a new one works).
+        self.engine.dispose()
+        name = getattr(exc.orig, "sqlite_errorname", None) or f"code {code}"
+        detail = f"{exc.orig} [{name}]"
+        if kind != "corrupt":
+            return fault_error(kind, path, detail, "catalog")
+        from knowbase.catalog.integrity import integrity_problem, recovery_hint
+
+        try:
+            with self.engine.connect() as conn:
+                damaged = integrity_problem(conn.connection.dbapi_connection)
+        except sa.exc.DBAPIError as again:  # not even a fresh connection can read it
+            damaged = (
+                f"is damaged ({again.orig})"
+                if kind_of(getattr(again.orig, "sqlite_errorcode", None)) == "corrupt"
+                else None
+            )
+            if damaged is None:
+                return fault_error("io", path, f"{again.orig}", "catalog")
+        if damaged is not None:
+            return CatalogUnavailable(
+                f"the catalog {path} {damaged}", hint=recovery_hint(path), path=str(path)
+            )
+        return DatabaseIOError(
+            f"SQLite reported the catalog ({path}) damaged ({detail}), but its integrity check "
+            "passes: the connections were reopened; retry",
+            transient=True,
+            path=str(path),
+        )
 
     @contextmanager
     def write_tx(self) -> Iterator[Connection]:

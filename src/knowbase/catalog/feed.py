@@ -119,6 +119,9 @@ class ChangeFeed:
         if not path or path == ":memory:":
             self.watching.set()
             return  # one process only: publish() reaches every reader
+        from knowbase import sqlite_files
+
+        sqlite_files.opening(path)
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         try:
             last = conn.execute("PRAGMA data_version").fetchone()[0]

@@ -77,6 +77,10 @@ def _is_busy_database(exc: BaseException) -> bool:
 
     import sqlalchemy.exc as sa_exc
 
+    from knowbase.errors import DatabaseBusy, DatabaseIOError
+
+    if isinstance(exc, DatabaseBusy | DatabaseIOError):  # named faults: busy, or I/O to retry
+        return True
     if isinstance(exc, sa_exc.TimeoutError):  # the connection pool is exhausted
         return True
     if isinstance(exc, sa_exc.DBAPIError):

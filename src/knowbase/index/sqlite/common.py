@@ -20,6 +20,7 @@ from knowbase.errors import (
 )
 from knowbase.index.base import SearchHit, UnitRecord
 from knowbase.index.sqlite.schema import RECOVER_HINT, connect, prepare
+from knowbase.sqlite_faults import fault_error
 from knowbase.sqlite_files import header_problem
 
 BATCH = 500  # coverage checks and IN lists, as §3
@@ -33,18 +34,23 @@ HIT_JOINS = """JOIN search_unit su ON su.unit_id = st.target_id AND st.target_ty
 def map_error(exc: apsw.Error, op: str, path: Path) -> KnowbaseError:
     """One place that turns apsw's exceptions into ours.
 
-    A ``CantOpenError``/``IOError`` is marked ``transient``: a file briefly out of reach (a
-    network mount reconnecting, a ``-wal`` file in the way) opens on a later try, so the runtime
-    retries before it fails the base for good.
+    A ``CantOpenError``/``IOError`` is a :class:`~knowbase.errors.DatabaseCannotOpen` /
+    :class:`~knowbase.errors.DatabaseIOError` marked ``transient``: a file briefly out of reach
+    (a network mount reconnecting, a ``-wal`` file in the way) opens on a later try, so the
+    runtime retries; it never fails the base (only damage does).
     """
     details: dict[str, Any] = {"op": op, "path": str(path), "sqlite_error": type(exc).__name__}
     if isinstance(exc, apsw.CantOpenError | apsw.IOError):
-        details["transient"] = True
+        # An I/O or open fault is not damage: named as such, never "restore the base".
+        kind = "cannot_open" if isinstance(exc, apsw.CantOpenError) else "io"
+        fault = fault_error(kind, path, f"{exc} ({op})", "base's index")
+        fault.details.update(op=op, transient=True)
+        return fault
     if isinstance(exc, apsw.FullError):
         return DiskFull(f"no space left for the index ({op}): {exc}", **details)
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return Unavailable(f"index is busy ({op}); retry shortly", **details)
-    if isinstance(exc, apsw.CorruptError | apsw.NotADBError | apsw.CantOpenError | apsw.IOError):
+    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
         return VectorStoreUnavailable(
             f"index file cannot be used ({op}): {exc}",
             hint=RECOVER_HINT,

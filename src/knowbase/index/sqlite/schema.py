@@ -23,6 +23,7 @@ from pathlib import Path
 import apsw
 import sqlite_vec
 
+from knowbase import sqlite_files
 from knowbase.errors import VectorStoreUnavailable
 from knowbase.index.base import SCHEMA_VERSION
 
@@ -113,6 +114,7 @@ def utc_now() -> str:
 def connect(path: Path, *, create: bool) -> apsw.Connection:
     """A connection with the house pragmas and sqlite-vec loaded (DESIGN "SQLite connections")."""
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    sqlite_files.opening(path)  # before the connection: see knowbase.sqlite_files
     conn = apsw.Connection(str(path), flags=flags)
     conn.execute("PRAGMA busy_timeout=5000")
     conn.execute("PRAGMA journal_mode=WAL").fetchall()

@@ -141,6 +141,11 @@ def add(
                     f", {found['refetched']} read again from the origin"
                     if found["refetched"]
                     else ""
+                )
+                + (
+                    f", {found['resumed']} interrupted add(s) resumed"
+                    if found.get("resumed")
+                    else ""
                 ),
                 highlight=False,
             )
