@@ -542,7 +542,8 @@ class Soak:
         folder = self.src / self.name("folder-")
         folder.mkdir()
         words = []
-        for i in range(rng.randint(2, 4)):
+        # now and then a bigger folder: a kill -9 then lands in the middle of its add
+        for i in range(rng.randint(2, 4) if rng.random() < 0.9 else rng.randint(20, 40)):
             word = self.word(rng)
             suffix = ".md" if i % 2 == 0 else ".txt"
             (folder / f"doc{i}{suffix}").write_text(self.text(rng, word), encoding="utf-8")
