@@ -1112,13 +1112,25 @@ class Soak:
             self.paused.clear()
 
     def drain(self) -> None:
-        """Wait until no base has an active item or job (kb status, a fresh process each poll)."""
+        """Wait until no base has an active item or job (kb status, a fresh process each poll).
+
+        Every base the home lists counts, an import the chaos interrupted included; then the
+        soak's own bases and its acknowledged imports must not be failed.
+        """
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         last: dict[str, Any] = {}
         while True:
-            busy = {}
-            for base in self.live_bases():
+            busy: dict[str, Any] = {}
+            listed = self.kb("base", "list", "--json")
+            if listed.rc != 0 or not isinstance(listed.out, list):
+                self.fig.check(f"kb base list exit {listed.rc}: {listed.err.strip()[-300:]}")
+                return
+            statuses = {b["name"]: b["status"] for b in listed.out}
+            for base in statuses:
                 res = self.kb("status", base, "--json")
+                if res.rc == 1 and (res.out or {}).get("code") == "not_found":
+                    continue  # deleted since the list
+
                 if res.rc != 0 or not isinstance(res.out, dict):
                     busy[base] = f"kb status exit {res.rc}: {res.err.strip()[-300:]}"
                     continue
@@ -1131,6 +1143,9 @@ class Soak:
                         "workers": res.out.get("live_workers"),
                     }
             if not busy:
+                for base in self.live_bases():
+                    if statuses.get(base, "completed") != "completed":
+                        self.fig.check(f"base {base} is {statuses[base]} after the drain")
                 return
             last = busy
             if time.monotonic() > deadline:
