@@ -109,10 +109,20 @@ class Ledger:
         self.entries: dict[str, Entry] = {}
         self.imports: dict[str, dict[str, Any]] = {}  # base name → {state, words}
         self.switches: dict[str, dict[str, Any]] = {}  # base name → {model, certain}
+        self.journal: Path | None = None  # every transition, for whoever reads a lost write
+
+    def note(self, line: str) -> None:
+        if self.journal is not None:
+            with self.journal.open("a") as out:
+                out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
 
     def put(self, entry: Entry) -> None:
         with self.lock:
             self.entries[entry.key] = entry
+            self.note(
+                f"put {entry.key} {entry.state} via {entry.via} word {entry.word} "
+                f"concept {entry.concept} id {entry.item_id}"
+            )
 
     def take(
         self, rng: random.Random, *, base: str, kinds: tuple[str, ...], parent: str | None = None
@@ -142,22 +152,35 @@ class Ledger:
 
     def _set(self, entry: Entry, state: str) -> None:
         entry.state = state
+        self.note(f"{state} {entry.key}")
         if entry.kind == "folder":
             for child in self.entries.values():
                 if child.parent == entry.key and child.state != "uncertain":
                     # a file written into the folder but not yet synced may race the delete
                     child.state = "uncertain" if child.state == "pending" else state
+                    self.note(f"{child.state} {child.key} (its folder)")
 
-    def synced(self, base: str, started: float) -> None:
-        """A sync of ``base`` that began at ``started`` succeeded: files changed before it are
-        now acknowledged (a new file is live; an edit replaced the old word)."""
+    def synced(self, base: str, started: float, report: dict[str, Any]) -> None:
+        """A sync of ``base`` that began at ``started`` applied ``report``: the files it names
+        (added, changed, or unchanged: an earlier sync took them) that changed before it are now
+        acknowledged (a new file is live; an edit replaced the old word). A file of a folder it
+        skipped as busy stays pending."""
+        paths = {
+            str(f.get("path")) for k in ("added", "changed", "unchanged") for f in report.get(k, [])
+        }
         with self.lock:
             for e in self.entries.values():
-                if e.base == base and e.state == "pending" and e.since < started:
+                if (
+                    e.base == base
+                    and e.state == "pending"
+                    and e.since < started
+                    and str(e.path) in paths
+                ):
                     if e.new_word:
                         e.old_words.append(e.word)
                         e.word, e.new_word = e.new_word, None
                     e.state, e.completed = "live", False
+                    self.note(f"synced {e.key} word {e.word}")
 
     def words(self, base: str, before: float) -> list[str]:
         """Words of completed, live entries of ``base`` nobody touched since ``before``."""
@@ -375,6 +398,7 @@ class Soak:
         self.ledger = Ledger()
         self.fig = Figures()
         self.fig.journal = self.logs / "failures.log"
+        self.ledger.journal = self.logs / "ledger.log"
         self.port = free_port()
         self.mcp_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -433,11 +457,7 @@ class Soak:
         # a killed CLI may leave its reader children behind in its group
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        parsed = None
-        text = out.decode(errors="replace").strip()
-        if text:
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(text)
+        parsed = last_json(out.decode(errors="replace"))
         if killed or timed_out:
             return CliResult(None, parsed, err.decode(errors="replace"), killed, timed_out)
         return CliResult(proc.returncode, parsed, err.decode(errors="replace"))
@@ -767,11 +787,48 @@ class Soak:
             self.ledger.release(folder)
         started = time.time()
         if rng.random() < 0.7:
-            outcome = self.judge("sync_cli", self.kb("sync", base, "--json"))
+            res = self.kb("sync", base, "--json")
+            outcome, report = self.judge("sync_cli", res), res.out
+            # kb sync waits for its job: exit 0 says the sync was applied
+            job = self.job_status(http, (report or {}).get("job_id")) if outcome == "ok" else None
+            if job not in (None, "completed"):
+                self.fig.count("sync_cli", f"failed:exit 0, its job {job}", str(report)[:300])
+                outcome = "failed"
         else:
-            outcome, _ = self.http(http, "sync_http", "POST", f"/bases/{base}/sync")
+            outcome, report = self.http(http, "sync_http", "POST", f"/bases/{base}/sync")
+            # 202 queues the job; a worker that dies under it abandons it (the sync kind's
+            # documented recovery policy): then nothing was applied and nothing acknowledged
+            job = self.job_status(http, (report or {}).get("job_id"), wait=True)
+            if outcome == "ok" and job not in (None, "completed"):
+                self.fig.count("sync_http", f"job {job}")
+                outcome = "abandoned"
         if outcome == "ok":
-            self.ledger.synced(base, started)
+            self.ledger.synced(base, started, report or {})
+
+    def job_status(self, http: Any, job_id: str | None, wait: bool = False) -> str | None:
+        """A job's status through the server (None: no job, or the server could not say);
+        ``wait``: until it ends (bounded)."""
+        import httpx
+
+        if not job_id:
+            return None
+        deadline = time.monotonic() + 300
+        while True:
+            if not self.server.up.wait(90):
+                return None
+            try:
+                r = http.get(f"{self.url}/jobs/{job_id}", timeout=HTTP_TIMEOUT_S)
+            except httpx.TransportError:
+                time.sleep(1)
+                continue
+            if r.status_code != 200:
+                return None
+            status = r.json()["status"]
+            if not wait or status in ("completed", "failed", "cancelled"):
+                return str(status)
+            if time.monotonic() > deadline:
+                return f"{status} after 300 s"
+            time.sleep(1)
 
     def op_reindex(self, rng: random.Random, http: Any) -> None:
         base = rng.choice(self.bases)
@@ -1454,6 +1511,22 @@ class Soak:
             f"operations = {failed}, failed checks = {len(f.checks)}"
         )
         return 1 if self.lost or self.resurrected or failed or f.checks else 0
+
+
+def last_json(text: str) -> Any:
+    """The last JSON document on stdout: a command that prints its report and then refuses
+    (``kb sync`` with busy folders) prints the error's JSON after the report's."""
+    decoder = json.JSONDecoder()
+    text, pos, last = text.strip(), 0, None
+    while pos < len(text):
+        try:
+            last, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            return last
+        pos = end
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+    return last
 
 
 # --- checks of one expectation ------------------------------------------------------------
