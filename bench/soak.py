@@ -1309,20 +1309,24 @@ class Soak:
         self.tally(problems, f"fresh process{label}")
 
     def tally(self, problems: list[dict[str, Any]], view: str) -> None:
+        """Count what a view got wrong: *lost* and *resurrected* come from the fresh process
+        (what is on disk); the server's view counts apart (it may serve what it lost)."""
         lost = [p for p in problems if p["expect"] == "live"]
         back = [p for p in problems if p["expect"] == "deleted"]
+        fresh = view.startswith("fresh")
         with self.ledger.lock:
             for p in lost:
-                self.lost.add(p["key"])
+                (self.lost if fresh else self.server_wrong).add(p["key"])
             for p in back:
-                self.resurrected.add(p["key"])
-            # everything the fresh view found is indexed by now: searchable during the run
-            bad = {p["key"] for p in problems}
-            for e in self.ledger.entries.values():
-                if e.state == "live" and e.key not in bad:
-                    e.completed = True
-            for v in self.ledger.imports.values():
-                v["checked"] += 1
+                (self.resurrected if fresh else self.server_wrong).add(p["key"])
+            if fresh:
+                # everything the fresh view found is indexed by now: searchable during the run
+                bad = {p["key"] for p in problems}
+                for e in self.ledger.entries.values():
+                    if e.state == "live" and e.key not in bad:
+                        e.completed = True
+                for v in self.ledger.imports.values():
+                    v["checked"] += 1
         if lost:
             self.fig.check(
                 f"{len(lost)} acknowledged writes not found ({view}): "
@@ -1422,6 +1426,7 @@ class Soak:
     def run(self) -> int:
         self.lost: set[str] = set()
         self.resurrected: set[str] = set()
+        self.server_wrong: set[str] = set()
         self.seen_tracebacks: dict[str, int] = {}
         self.setup()
         n = self.args.clients
@@ -1507,8 +1512,9 @@ class Soak:
             print(f"  check failed: {check}")
         failed = f.failed_ops()
         print(
-            f"lost = {len(self.lost)}, resurrected = {len(self.resurrected)}, failed "
-            f"operations = {failed}, failed checks = {len(f.checks)}"
+            f"lost = {len(self.lost)}, resurrected = {len(self.resurrected)}, wrong through the "
+            f"server = {len(self.server_wrong)}, failed operations = {failed}, failed checks = "
+            f"{len(f.checks)}"
         )
         return 1 if self.lost or self.resurrected or failed or f.checks else 0
 
