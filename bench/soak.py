@@ -1636,9 +1636,28 @@ def verify_main() -> None:
                     for h in kb.search(base, w["word"], top_k=10).results
                 ]
             why = judge_one(w, status, hits)
+            if not why and w.get("concept") and w.get("word"):
+                why = judge_concept(kb, base.id, w)
             if why:
                 problems.append({**w, "why": why})
     json.dump(problems, sys.stdout)
+
+
+def judge_concept(kb: Any, base_id: str, w: dict[str, Any]) -> str:
+    """The document read by Concept ID holds its word (live), or is not found (deleted)."""
+    from knowbase.errors import NotFound
+
+    try:
+        text = kb.concepts.read_concept(base_id, w["concept"])["content"]
+    except NotFound:
+        return (
+            f"{w['key']} by Concept ID {w['concept']}: not found" if w["expect"] == "live" else ""
+        )
+    if w["expect"] == "live" and w["word"] not in text:
+        return f"{w['key']} by Concept ID {w['concept']}: the document lacks {w['word']}"
+    if w["expect"] == "deleted" and w["word"] in text:
+        return f"{w['key']} deleted, by Concept ID {w['concept']}: still readable"
+    return ""
 
 
 @contextlib.contextmanager
