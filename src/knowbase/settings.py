@@ -81,6 +81,12 @@ class Settings:
     def locks_dir(self) -> Path:
         return self.home / "locks"
 
+    @property
+    def keep_out(self) -> tuple[str, ...]:
+        """Real paths of the folders no source may read: the home and the bases' folder (their
+        databases are live; docs/operations.md)."""
+        return tuple(dict.fromkeys(os.path.realpath(p) for p in (self.home, self.bases_dir)))
+
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 

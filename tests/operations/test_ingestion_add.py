@@ -358,3 +358,25 @@ def test_a_file_add_does_not_import_the_http_client(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("False"), out.stdout
     assert "completed" in out.stdout
+
+
+def test_the_home_is_never_a_source(tmp_path: Path) -> None:
+    """Issue 37: a live database is SQLite's alone. A folder holding knowbase's home is added
+    without the home (skipped ``knowbase_home``); a file or folder inside the home is refused
+    before anything is written."""
+    from knowbase.settings import Settings
+
+    outer = tmp_path / "outer"
+    write(outer / "notes" / "a.md", "# A\n\notters\n")
+    with Knowledge(Settings(home=outer / "kbhome", test_providers=True)) as kb:
+        base = kb.create_base("b", file_processor_id=None)
+        kb.add(base.id, [AddInput.note("first")], wait=True)  # the catalog is live and used
+        result = kb.add(base.id, [AddInput.directory(str(outer))], wait=True)
+        root = kb.subtree(base.id, [result.items[0].id])[0]
+        assert root.status == "completed", root
+        assert not [p for p in raw_files(kb, base) if "kbhome" in p or "sqlite" in p]
+        assert "knowbase_home" in root.data.get("skipped", {}), root.data
+        for inside in (outer / "kbhome" / "catalog.sqlite", outer / "kbhome"):
+            kind = AddInput.file if inside.is_file() else AddInput.directory
+            with pytest.raises(InvalidInput, match="inside knowbase's own home"):
+                kb.add(base.id, [kind(str(inside))])

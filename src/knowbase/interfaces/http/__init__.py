@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from knowbase.errors import InvalidInput, KnowbaseError
 from knowbase.interfaces.http.guard import HostGuard, HostPolicy
 from knowbase.interfaces.http.models import ErrorBody
+from knowbase.interfaces.http.retry import RetryPassingFaults
 
 if TYPE_CHECKING:
     from knowbase.service import Knowledge
@@ -294,6 +295,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
+    # Innermost of the three: a GET that met a passing database fault runs once more.
+    app.add_middleware(RetryPassingFaults)
     app.add_middleware(BodyLimit, limit=max_upload_bytes, json_limit=DEFAULT_MAX_JSON_BYTES)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts, allowed_origins))

@@ -89,7 +89,7 @@ def _expand_directory(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> N
     origin = item.origin or item.source
     if not Path(origin).is_dir():
         raise OriginMissing(f"folder not found: {origin}", path=origin)
-    rules = IgnoreRules(max_file_bytes=rt.settings.max_file_bytes)
+    rules = IgnoreRules(max_file_bytes=rt.settings.max_file_bytes, keep_out=rt.settings.keep_out)
     expansion = expand(Path(origin), rules, check_cancelled=ctx.check_cancelled)
     report = expansion.skip_report()
     if not expansion.files:

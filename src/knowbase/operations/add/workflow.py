@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ def add_items(
         raise InvalidInput(
             f"unknown conflict strategy {strategy!r}: update, rename, detect or replace"
         )
+    _refuse_home_paths(rt, inputs)  # before validation reads anything of a file
     inputs = [validate(i) for i in inputs]
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base_id)
@@ -125,6 +127,25 @@ def add_items(
                     log.warning("add rollback: %s", problem)
                 raise
     return result
+
+
+def _refuse_home_paths(rt: Runtime, inputs: list[AddInput]) -> None:
+    """Refuse a file or folder inside knowbase's own home before anything is written: its
+    databases are live, and copying one would open it with the OS in a process that holds a
+    connection to it (docs/operations.md). A folder that *contains* the home is fine: its walk
+    skips the home (``IgnoreRules.keep_out``)."""
+    home = rt.settings.keep_out
+    for inp in inputs:
+        if inp.type not in ("file", "directory") or not inp.origin:
+            continue
+        real = os.path.realpath(inp.origin)
+        if any(real == h or real.startswith(h + os.sep) for h in home):
+            raise InvalidInput(
+                f"{inp.origin} lies inside knowbase's own home ({home[0]}); its files are the "
+                "live databases and copies of this home",
+                hint="add the folders you keep your documents in, not the home",
+                path=inp.origin,
+            )
 
 
 def _refuse_forbidden_urls(rt: Runtime, base: Base, inputs: list[AddInput]) -> None:

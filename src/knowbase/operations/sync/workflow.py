@@ -142,7 +142,8 @@ def _folder_scope(rt: Runtime, base: Base, root: Item, rows: list[Item]) -> _Sco
     from knowbase.pipeline.sources.ignore import IgnoreRules
 
     origin = Path(str(root.origin))
-    expansion = expand(origin, IgnoreRules(max_file_bytes=rt.settings.max_file_bytes))
+    rules = IgnoreRules(max_file_bytes=rt.settings.max_file_bytes, keep_out=rt.settings.keep_out)
+    expansion = expand(origin, rules)
     leaves = [r for r in rows if r.type == "file" and r.origin]
     by_id = {r.id: r for r in leaves}
     held = {str(r.origin): _held(rt, base, r) for r in leaves}

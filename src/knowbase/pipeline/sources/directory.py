@@ -219,6 +219,8 @@ def _classify(
     is_dir = stat.S_ISDIR(st.st_mode)
     if is_dir and rules.is_default_ignored_dir(name):
         return "ignored_default", None
+    if is_dir and rules.is_kept_out(entry.path):
+        return "knowbase_home", None
     if name.startswith("."):
         return "dot_entry", None
     if stat.S_ISLNK(st.st_mode):

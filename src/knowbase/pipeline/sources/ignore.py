@@ -16,6 +16,7 @@ In one folder ``.kbignore`` is applied after ``.gitignore``, so it has the last 
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,13 @@ class IgnoreRules:
     use_kbignore: bool = True
     max_file_bytes: int | None = 50 * MiB
     extra_patterns: tuple[str, ...] = ()
+    #: Folders never entered, as real paths: knowbase's own home, whose databases are live
+    #: (reading one with the OS in a process holding a connection drops that process's locks).
+    keep_out: tuple[str, ...] = ()
+
+    def is_kept_out(self, path: str) -> bool:
+        """True when the folder at ``path`` is one of :attr:`keep_out`."""
+        return bool(self.keep_out) and os.path.realpath(path) in self.keep_out
 
     def is_default_ignored_dir(self, name: str) -> bool:
         """True when a directory called ``name`` is one of the default ignores."""
