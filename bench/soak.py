@@ -14,11 +14,11 @@ restarts the server (SIGTERM, now and then ``kill -9``).
 
 A ledger records every acknowledged write (CLI exit 0, HTTP 2xx with its id, an MCP result that
 is not an error) and delete. An operation has one of four outcomes: *ok*; *refused* (a documented
-refusal: exit 1 or HTTP 409 with code ``conflict``/``base_busy``); *interrupted* (the soak killed
-its process or restarted the server under it: its write is neither acknowledged nor lost, the
-ledger marks its target uncertain); *failed* (anything else: an error code the operation should
-not meet, a 5xx, a traceback, a timeout). At every checkpoint (``--checkpoint`` seconds, writers
-paused) and at the end, once the queue has drained:
+refusal: exit 1, or HTTP 409 / 503, with code ``conflict``, ``base_busy`` or ``database_busy``);
+*interrupted* (the soak killed its process or restarted the server under it: its write is neither
+acknowledged nor lost, the ledger marks its target uncertain); *failed* (anything else: an error
+code the operation should not meet, a 5xx, a traceback, a timeout). At every checkpoint
+(``--checkpoint`` seconds, writers paused) and at the end, once the queue has drained:
 
 - every acknowledged item is found by id and by a search for its word, and every acknowledged
   delete is gone — in a fresh process (``--verify`` mode of this script, which opens the home
@@ -59,8 +59,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# A refusal the product documents for a busy base: the caller is told to come back later.
-REFUSALS = frozenset({"conflict", "base_busy"})
+# A refusal the product documents for a busy base or database: the caller is told to come back
+# later and nothing was written (docs/operations.md: database_busy "retry; nothing is wrong").
+REFUSALS = frozenset({"conflict", "base_busy", "database_busy"})
 ACTIVE = ("preparing", "processing", "reading", "embedding", "deleting")
 MODELS = ("hash:d32", "hash:d48", "hash:d64")
 CLI_TIMEOUT_S = 300.0  # a kb command slower than this on a loaded 2-core machine is a hang
@@ -510,7 +511,7 @@ class Soak:
             self.fig.count(op, "ok")
             return "ok", body
         code = body.get("code") if isinstance(body, dict) else None
-        if r.status_code == 409 and code in REFUSALS:
+        if r.status_code in (409, 503) and code in REFUSALS:
             self.fig.count(op, f"refused:{code}")
             return "refused", body
         if epoch != self.server.epoch:
