@@ -9,8 +9,9 @@ worker``, one ``kb mcp --http`` and ``--clients`` threads that each run random r
 document holds a unique word ``soakw<hex>``), delete, search (CLI, HTTP, MCP), ``kb status``,
 ``GET /status`` and console pages, ``kb sync`` after editing a folder, ``kb reindex``, a model
 switch between ``hash:`` embeddings (no model is loaded), ``kb export`` / ``kb import`` and base
-deletion. A chaos thread ``kill -9``\\ s random CLI processes, the worker and the MCP server, and
-restarts the server (SIGTERM, now and then ``kill -9``).
+deletion; a console left open polls ``GET /status``. A chaos thread ``kill -9``\\ s random CLI
+processes, the worker and the MCP server, restarts the server (SIGTERM, now and then ``kill -9``)
+and leaves the server alone on the home a while (worker and MCP server stopped).
 
 A ledger records every acknowledged write (CLI exit 0, HTTP 2xx with its id, an MCP result that
 is not an error) and delete. An operation has one of four outcomes: *ok*; *refused* (a documented
@@ -20,9 +21,9 @@ acknowledged nor lost, the ledger marks its target uncertain); *failed* (anythin
 code the operation should not meet, a 5xx, a traceback, a timeout). At every checkpoint
 (``--checkpoint`` seconds, writers paused) and at the end, once the queue has drained:
 
-- every acknowledged item is found by id and by a search for its word, and every acknowledged
-  delete is gone — in a fresh process (``--verify`` mode of this script, which opens the home
-  like any ``kb`` command) and, for a sample, through the running server;
+- every acknowledged item is found by id, by Concept ID and by a search for its word, and every
+  acknowledged delete is gone — in a fresh process (``--verify`` mode of this script, which opens
+  the home like any ``kb`` command) and, for a sample, through the running server;
 - no item is left active (preparing/processing/reading/embedding) and no job pending;
 - ``PRAGMA integrity_check`` passes on every SQLite file of the home (this process opens them
   with ``sqlite3`` only: it holds no other connection, so no lock of a live one can be dropped);
