@@ -1451,10 +1451,17 @@ class Soak:
         finally:
             self.stop.set()
             self.paused.clear()
+            # after the final checkpoint nothing is in flight; after Ctrl-C or SIGTERM the
+            # commands still running die with the soak, never outlive it
+            with self.inflight_lock:
+                for pid in list(self.inflight):
+                    self.killed.add(pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
             chaos.join(60)
             console.join(HTTP_TIMEOUT_S)
             for t in threads:
-                t.join(CLI_TIMEOUT_S)
+                t.join(60)
             for d in self.daemons:
                 d.stop(signal.SIGTERM)
         # nothing runs now: what a server acknowledged must be on disk, not in a deleted WAL
@@ -1513,6 +1520,9 @@ class Soak:
         for check in f.checks:
             print(f"  check failed: {check}")
         failed = f.failed_ops()
+        total = sum(sum(c.values()) for c in f.ops.values())
+        ok = sum(c["ok"] for c in f.ops.values())
+        print(f"operations: {total} ({ok} ok)")
         print(
             f"lost = {len(self.lost)}, resurrected = {len(self.resurrected)}, wrong through the "
             f"server = {len(self.server_wrong)}, failed operations = {failed}, failed checks = "
@@ -1681,6 +1691,10 @@ def postgres(args: argparse.Namespace) -> Iterator[str | None]:
         yield server.url(server.new_database(TEMPLATE_DB))
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
@@ -1695,6 +1709,8 @@ def main() -> int:
     parser.add_argument("--index-backend", help="index backend of the bases (default: home's)")
     parser.add_argument("--keep", action="store_true", help="keep the home and logs")
     args = parser.parse_args()
+    # a CI timeout's SIGTERM unwinds like Ctrl-C: the daemons and commands are stopped
+    signal.signal(signal.SIGTERM, _interrupt)
     if args.verify:
         verify_main()
         return 0
