@@ -1162,7 +1162,7 @@ class Soak:
         label = "final" if final else f"#{self.fig.checkpoints}"
         print(f"checkpoint {label} at {time.time() - self.fig.started:.0f} s: draining", flush=True)
         self.drain()
-        self.verify(fresh=True)
+        self.verify()
         self.verify_server()
         self.check_files()
         self.check_logs()
@@ -1291,7 +1291,7 @@ class Soak:
                     )
             return out
 
-    def verify(self, fresh: bool = True, label: str = "") -> None:
+    def verify(self, label: str = "") -> None:
         """Check the ledger against a fresh process's view of the home (``--verify`` mode)."""
         wanted = self.expectations()
         proc = subprocess.run(
@@ -1476,7 +1476,7 @@ class Soak:
                 d.stop(signal.SIGTERM)
         # nothing runs now: what a server acknowledged must be on disk, not in a deleted WAL
         print("cold check (no process running)", flush=True)
-        self.verify(fresh=True, label=" after stop")
+        self.verify(label=" after stop")
         self.check_files()
         self.check_logs()
         return self.report()
