@@ -88,7 +88,16 @@ def test_the_surfaces_take_more_phrasings(kb: Knowledge, notes: str, tmp_path) -
             "/bases/notes/search", json={"query": "a", "also": ["b", "c", "d", "e", "f"]}
         )
         assert refused.status_code == 422
-    env = {**os.environ, "KNOWBASE_HOME": str(kb.settings.home)}
+    settings = kb.settings  # the CLI opens the same home on every backend the suite runs
+    env = {**os.environ, "KNOWBASE_HOME": str(settings.home), "KNOWBASE_TEST_PROVIDERS": "1"}
+    for name, value in (
+        ("KNOWBASE_DATABASE_URL", settings.database_url),
+        ("KNOWBASE_QDRANT_URL", settings.qdrant_url),
+        ("KNOWBASE_MATERIALS_ROOT", settings.materials_root),
+        ("KNOWBASE_INDEX_BACKEND", settings.default_index_backend),
+    ):
+        if value:
+            env[name] = str(value)
     done = subprocess.run(
         [sys.executable, "-m", "knowbase.interfaces.cli", "search", "notes", "winter schedule",
          "--also", "ferry crossing", "--json"],
