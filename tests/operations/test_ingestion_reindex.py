@@ -192,7 +192,9 @@ def test_folder_completes_when_every_child_completes(
 
 
 def test_folder_with_no_indexable_files_fails(kb: Knowledge, bm25_base: Base, src: Path) -> None:
-    write(src / "empty" / "binary.exe", "MZ")
+    binary = src / "empty" / "binary.exe"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"MZ\x90\x00\x03\x00\x00\x00" * 8)  # not text (NUL bytes): skipped
     folder = kb.add(bm25_base.id, [AddInput.directory(src / "empty")], wait=True).items[0]
     folder = kb.get_item(bm25_base.id, folder.id)
     assert folder.status == "failed"

@@ -315,7 +315,10 @@ def _visible_hits(
 
 
 def _passage_key(hit: SearchHit) -> str:
-    return " ".join(hit.text.split())
+    # The same text at the same place (page, heading, figure…): a file added twice, a licence
+    # in every package. The same caption under a figure of two documents is two citations.
+    place = ",".join(f"{k}={v}" for k, v in sorted((hit.locator or {}).items()))
+    return place + "|" + " ".join(hit.text.split())
 
 
 def _distinct(kept: list[tuple[SearchHit, float]]) -> list[tuple[SearchHit, float]]:
