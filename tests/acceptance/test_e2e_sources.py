@@ -110,13 +110,13 @@ def test_folder_import_honours_ignore_rules_and_fails_only_the_blob(
     ]
     assert root.data["relative_path"] == "proj_1"
 
-    # The skip report says why for everything else (counts + examples, in walk order).
+    # The skip report says why for everything else (counts + every file, in walk order).
     assert root.data["skipped"] == {
-        "ignored_default": {"count": 2, "examples": [".git", "node_modules"]},
-        "dot_entry": {"count": 2, "examples": [".env", ".gitignore"]},
-        "too_large": {"count": 1, "examples": ["big.txt"]},
-        "ignored_gitignore": {"count": 3, "examples": ["debug.log", "logs", "secret.txt"]},
-        "unsupported_type": {"count": 1, "examples": ["tool.exe"]},
+        "ignored_default": {"count": 2, "files": [".git", "node_modules"]},
+        "dot_entry": {"count": 2, "files": [".env", ".gitignore"]},
+        "too_large": {"count": 1, "files": ["big.txt"]},
+        "ignored_gitignore": {"count": 3, "files": ["debug.log", "logs", "secret.txt"]},
+        "unsupported_type": {"count": 1, "files": ["tool.exe"]},
     }
 
     # The blob fails alone; every good child completes.
@@ -159,7 +159,7 @@ def test_folder_with_nothing_indexable_fails_with_its_report(
     folder = tmp_path / "junk"
     (folder / "node_modules").mkdir(parents=True)
     (folder / "node_modules" / "a.md").write_text("dependency\n")
-    (folder / "app.exe").write_bytes(b"MZ")
+    (folder / "app.exe").write_bytes(b"MZ\x90\x00\x03\x00\x00\x00" * 8)  # binary: NUL bytes
     result = knowledge.add(base.id, [AddInput.directory(folder)], wait=True, timeout_s=30)
     item = knowledge.get_item(base.id, result.items[0].id)
     assert (item.status, item.error_code) == ("failed", "no_indexable_files")

@@ -129,7 +129,7 @@ def test_an_undecodable_name_fails_only_that_file(tmp_path: Path) -> None:
     status = json.loads(kb_cli(home, "status", "bn", "--json").stdout)
     assert status["counts"] == {"completed": 1}  # good.txt (files are counted: issue 42)
     (skips,) = status["skipped"].values()
-    assert skips["undecodable_name"] == {"count": 1, "examples": ["bad\\xff.txt"]}
+    assert skips["undecodable_name"] == {"count": 1, "files": ["bad\\xff.txt"]}
     found = json.loads(kb_cli(home, "search", "bn", "otters", "--json").stdout)
     assert [r["concept_id"] for r in found["results"]] == ["bn/good.txt"]
     refused(
