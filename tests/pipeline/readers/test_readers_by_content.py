@@ -38,13 +38,32 @@ def test_compressed_text_is_read_decompressed(tmp_path: Path, name: str, pack: o
 
 
 def test_binary_without_extension_is_refused_with_its_reason(tmp_path: Path) -> None:
-    path = tmp_path / "program"
-    path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    path = tmp_path / "blob"
+    path.write_bytes(b"data\x02\x01\x01\x00" + bytes(range(256)) * 4)
     assert not is_readable(path)
     with pytest.raises(UnsupportedFileType) as info:
         read_file(path)
     assert "content is not text" in info.value.message
     assert info.value.details["reason"] == "contains NUL bytes"
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("tool", b"\x7fELF"),
+        ("x.exe", b"MZ"),
+        ("lib.so", b"plain words"),
+        ("A.class", b"\xca\xfe\xba\xbe"),
+    ],
+)
+def test_programs_are_never_text_however_short(tmp_path: Path, name: str, data: bytes) -> None:
+    # a 2-byte "MZ" decodes as text; its name (or an executable's signature) says otherwise
+    path = tmp_path / name
+    path.write_bytes(data)
+    assert not is_readable(path)
+    with pytest.raises(UnsupportedFileType) as info:
+        read_file(path)
+    assert info.value.details["reason"].startswith("is a program")
 
 
 def test_a_png_under_an_odd_name_is_not_text(tmp_path: Path) -> None:

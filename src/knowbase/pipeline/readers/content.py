@@ -11,7 +11,10 @@ floor, and never more than the reader's text limit (:data:`MAX_TEXT_BYTES`).
 
     >>> text_verdict_of(b"GNU GENERAL PUBLIC LICENSE\\n   Version 3\\n")
     >>> text_verdict_of(b"\\x7fELF\\x02\\x01\\x01\\x00\\x00\\x00")
-    'contains NUL bytes'
+    'is a program (executable or object code)'
+
+Programs are never text, however short: a file named like one (``tool.exe``) or starting with
+an executable's signature (ELF, Mach-O, Java class) is refused before its bytes are decoded.
 """
 
 from __future__ import annotations
@@ -50,6 +53,37 @@ COMPRESSED: dict[str, Callable[[Path], IO[bytes]]] = {
 """Single-stream compressors whose content is read when it is text (``changelog.gz``)."""
 
 
+PROGRAM_SUFFIXES = frozenset(
+    [
+        ".exe",
+        ".dll",
+        ".so",
+        ".dylib",
+        ".o",
+        ".obj",
+        ".a",
+        ".lib",
+        ".class",
+        ".pyc",
+        ".pyo",
+        ".sys",
+        ".msi",
+        ".elf",
+    ]
+)
+"""Names that hold programs or object code: refused whatever their first bytes look like."""
+
+_PROGRAM_MAGIC = (
+    b"\x7fELF",
+    b"\xfe\xed\xfa\xce",
+    b"\xfe\xed\xfa\xcf",
+    b"\xce\xfa\xed\xfe",
+    b"\xcf\xfa\xed\xfe",
+    b"\xca\xfe\xba\xbe",
+)
+_PROGRAM = "is a program (executable or object code)"
+
+
 def text_verdict_of(head: bytes) -> str | None:
     """``None`` when ``head`` (a file's first bytes) reads as text, else why it does not.
 
@@ -57,6 +91,8 @@ def text_verdict_of(head: bytes) -> str | None:
     """
     from knowbase.pipeline.readers.text import decode_text
 
+    if head.startswith(_PROGRAM_MAGIC):
+        return _PROGRAM
     kind = sniff_head(head)
     if kind not in ("other", "empty"):
         return f"is a {kind.upper()} file"
@@ -75,6 +111,8 @@ def text_verdict_of(head: bytes) -> str | None:
 def text_verdict(path: Path) -> str | None:
     """``None`` when the file at ``path`` reads as text (decompressed for ``.gz`` and kin),
     else why not; an unreadable file gives its OS error."""
+    if path.suffix.lower() in PROGRAM_SUFFIXES:
+        return f"{_PROGRAM.removesuffix(')')}, by its name: {path.suffix})"
     opener = COMPRESSED.get(path.suffix.lower())
     try:
         if opener is None:
