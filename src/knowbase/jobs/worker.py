@@ -320,7 +320,9 @@ class Worker:
     def _supervise(self) -> None:
         now = self.manager.clock()
         for att in self._snapshot():
-            if att.ending:
+            # completing: the handler's transaction carries the job's completion, so the row
+            # decides (a timeout settled now found it completed: "superseded; dropped")
+            if att.ending or att.ctx.completing:
                 continue
             if now >= att.deadline:
                 if att.end():
@@ -352,7 +354,14 @@ class Worker:
                 job, self.worker_id, decision, error=error, progress=progress
             )
             took = self.manager.clock() - att.started
-            if after is None:
+            if after is None and att.ctx.completing:
+                # the handler's transaction had committed the completion before it raised
+                log.warning(
+                    "%s completed; an error after its final transaction is ignored: %s",
+                    job.call_string,
+                    error,
+                )
+            elif after is None:
                 log.warning("%s ended after its attempt was superseded; dropped", job.call_string)
             elif decision.status == "completed":
                 log.info("%s completed in %.2f s", job.call_string, took)

@@ -154,8 +154,8 @@ def _batch(
             cli.err_console.print(f"[yellow]not found[/]: {cid}", highlight=False)
 
     cli.emit(data, as_json, render)
-    if action == "delete" and data["not_found"]:
-        raise typer.Exit(1)  # as rm does: the names that matched are still deleted
+    if data["not_found"]:
+        raise typer.Exit(1)  # a name that matched nothing; the names that matched are applied
 
 
 def mcp(
