@@ -325,7 +325,7 @@ class Worker:
             if att.ending or att.ctx.completing:
                 continue
             if now >= att.deadline:
-                if att.end():
+                if att.end_from_worker():
                     timeout = JobTimeout(f"ran past its {att.reg.kind.timeout_s:g} s timeout")
                     self._settle(att, timeout, cancel_requested=False)
                     # Only now wake the handler: its attempt is already over in the catalog,
@@ -334,7 +334,9 @@ class Worker:
             elif att.ctx.cancel_event.is_set():
                 if att.cancel_seen_at is None:
                     att.cancel_seen_at = now
-                elif now - att.cancel_seen_at >= self.manager.cancel_grace_s and att.end():
+                elif now - att.cancel_seen_at >= self.manager.cancel_grace_s and (
+                    att.end_from_worker()
+                ):
                     self._settle(att, Cancelled("did not stop within the grace"), True)
 
     def _settle(self, att: _Attempt, error: BaseException | None, cancel_requested: bool) -> None:
@@ -424,8 +426,8 @@ class Worker:
             if att.job.id not in owned:
                 # Recovered elsewhere (our lease lapsed while we stalled): stop the handler;
                 # the finish UPDATE will match nothing.
-                att.ctx.cancel_event.set()
-                if att.end():
+                if att.end_from_worker():
+                    att.ctx.cancel_event.set()
                     self._settle(att, Cancelled("attempt lost its lease"), True)
             elif att.job.id in cancel:
                 att.ctx.cancel_event.set()
