@@ -99,8 +99,6 @@ class JobContext:
         """:meth:`complete_in` of many attempts of one worker, in one statement, for a batch
         handler that read every fence (:meth:`JobManager.owned_ids`) in this same SQLite
         write transaction: nothing can have ended them since."""
-        from knowbase.jobs.attempts import complete_many_in
-
         if not done:
             return
         ctx0 = done[0][0]
@@ -108,7 +106,7 @@ class JobContext:
             with ctx._lock:
                 ctx._pending = None
         jobs = [(ctx.job, details) for ctx, details in done]
-        if complete_many_in(ctx0.manager.attempts, conn, jobs, ctx0.worker_id) != len(done):
+        if ctx0.manager.attempts.complete_many_in(conn, jobs, ctx0.worker_id) != len(done):
             raise RuntimeError("a batch's job changed owner inside its write transaction")
         for ctx, _details in done:
             ctx.completing = True

@@ -80,7 +80,9 @@ class SqliteIndexStore:
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
         self.leases = Leases(self._close_connections, what=str(path))
-        self._models = SqliteModelSets(self)
+        self.models = SqliteModelSets(
+            writer=conn, reader=self._reader, edge=self._edge, serving_model_id=self.model_id
+        )
 
     # --- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -389,42 +391,45 @@ class SqliteIndexStore:
     # --- vector sets by model id (ModelVectorSets, :mod:`.sqlite_models`) ------------------
     def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
         """``{embedding_text_hash: float32 vector}`` of ``model_id`` for the hashes with one."""
-        return self._models.vectors_for(hashes, model_id)
+        return self.models.vectors_for(hashes, model_id)
 
     def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
         """The subset of ``hashes`` that has a vector of ``model_id``."""
-        return self._models.existing_vectors(model_id, hashes)
+        return self.models.existing_vectors(model_id, hashes)
 
     def put_vectors(
         self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
     ) -> None:
         """Store ``model_id``'s vectors (a shadow set); the caller holds the base lock."""
-        self._models.put_vectors(model_id, dims, vectors)
+        self.models.put_vectors(model_id, dims, vectors)
 
     def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
         """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
-        return self._models.bodies_without_vectors(model_id, limit)
+        return self.models.bodies_without_vectors(model_id, limit)
 
     def body_count(self) -> int:
         """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
-        return self._models.body_count()
+        return self.models.body_count()
 
     def stored_materials(self) -> list[StoredMaterial]:
         """Every material with its current content hash and title (a re-chunk's input)."""
-        return self._models.stored_materials()
+        return self.models.stored_materials()
 
     def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
         """Re-chunked units for ``materials`` in one transaction, covered by ``model_id``."""
-        self._models.replace_units(materials, model_id)
+        self.models.replace_units(materials, model_id)
 
     def drop_vectors(self, model_id: str) -> int:
         """Delete ``model_id``'s whole vector set; refuses the serving model's."""
-        return self._models.drop_vectors(model_id)
+        return self.models.drop_vectors(model_id)
 
     def model_ids(self) -> set[str]:
         """The models that have vectors in this file."""
-        return self._models.model_ids()
+        return self.models.model_ids()
 
     def for_model(self, model_id: str, dims: int) -> SqliteIndexStore:
-        """Another handle on the same file whose vector lane serves ``model_id``."""
-        return self._models.for_model(model_id, dims)
+        """Another handle on the same file whose vector lane serves ``model_id`` (a shadow set:
+        ``kb eval --model shadow``). The caller closes it."""
+        return SqliteIndexStore.open(
+            self.path, base_id=self.base_id, dims=dims, create=False, model_id=model_id
+        )

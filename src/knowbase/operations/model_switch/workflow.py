@@ -205,8 +205,7 @@ def start_switch(rt: Runtime, base: Base, model_id: str) -> Job | None:
     """Enqueue the switch of ``base`` to ``model_id``; None when the base held no text and was
     swapped at once. Conflict while another switch of the base is in flight or an item is
     still being indexed; InvalidInput for the model the base already serves."""
-    from knowbase.operations.bases import probe_model
-    from knowbase.providers.registry import check_base_models
+    from knowbase.providers.registry import check_base_models, probe_model
 
     if model_id == base.embedding_model_id:
         raise InvalidInput(f"base {base.name!r} already uses {model_id}", base_id=base.id)
