@@ -24,7 +24,10 @@ def bodies(kb: Knowledge, base_id: str) -> set[str]:
 
 
 def test_kill_mid_switch_leaves_the_old_model_serving_then_resumes(
-    kb: Knowledge, kb_settings: Settings, src: Path, workers  # noqa: F811
+    kb: Knowledge,
+    kb_settings: Settings,
+    src: Path,
+    workers,  # noqa: F811
 ) -> None:  # type: ignore[no-untyped-def]
     base = kb.create_base("crash", embedding_model_id=OLD, file_processor_id=None)
     kb.add(base.id, [AddInput.note(f"note {i} with shared words") for i in range(200)], wait=True)
@@ -42,8 +45,8 @@ def test_kill_mid_switch_leaves_the_old_model_serving_then_resumes(
     after_kill = kb.get_base(base.id)
     assert (after_kill.embedding_model_id, after_kill.dimensions) == (OLD, 32)
     store = kb.rt.store(after_kill)
-    assert set(store.vectors_for(everything, OLD)) == everything
-    shadow = set(store.vectors_for(everything, NEW))
+    assert set(store.models.vectors_for(everything, OLD)) == everything
+    shadow = set(store.models.vectors_for(everything, NEW))
     assert 64 <= len(shadow) < len(everything)
     response = kb.search(base.id, "shared words")
     lane = response.explain["dense_lane"]
@@ -64,5 +67,5 @@ def test_kill_mid_switch_leaves_the_old_model_serving_then_resumes(
         base_now = again.get_base(base.id)
         assert (base_now.embedding_model_id, base_now.dimensions) == (NEW, 48)
         new_store = again.rt.store(base_now)
-        assert set(new_store.vectors_for(everything, NEW)) == everything
-        assert new_store.vectors_for(everything, OLD) == {}
+        assert set(new_store.models.vectors_for(everything, NEW)) == everything
+        assert new_store.models.vectors_for(everything, OLD) == {}

@@ -448,3 +448,21 @@ def test_complete_in_is_the_attempt_fence(manager: JobManager, catalog: Catalog)
     got = manager.get(job.id)
     assert ran == [False]
     assert (got.status, got.attempts) == ("running", 2)  # untouched by the stale attempt
+
+
+def test_a_batched_kind_needs_no_single_job_handler(manager: JobManager) -> None:
+    """A kind with a batch handler runs every job through it, a lone one too (issue 38 item
+    4: the index kind has one path); a kind with neither handler is refused."""
+    batches: list[int] = []
+
+    def batch(ctxs: list[JobContext]) -> dict[str, BaseException | None]:
+        batches.append(len(ctxs))
+        return {ctx.job_id: None for ctx in ctxs}
+
+    kind = JobKind("t.batched_only", 3, 1, 30, 60, "abandon")
+    manager.register(kind, None, batch_handler=batch, batch_max=4)
+    job = manager.enqueue_now(kind.name, {}, queue="q")
+    worker(manager).run_until_idle(timeout_s=10)
+    assert batches == [1] and manager.get(job.id).status == "completed"
+    with pytest.raises(ValueError, match="a handler or a batch handler"):
+        manager.register(JobKind("t.nothing", 3, 1, 30, 60, "abandon"), None)

@@ -95,8 +95,8 @@ def test_searches_use_the_old_model_during_the_build_and_the_new_one_after(kb: K
     assert dense_hits(kb, base_id) > 0
     assert base.dimensions == 48 and lane_size(kb, base) == len(before)
     store = kb.rt.store(base)
-    assert set(store.vectors_for(before, NEW)) == before  # every body, the new model's
-    assert store.vectors_for(before, OLD) == {}  # the old set was dropped after the swap
+    assert set(store.models.vectors_for(before, NEW)) == before  # every body, the new model's
+    assert store.models.vectors_for(before, OLD) == {}  # the old set was dropped after the swap
     assert all_bodies(kb, base_id) == before  # same chunks: no re-chunk, no re-read
 
 
@@ -130,8 +130,8 @@ def test_a_cancelled_switch_leaves_the_old_model_serving_and_says_why(kb: Knowle
     assert dense_hits(kb, base_id) > 0
     store = kb.rt.store(base)
     bodies = all_bodies(kb, base_id)
-    assert set(store.vectors_for(bodies, OLD)) == bodies
-    assert store.vectors_for(bodies, NEW) == {}  # the shadow set was dropped
+    assert set(store.models.vectors_for(bodies, OLD)) == bodies
+    assert store.models.vectors_for(bodies, NEW) == {}  # the shadow set was dropped
     ended = kb.model_switch(base_id)
     assert ended is not None and ended["status"] == "cancelled" and ended["error_code"]
 
@@ -176,7 +176,7 @@ def test_a_smaller_window_rechunks_from_the_stored_content(kb: Knowledge) -> Non
     assert all(long_text[u.char_start : u.char_end] == u.text for u in units)
     store = kb.rt.store(after)
     bodies = {text_hash(u.text) for u in units}
-    assert set(store.vectors_for(bodies, "hash:d48?window=12")) == bodies
+    assert set(store.models.vectors_for(bodies, "hash:d48?window=12")) == bodies
     assert kb.search(base.id, "word30").results[0].item_id == item.id
 
 
@@ -203,8 +203,8 @@ def test_items_added_during_a_switch_end_with_the_new_models_vectors(kb: Knowled
     assert {i.status for i in kb.list_items(base_id)} == {"completed"}
     bodies = all_bodies(kb, base_id)
     store = kb.rt.store(base)
-    assert set(store.vectors_for(bodies, NEW)) == bodies  # the late ones too
-    assert store.bodies_without_vectors(NEW) == {}
+    assert set(store.models.vectors_for(bodies, NEW)) == bodies  # the late ones too
+    assert store.models.bodies_without_vectors(NEW) == {}
     found = {r.item_id for r in kb.search(base_id, "late arrival zebra").results}
     assert late <= found
 
@@ -217,8 +217,8 @@ def test_a_same_width_switch_keeps_the_sets_apart(kb: Knowledge) -> None:
     assert (base.embedding_model_id, base.dimensions) == ("hash:d32?window=500", 32)
     bodies = all_bodies(kb, base_id)
     store = kb.rt.store(base)
-    assert set(store.vectors_for(bodies, "hash:d32?window=500")) == bodies
-    assert store.vectors_for(bodies, OLD) == {}
+    assert set(store.models.vectors_for(bodies, "hash:d32?window=500")) == bodies
+    assert store.models.vectors_for(bodies, OLD) == {}
 
 
 def test_refusals(kb: Knowledge) -> None:
@@ -293,7 +293,8 @@ def test_an_index_of_the_old_layout_is_upgraded_in_place(kb_settings) -> None:  
     with Knowledge(kb_settings) as again:  # a fresh process's first open upgrades
         store = again.rt.store(again.get_base(base_id))
         assert not getattr(store, "was_reset", False)
-        assert set(store.vectors_for(bodies, OLD)) == bodies  # labelled with the base's model
+        # labelled with the base's model
+        assert set(store.models.vectors_for(bodies, OLD)) == bodies
         assert dense_hits(again, base_id) == 6
         again.set_embedding_model(base_id, "hash:d48")  # and the upgraded index can switch
         again.run_until_idle(timeout_s=60)
@@ -336,8 +337,8 @@ def test_a_qdrant_base_switches_by_its_own_points(kb: Knowledge) -> None:
         assert (after.embedding_model_id, after.dimensions) == (NEW, 48)
         assert lane_size(kb, after) == len(before)
         store = kb.rt.store(after)
-        assert set(store.vectors_for(before, NEW)) == before
-        assert store.vectors_for(before, OLD) == {}
+        assert set(store.models.vectors_for(before, NEW)) == before
+        assert store.models.vectors_for(before, OLD) == {}
         mine = models.Filter(
             must=[models.FieldCondition(key="base_id", match=models.MatchValue(value=base.id))]
         )
@@ -358,7 +359,7 @@ def test_a_qdrant_base_switches_by_its_own_points(kb: Knowledge) -> None:
 def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     kb: Knowledge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The race the fence in ``index_documents`` closes: the swap lands between an index job's
+    """The race the fence in ``index_batch`` closes: the swap lands between an index job's
     embedding (old model) and its write. Held open deterministically by pausing that embed."""
     import knowbase.pipeline.indexing.embed as embed
 
@@ -392,7 +393,7 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     base = kb.get_base(base_id)
     assert base.embedding_model_id == slow
     bodies = all_bodies(kb, base_id)
-    assert set(kb.rt.store(base).vectors_for(bodies, slow)) == bodies
+    assert set(kb.rt.store(base).models.vectors_for(bodies, slow)) == bodies
     job = next(
         j for j in kb.activity.list_jobs(base=base_id) if j.payload.get("item_id") == late.id
     )
@@ -413,7 +414,7 @@ def test_a_switch_without_rechunk_embeds_the_contextual_unit_text(kb: Knowledge)
     assert (switched.embedding_model_id, switched.chunk_size) == ("hash:d48", old.chunk_size)
     bodies = all_bodies(kb, old.id)
     assert bodies == all_bodies(kb, fresh.id) and len(bodies) == 1
-    got = kb.rt.store(switched).vectors_for(bodies, "hash:d48")
-    want = kb.rt.store(kb.get_base(fresh.id)).vectors_for(bodies, "hash:d48")
+    got = kb.rt.store(switched).models.vectors_for(bodies, "hash:d48")
+    want = kb.rt.store(kb.get_base(fresh.id)).models.vectors_for(bodies, "hash:d48")
     (h,) = bodies
     assert got[h].tolist() == want[h].tolist()

@@ -43,8 +43,8 @@ def shadow_context(
         )
     base_ctx = serving_context(rt, visible, b, qrels)
     shadow = base_ctx.store.for_model(plan["to_model"], plan["dims"])
-    total = base_ctx.store.body_count()
-    covered = total - len(base_ctx.store.bodies_without_vectors(plan["to_model"]))
+    total = base_ctx.store.models.body_count()
+    covered = total - len(base_ctx.store.models.bodies_without_vectors(plan["to_model"]))
     return EvalContext(
         store=shadow,
         dims=plan["dims"],

@@ -152,10 +152,10 @@ class QdrantModelSets:
         return {h: units.bodies[h] for h in missing}
 
     def body_count(self) -> int:
-        return self._inner.body_count()  # type: ignore[attr-defined]
+        return self._inner.models.body_count()
 
     def stored_materials(self) -> list[StoredMaterial]:
-        return self._inner.stored_materials()  # type: ignore[attr-defined]
+        return self._inner.models.stored_materials()
 
     def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
         """Re-chunked units for ``materials``, every body covered by ``model_id``'s vectors

@@ -17,8 +17,8 @@ and the next rebuild or delete removes.
 Every call has a timeout (``timeout_s``): an unreachable Qdrant is ``vector_store_unavailable``,
 never a hang.
 
-The store composes its points (:mod:`.qdrant_access`) and its vector sets by model id
-(:class:`~.base.ModelVectorSets`, :mod:`.qdrant_models`): a model switch writes the new model's
+The store composes its points (:mod:`.access`) and its vector sets by model id
+(:class:`~.base.ModelVectorSets`, :mod:`.models`): a model switch writes the new model's
 points beside the serving ones — one per stored unit whose body it embedded
 (:meth:`QdrantIndexStore.put_vectors`), and a *body point* (a vector with no unit and no
 material) for a body no stored unit has yet: the chunks of a re-chunk, which become units at
@@ -48,7 +48,6 @@ from knowbase.index.base import (
     LaneHit,
     MaterialInput,
     SearchHit,
-    StoredMaterial,
     UnitRecord,
 )
 from knowbase.index.plan import check_vectors, plan_units
@@ -74,6 +73,8 @@ class QdrantIndexStore:
     BM25-only base). ``owns_inner``: whether :meth:`close` closes ``inner`` (a store made by
     :meth:`for_model` shares it and does not).
     """
+
+    writes_batches = False  # no rebuild_materials: each material in its own transaction
 
     def __init__(
         self,
@@ -334,45 +335,6 @@ class QdrantIndexStore:
     def close(self) -> None:
         if self.owns_inner:
             self.inner.close()
-
-    # --- vector sets by model id (ModelVectorSets, :mod:`.qdrant_models`) ------------------
-    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
-        """``{embedding_text_hash: vector}`` of ``model_id`` (any width) for those with one."""
-        return self.models.vectors_for(hashes, model_id)
-
-    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
-        """The hashes whose every stored unit has a point of ``model_id``."""
-        return self.models.existing_vectors(model_id, hashes)
-
-    def put_vectors(
-        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
-    ) -> None:
-        """Store ``model_id``'s vectors (a shadow set); the caller holds the base lock."""
-        self.models.put_vectors(model_id, dims, vectors)
-
-    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
-        """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
-        return self.models.bodies_without_vectors(model_id, limit)
-
-    def body_count(self) -> int:
-        """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
-        return self.models.body_count()
-
-    def stored_materials(self) -> list[StoredMaterial]:
-        """Every material with its current content hash and title (a re-chunk's input)."""
-        return self.models.stored_materials()
-
-    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
-        """Re-chunked units for ``materials`` in one transaction, covered by ``model_id``."""
-        self.models.replace_units(materials, model_id)
-
-    def drop_vectors(self, model_id: str) -> int:
-        """Delete ``model_id``'s whole vector set; refuses the serving model's."""
-        return self.models.drop_vectors(model_id)
-
-    def model_ids(self) -> set[str]:
-        """The models that have vectors in this base."""
-        return self.models.model_ids()
 
     def for_model(self, model_id: str, dims: int) -> QdrantIndexStore:
         """A store on the same index whose vector lane serves ``model_id`` (``kb eval --model
