@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_crash_recovery import poll, workers  # noqa: F401 - the fixture
+from test_crash_recovery import workers  # noqa: F401 - the fixture
 
 from knowbase.operations.add.inputs import AddInput
 from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,7 +40,7 @@ def test_kill_mid_switch_leaves_the_old_model_serving_then_resumes(
         s = kb.model_switch(base.id) or {}
         return (s.get("progress") or {}).get("done", 0) >= 64
 
-    poll(built_some, 60, "the switch mid-build in the worker")
+    wait_until(built_some, 60, "the switch mid-build in the worker")
     worker.kill()
     # The old model serves, whole: every body found by its vectors; the shadow is partial.
     after_kill = kb.get_base(base.id)
@@ -56,7 +57,7 @@ def test_kill_mid_switch_leaves_the_old_model_serving_then_resumes(
     # Restart: recovery hands the switch (recovery "retry") to this process's workers.
     with Knowledge(kb_settings) as again:
         again.start_workers()
-        poll(
+        wait_until(
             lambda: (again.model_switch(base.id) or {}).get("status") == "completed",
             90,
             "the resumed switch",

@@ -7,7 +7,6 @@ backend of the conformance run (``KB_TEST_BACKENDS=postgres``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,13 @@ from knowbase.operations.add.inputs import AddInput
 from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.hashing_provider import hash_vector
 from knowbase.service import Knowledge
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 OLD = "hash:d32"
 NEW = "hash:d48?delay=0.2"  # 10 bodies per provider batch: 2 s per 100 bodies
 NOTES = 120
-
-
-def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
-        time.sleep(0.02)
 
 
 def filled(kb: Knowledge, model: str = OLD, n: int = NOTES) -> str:
@@ -72,7 +65,7 @@ def test_searches_use_the_old_model_during_the_build_and_the_new_one_after(kb: K
     assert status["status"] == "pending" and status["to_model"] == NEW
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         seen_dims: list[int | None] = []
         while (kb.model_switch(base_id) or {})["status"] in ("pending", "running"):
             base = kb.get_base(base_id)
@@ -105,7 +98,7 @@ def test_progress_carries_a_measured_rate_and_an_estimate(kb: Knowledge) -> None
     kb.set_embedding_model(base_id, NEW)
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         progress = kb.model_switch(base_id)["progress"]  # type: ignore[index]
         assert progress["total"] == NOTES and 0 < progress["done"] <= NOTES
         assert progress["rate_per_s"] > 0 and progress["eta_s"] is not None
@@ -120,9 +113,9 @@ def test_a_cancelled_switch_leaves_the_old_model_serving_and_says_why(kb: Knowle
     status = kb.set_embedding_model(base_id, NEW)
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         kb.rt.jobs.request_cancel([status["job_id"]])
-        poll(lambda: kb.model_switch(base_id)["status"] == "cancelled", 30, "the cancel")  # type: ignore[index]
+        wait_until(lambda: kb.model_switch(base_id)["status"] == "cancelled", 30, "the cancel")  # type: ignore[index]
     finally:
         kb.stop_workers()
     base = kb.get_base(base_id)
@@ -185,14 +178,14 @@ def test_items_added_during_a_switch_end_with_the_new_models_vectors(kb: Knowled
     kb.set_embedding_model(base_id, NEW)
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         added = kb.add(base_id, [AddInput.note(f"late arrival {i} zebra") for i in range(5)])
         late = {i.id for i in added.items}
 
         def late_done() -> bool:
             return {kb.get_item(base_id, i).status for i in late} == {"completed"}
 
-        poll(late_done, 30, "the late items indexed")
+        wait_until(late_done, 30, "the late items indexed")
         # ... by the old model, while the switch was still building: the case to cover.
         assert kb.model_switch(base_id)["status"] == "running"  # type: ignore[index]
         kb.run_until_idle(timeout_s=60)
@@ -320,7 +313,7 @@ def test_a_qdrant_base_switches_by_its_own_points(kb: Knowledge) -> None:
         kb.set_embedding_model(base.id, NEW)
         kb.start_workers()
         try:
-            poll(lambda: running_with_progress(kb, base.id), 30, "the switch mid-build")
+            wait_until(lambda: running_with_progress(kb, base.id), 30, "the switch mid-build")
             seen: list[int | None] = []
             while (kb.model_switch(base.id) or {})["status"] in ("pending", "running"):
                 serving = kb.get_base(base.id)
@@ -377,7 +370,7 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
         out = real(bodies, **kw)
         if any("late arrival" in b for b in bodies) and kw["dims"] == 32:
             held.append(1)  # embedded by the old model: wait until the switch swapped
-            poll(lambda: kb.get_base(base_id).dimensions == 48, 30, "the swap")
+            wait_until(lambda: kb.get_base(base_id).dimensions == 48, 30, "the swap")
         return out
 
     monkeypatch.setattr(embed, "embed_missing", pausing)
@@ -385,7 +378,7 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     try:
         # The redo is a retry after a backoff: "idle" can come while it is not due yet, so
         # wait for the item itself to settle.
-        poll(lambda: kb.get_item(base_id, late.id).status == "completed", 60, "the redo")
+        wait_until(lambda: kb.get_item(base_id, late.id).status == "completed", 60, "the redo")
         kb.run_until_idle(timeout_s=60)
     finally:
         kb.stop_workers()
