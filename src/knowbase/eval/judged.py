@@ -5,7 +5,7 @@ alone, straight from the store: no script rule, so it shows what the rule guards
 ``hybrid`` (the base's fusion settings, no reranker) and ``hybrid+rerank`` (when the base has
 a reranker). Every lane keeps only visible (completed) items; chunk hits collapse to documents by
 their best chunk (its score is the document's), the first 100 documents count. A hit's document
-id is its Concept ID when the qrels judge that, else the BEIR id :func:`eval_beir.doc_id_of`
+id is its Concept ID when the qrels judge that, else the BEIR id :func:`.beir.doc_id_of`
 reads back from it (bases built by ``kb import-beir``).
 
 :func:`sweep` re-runs the hybrid lane over a small grid of fusion settings.

@@ -1,4 +1,4 @@
-"""The postgres store's vector sets by model id (see :mod:`.sqlite_models` for the contract).
+"""The postgres store's vector sets by model id (see :mod:`..sqlite.models` for the contract).
 
 A model's vectors sit in the ``kb_vec_<dims>`` table of its width, rows keyed by
 ``(base_id, model_id, embedding_text_hash)``; a set of another width lives in another table, so

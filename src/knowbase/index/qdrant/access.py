@@ -1,7 +1,7 @@
 """The qdrant store's points: filters, walks and lookups of a base's points, the inner store's
 units by body hash, upserts and the drop of points no unit needs. A :class:`QdrantPoints` is
 owned by one :class:`~.qdrant.QdrantIndexStore` (and read by its vector sets,
-:mod:`.qdrant_models`); it asks that store for the client, the base and the serving model.
+:mod:`.models`); it asks that store for the client, the base and the serving model.
 """
 
 from __future__ import annotations

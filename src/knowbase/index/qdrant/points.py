@@ -1,6 +1,6 @@
 """How the qdrant backend addresses Qdrant: point ids, the client, one collection per width.
 
-Shared by the store (:mod:`.qdrant`) and its vector sets (:mod:`.qdrant_models`).
+Shared by the store (:mod:`.store`) and its vector sets (:mod:`.models`).
 """
 
 from __future__ import annotations
