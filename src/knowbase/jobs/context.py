@@ -104,8 +104,6 @@ class JobContext:
         """:meth:`complete_in` of many attempts of one worker, in one statement, for a batch
         handler that read every fence (:meth:`JobManager.owned_ids`) in this same SQLite
         write transaction: nothing can have ended them since."""
-        from knowbase.jobs.attempts import complete_many_in
-
         if not done:
             return
         ctx0 = done[0][0]
@@ -118,7 +116,7 @@ class JobContext:
                 fences.enter_context(ctx.fence)
             if any(ctx.worker_ended for ctx, _ in done):
                 raise RuntimeError("a batch's job timed out or lost its lease before its commit")
-            if complete_many_in(ctx0.manager.attempts, conn, jobs, ctx0.worker_id) != len(done):
+            if ctx0.manager.attempts.complete_many_in(conn, jobs, ctx0.worker_id) != len(done):
                 raise RuntimeError("a batch's job changed owner inside its write transaction")
             for ctx, _details in done:
                 ctx.completing = True

@@ -294,7 +294,9 @@ class Worker:
     def _run(self, att: _Attempt) -> None:
         error: BaseException | None = None
         try:
-            att.reg.handler(att.ctx)
+            handler = att.reg.handler
+            assert handler is not None  # a kind without one runs only in batches (_run_batch)
+            handler(att.ctx)
         except BaseException as exc:  # noqa: BLE001 - the one place every outcome is decided
             error = exc
         finally:

@@ -27,16 +27,13 @@ import threading
 from typing import Any, Literal
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
-from knowbase.providers.base import EmbeddingProvider, RerankProvider
+from knowbase.providers.base import MAX_DIMENSIONS, EmbeddingProvider, RerankProvider
 from knowbase.settings import ProviderProfile, Settings
 
 BUILTIN_EMBEDDING_PROFILES = ("local", "hash")
 BUILTIN_RERANK_PROFILES = ("hash",)
 TEST_PROFILES = frozenset({"hash"})
 PROBE_TEXT = "dimension probe"
-# The widest vector a base may hold, whoever sets it (the ``dimensions`` field, a ``hash:d<N>``
-# id, a provider's probe): 65,536 float32 is 256 KiB per chunk.
-MAX_DIMENSIONS = 65_536
 
 _cache: dict[tuple[str, str, ProviderProfile | None], Any] = {}
 _cache_lock = threading.Lock()
@@ -207,6 +204,13 @@ def probe_dims(provider: EmbeddingProvider) -> int:
             model_id=provider.model_id,
         )
     return int(vectors.shape[1])
+
+
+def probe_model(settings: Settings, model_id: str, dims: int | None) -> tuple[int, int | None]:
+    """``(dimensions, window)`` of a model: ``dims`` when given, else asked of the provider."""
+    provider = get_embedding_provider(model_id, settings)
+    probed = probe_dims(provider) if dims is None else dims
+    return probed, provider.window
 
 
 def clear_cache() -> None:

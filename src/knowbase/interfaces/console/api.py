@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
 from knowbase.files import sanitize_filename
-from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.items import _add_response, unsupported
 from knowbase.interfaces.http.models import AddOut, ConflictStrategy
 from knowbase.operations.add.inputs import AddInput

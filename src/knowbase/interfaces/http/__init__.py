@@ -7,16 +7,17 @@ Surfaces translate, ``Knowledge`` decides: routes parse, call one facade method 
 value objects; one error edge turns every :class:`KnowbaseError` into ``{code, message, details}``
 with the error's own HTTP status (validation 422, not found 404, guard refusal 409, unavailable
 503, provider 502). Request validation, unknown routes, auth and size-limit failures use the same
-shape. Routes live in ``http_bases``, ``http_items``, ``http_query`` and ``http_events``.
+shape. Routes live in :mod:`.bases`, :mod:`.items`, :mod:`.labels`,
+:mod:`.query`, :mod:`.events` and :mod:`.sync`; what they share (the facade dependency, the
+error shape) in :mod:`.common`.
 
-Every request passes :mod:`.http_guard` first: a ``Host`` the server does not answer to gets 421
+Every request passes :mod:`.guard` first: a ``Host`` the server does not answer to gets 421
 (DNS rebinding), a state-changing request from a foreign ``Origin`` 403.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import os
 from collections.abc import Iterable
@@ -33,8 +34,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowbase.errors import InvalidInput, KnowbaseError
 from knowbase.interfaces.http import openapi
+from knowbase.interfaces.http.common import (
+    BODY_ERRORS,
+    COMMON_ERRORS,
+    error_response,
+    error_responses,
+    get_kb,
+    jsonable,
+)
 from knowbase.interfaces.http.guard import HostGuard, HostPolicy
-from knowbase.interfaces.http.models import ErrorBody
 from knowbase.interfaces.http.retry import RetryPassingFaults
 
 if TYPE_CHECKING:
@@ -55,45 +63,13 @@ HTTP_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
 }
-_DESCRIPTIONS = {
-    401: "missing or wrong bearer token",
-    403: "a state-changing request from a foreign Origin (code origin_not_allowed)",
-    404: "the base, item, concept or job does not exist",
-    409: "a guard refused the operation, or detect-strategy conflicts (details.conflicts)",
-    413: "the request body is larger than the server's limit",
-    421: "the Host header names a host this server does not answer to (host_not_allowed)",
-    422: "invalid input; nothing was written",
-    502: "a provider answered something unusable",
-    503: "a component (index, provider) cannot be reached right now",
-}
-
-
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries with the error shape for ``statuses``."""
-    return {s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses}
-
-
-COMMON_ERRORS = error_responses(404, 409, 422, 502, 503)
-BODY_ERRORS = error_responses(413)
-
-
-def _jsonable(value: Any) -> Any:
-    """Details may hold paths or other objects: anything JSON cannot carry becomes a string."""
-    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
-
-
-def error_response(
-    status: int, code: str, message: str, details: dict[str, Any] | None = None, **headers: str
-) -> JSONResponse:
-    body = {"code": code, "message": message, "details": _jsonable(details or {})}
-    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 async def _knowbase_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, KnowbaseError)
     if exc.status >= 500 and exc.status != 503:
         log.warning("%s %s: %s", request.method, request.url.path, exc.to_dict())
-    body = _jsonable(exc.to_dict())
+    body = jsonable(exc.to_dict())
     return JSONResponse(body, status_code=exc.status)
 
 
@@ -315,15 +291,13 @@ def create_app(
     return app
 
 
-async def get_kb(request: Request) -> Knowledge:
-    """The dependency every route uses to reach the facade (async: no threadpool hop)."""
-    return request.app.state.kb
-
-
 __all__ = [
+    "BODY_ERRORS",
+    "COMMON_ERRORS",
     "DEFAULT_MAX_JSON_BYTES",
     "DEFAULT_MAX_UPLOAD_BYTES",
     "create_app",
+    "error_response",
     "error_responses",
     "get_kb",
 ]

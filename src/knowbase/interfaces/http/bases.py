@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
     BaseCreate,
     BaseOut,

@@ -205,7 +205,7 @@ def build_router(keys: tuple[str, ...]) -> APIRouter:
             "application/json": {"schema": {"$ref": "#/components/schemas/RetrievalRequest"}}
         },
     }
-    from knowbase.interfaces.http import error_responses
+    from knowbase.interfaces.http.common import error_responses
 
     responses: dict[int | str, dict[str, Any]] = {
         200: {"model": RetrievalResponse, "description": "the records, best first"},

@@ -9,7 +9,7 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 
-from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
     ConceptBatchOut,
     ConceptGrepOut,

@@ -39,7 +39,7 @@ def run_http(
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted.
 
-    Host and Origin are checked by :mod:`.http_guard`, the rules ``kb serve`` uses (the SDK's
+    Host and Origin are checked by :mod:`..http.guard`, the rules ``kb serve`` uses (the SDK's
     own check is turned off rather than kept as a second, different copy); Origin on every
     request, as the SDK did, since an MCP session is state however it is reached.
     """
