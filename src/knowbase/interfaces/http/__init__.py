@@ -261,6 +261,9 @@ def create_app(
         labels as http_labels,
     )
     from knowbase.interfaces.http import (
+        outline as http_outline,
+    )
+    from knowbase.interfaces.http import (
         query as http_query,
     )
     from knowbase.interfaces.http import (
@@ -302,7 +305,15 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_upload_bytes, json_limit=DEFAULT_MAX_JSON_BYTES)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts, allowed_origins))
-    for module in (http_bases, http_items, http_labels, http_query, http_events, http_sync):
+    for module in (
+        http_bases,
+        http_items,
+        http_labels,
+        http_query,
+        http_outline,
+        http_events,
+        http_sync,
+    ):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console/)
     # kb is None only where a test builds the app for its OpenAPI schema alone
