@@ -46,12 +46,11 @@ def outline_body(
     max_nodes: int = OUTLINE_MAX_NODES,
 ) -> dict[str, Any]:
     """The outline's part of a reply: ``kind``, ``nodes`` (pre-order, ``depth`` levels at
-    most, below ``under`` when given), ``total_nodes`` and ``truncated`` (nodes left out by
-    the depth or the ``max_nodes`` cap)."""
+    most, ``under``'s subtree when given), ``total_nodes`` (in the document, or in that
+    subtree) and ``truncated`` (nodes left out by the depth or the ``max_nodes`` cap)."""
     if depth is not None and depth < 1:
         raise InvalidInput("depth must be ≥ 1 (1: the top level only)", depth=depth)
     nodes = build_outline(text, units)
-    total = len(nodes)
     base_depth, tokens = 0, estimate_tokens(text)
     if under is not None:
         top = find_section(nodes, under)
@@ -63,7 +62,7 @@ def outline_body(
         "kind": outline_kind(units),
         "total_tokens": tokens,
         "nodes": [_node_dict(n, base_depth) for n in capped],
-        "total_nodes": total,
+        "total_nodes": len(nodes),
         "truncated": len(capped) < len(nodes),
     }
 
