@@ -126,7 +126,11 @@ def test_a_large_outline_fits_the_reply_by_showing_fewer_levels(kb: Knowledge, s
                 await c.call_tool("kb_outline", {"baseId": "studies", "conceptId": "handbook.md"})
             )
             assert size < REPLY_MAX_BYTES
-            assert outline["nodes"] and max(n["depth"] for n in outline["nodes"]) <= 1
+            ids = [n["id"] for n in outline["nodes"]]
+            # The title and the first parts in order: the level that did not fit whole is
+            # shown as far as it fits, and nothing deeper.
+            assert ids[:3] == ["1", "1.1", "1.2"] and 10 < len(ids) < 150
+            assert ids == ["1"] + [f"1.{n}" for n in range(1, len(ids))]
             assert "not shown" in outline["notices"][0] and "under=" in outline["notices"][0]
             part, size = reply(
                 await c.call_tool(

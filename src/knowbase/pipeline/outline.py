@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from knowbase.pipeline.indexing.tokens import CHARS_PER_TOKEN, estimate_tokens
+from knowbase.pipeline.indexing.tokens import CHARS_PER_TOKEN, RangeTokens, estimate_tokens
 from knowbase.pipeline.readers.markdown import heading_offsets
 
 __all__ = [
@@ -128,9 +128,10 @@ def build_outline(text: str, units: Sequence[Located]) -> list[OutlineNode]:
         nodes = _segment_nodes(text, units, "page")
     else:
         nodes = _window_nodes(text)
+    counter = RangeTokens(text)
     for node in nodes:
         node.char_end = _trim_end(text, node.char_start, node.char_end)
-        node.tokens = estimate_tokens(text[node.char_start : node.char_end])
+        node.tokens = counter.count(node.char_start, node.char_end)
     _attach_parts(text, units, nodes)
     return nodes
 
@@ -235,7 +236,8 @@ def _window_nodes(text: str) -> list[OutlineNode]:
     start = 0
     while start < len(text):
         cut = cut_for_tokens(text, start, len(text), WINDOW_TOKENS)
-        if nodes and estimate_tokens(text[start:]) < WINDOW_TOKENS // 4:
+        tail = cut == len(text) and len(text) - start < CHARS_PER_TOKEN * WINDOW_TOKENS
+        if nodes and tail and estimate_tokens(text[start:]) < WINDOW_TOKENS // 4:
             nodes[-1].char_end = len(text)  # a short tail joins the window before it
             break
         if text[start:cut].strip():
@@ -258,6 +260,9 @@ def cut_for_tokens(text: str, start: int, end: int, max_tokens: int) -> int:
     if hi == end and estimate_tokens(text[start:end]) <= max_tokens:
         return end
     lo = start
+    longest = min(hi, start + CHARS_PER_TOKEN * max(max_tokens, 1))
+    if estimate_tokens(text[start:longest]) <= max_tokens:  # no CJK: the bound itself fits
+        lo = hi = longest
     while lo < hi:  # the longest slice within the budget
         mid = (lo + hi + 1) // 2
         if estimate_tokens(text[start:mid]) <= max_tokens:

@@ -50,7 +50,7 @@ def kb_outline(
     max_chars: int = budget.DEFAULT_MAX_CHARS,
 ) -> Any:
     """The document's outline within ``max_chars``: ``depth`` levels at most, fewer when the
-    reply would not fit (a notice says how many levels and nodes were left out)."""
+    reply would not fit (:func:`_fit_nodes`; a notice says how many nodes were left out)."""
     from knowbase.interfaces.mcp.tools import OutOfScope
 
     try:
@@ -65,21 +65,13 @@ def kb_outline(
     for key in ("itemId", "truncated"):
         data.pop(key, None)
     data["type"] = data.pop("itemType")
-    nodes = data["nodes"]
-    levels = max((n["depth"] for n in nodes), default=0) + 1
-    while levels > 1 and _size(data) > max_chars - budget.FRAME_CHARS:
-        levels -= 1
-        data["nodes"] = [n for n in nodes if n["depth"] < levels]
-    while data["nodes"] and _size(data) > max_chars - budget.FRAME_CHARS:
-        data["nodes"] = data["nodes"][: max(1, len(data["nodes"]) * 3 // 4)]
-        if len(data["nodes"]) == 1:
-            break
+    data["nodes"] = _fit_nodes(data, max_chars - budget.FRAME_CHARS)
     left_out = data["totalNodes"] - len(data["nodes"])
     if left_out:
         data["notices"] = [
-            f"{left_out} of {data['totalNodes']} sections are not shown (fewer levels or nodes "
-            f"to fit maxChars={max_chars}); ask with under=<node id> for a part's sections, "
-            "or a larger maxChars."
+            f"{left_out} of {data['totalNodes']} sections are not shown (depth, or to fit "
+            f"maxChars={max_chars}); kb_outline with under=<node id> lists one part's "
+            "sections."
         ]
     data["next"] = "kb_read with conceptId and section=<node id> reads a section whole."
     return _ok(data)
@@ -114,6 +106,40 @@ def read_section(
     if data.get("nextCursor"):
         data["next"] = "The section goes on: kb_read with cursor=nextCursor reads the rest."
     return _ok({"id": cites.next(), **data})
+
+
+def _fit_nodes(data: dict[str, Any], room: int) -> list[dict[str, Any]]:
+    """The nodes that fit ``room``: every node of the most levels that fit whole, then the
+    first nodes of the next level (in document order) that still fit, so a book of 300
+    chapters shows its parts and its first chapters rather than its title alone."""
+    nodes = data["nodes"]
+
+    def shown(levels: int, extra: int) -> list[dict[str, Any]]:
+        out, seen = [], 0
+        for n in nodes:
+            if n["depth"] < levels:
+                out.append(n)
+            elif n["depth"] == levels and seen < extra:
+                out.append(n)
+                seen += 1
+        return out
+
+    def fits(part: list[dict[str, Any]]) -> bool:
+        return _size({**data, "nodes": part}) <= room
+
+    if fits(nodes):
+        return nodes
+    levels = max(n["depth"] for n in nodes)
+    while levels > 0 and not fits(shown(levels, 0)):
+        levels -= 1
+    lo, hi = 0, sum(n["depth"] == levels for n in nodes)
+    while lo < hi:  # the most nodes of the next level that still fit
+        mid = (lo + hi + 1) // 2
+        if fits(shown(levels, mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return shown(levels, lo) or nodes[:1]
 
 
 def _size(data: dict[str, Any]) -> int:
