@@ -107,6 +107,13 @@ def test_sections_of_a_document_then_section_three(kb: Knowledge, study: Base) -
             assert small["content"].startswith("## Method") and small["truncated"] is True
             assert small["nextCursor"].startswith(third["id"] + "@")
 
+            mixed = await c.call_tool(
+                "kb_read",
+                {"baseId": "studies", "conceptId": "study.md", "section": "1.3",
+                 "pattern": "turbine"},
+            )  # fmt: skip
+            assert mixed.is_error and "pattern" in mixed.content[0].text  # type: ignore[union-attr]
+
             unknown = await c.call_tool(
                 "kb_read", {"baseId": "studies", "conceptId": "study.md", "section": "Epilogue"}
             )

@@ -83,6 +83,12 @@ def test_cli_unknown_section_is_an_error(app: typer.Typer, home_with_guide: Path
         ["read", "docs", "manuals/guide.md", "--section", "Nope", "--home", str(home_with_guide)],
     )
     assert result.exit_code != 0
+    mixed = CliRunner().invoke(
+        app,
+        ["read", "docs", "manuals/guide.md", "--section", "1.1", "--grep", "pip"]
+        + ["--home", str(home_with_guide)],
+    )
+    assert mixed.exit_code == 2 and "--grep" in mixed.output
 
 
 # --- HTTP ---------------------------------------------------------------------------------------
@@ -138,6 +144,11 @@ def test_http_section_read(client: httpx.Client) -> None:
     assert rest["char_start"] >= first["char_end"] and rest["section"]["id"] == "1.2"
     plain = client.get("/bases/docs/concepts/read", params={"concept_id": "manuals/guide.md"})
     assert plain.json()["section"] is None and plain.json()["content"].startswith("# Guide")
+    mixed = client.get(
+        "/bases/docs/concepts/read",
+        params={"concept_id": "manuals/guide.md", "section": "1.1", "char_start": 5},
+    )
+    assert mixed.status_code == 422 and mixed.json()["code"] == "invalid_input"
     unknown = client.get(
         "/bases/docs/concepts/read", params={"concept_id": "manuals/guide.md", "section": "Nope"}
     )

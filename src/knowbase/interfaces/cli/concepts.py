@@ -88,6 +88,8 @@ def read(
     cli = _cli()
     with cli.open_kb(home) as kb:
         if section is not None or cursor is not None:
+            if grep is not None or char_from is not None or char_to is not None:
+                raise typer.BadParameter("--section/--cursor take no --grep, --from or --to")
             data = kb.concepts.read_section(
                 base, concept_id, section, cursor=cursor, max_tokens=max_tokens
             )

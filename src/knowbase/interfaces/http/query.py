@@ -9,6 +9,7 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 
+from knowbase.errors import InvalidInput
 from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
     ConceptBatchOut,
@@ -167,6 +168,8 @@ def read_concept(
     (or a ``cursor``), that section whole within ``max_tokens`` (default 1,500)."""
     b = kb.get_base(base)
     if section is not None or cursor is not None:
+        if char_start is not None or char_end is not None:
+            raise InvalidInput("a section read takes no char_start/char_end", section=section)
         return kb.concepts.read_section(
             b.id, concept_id, section, cursor=cursor, max_tokens=max_tokens
         )

@@ -299,7 +299,7 @@ def build_server(
         maxTokens: Annotated[int | None, mcp_outline.MAX_TOKENS] = None,
     ) -> CallToolResult:
         if section is not None or cursor is not None:
-            args = (baseId, conceptId, section, cursor, maxTokens)
+            args = (baseId, conceptId, section, cursor, maxTokens, (charStart, charEnd, pattern))
             return mcp_outline.read_section(scope, cites, *args)
         return tools.kb_read(
             scope,

@@ -85,10 +85,20 @@ def read_section(
     section: str | None,
     cursor: str | None,
     max_tokens: int | None,
+    slice_args: tuple[int | None, int | None, str | None] = (None, None, None),
 ) -> Any:
-    """One section of a document, ``max_tokens`` at a time, with a cite id."""
+    """One section of a document, ``max_tokens`` at a time, with a cite id. ``slice_args``
+    (``charStart``, ``charEnd``, ``pattern``) given with it are refused, not quietly dropped."""
     from knowbase.interfaces.mcp.tools import OutOfScope
 
+    names = ("charStart", "charEnd", "pattern")
+    mixed = [name for name, value in zip(names, slice_args, strict=True) if value is not None]
+    if mixed:
+        return _fail(
+            f"section/cursor read a whole section; {', '.join(mixed)} belong to a slice or a "
+            "grep. Call kb_read with one or the other.",
+            code="invalid_input",
+        )
     try:
         b = scope.base(base_id)
         page = scope.kb.concepts.read_section(
