@@ -305,3 +305,33 @@ def test_cut_for_tokens_prefers_paragraphs_and_stays_in_budget() -> None:
     cjk = "知识库" * 100
     cut = cut_for_tokens(cjk, 0, len(cjk), 50)
     assert cut == 50  # one token per CJK character
+
+
+def test_epub_chapters(tmp_path: Path) -> None:
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier("id1")
+    book.set_title("Book")
+    book.set_language("en")
+    c1 = epub.EpubHtml(title="Beginnings", file_name="c1.xhtml", lang="en")
+    c1.content = "<h1>Chapter One</h1><p>It was a dark night.</p><h2>Later</h2><p>Rain.</p>"
+    c2 = epub.EpubHtml(title="Endings", file_name="c2.xhtml", lang="en")
+    c2.content = "<p>The sun rose.</p>"
+    book.add_item(c1)
+    book.add_item(c2)
+    book.toc = (epub.Link("c1.xhtml", "Beginnings", "c1"), epub.Link("c2.xhtml", "Endings", "c2"))
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = [c1, c2]
+    path = tmp_path / "book.epub"
+    epub.write_epub(str(path), book)
+    kind, text, nodes = outline_of(path)
+    assert kind == "chapters"
+    chapters = [(n.id, n.title, n.depth, n.locator) for n in nodes]
+    assert chapters == [
+        ("1", "Chapter One", 0, {"chapter": "Beginnings"}),
+        ("1.1", "Later", 1, {"chapter": "Beginnings", "heading": ["Later"]}),
+        ("2", "Endings", 0, {"chapter": "Endings"}),
+    ]
+    check_ranges(text, nodes)
