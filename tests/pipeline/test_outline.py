@@ -335,3 +335,25 @@ def test_epub_chapters(tmp_path: Path) -> None:
         ("2", "Endings", 0, {"chapter": "Endings"}),
     ]
     check_ranges(text, nodes)
+
+
+def test_restructuredtext_headings_come_from_the_readers_locators(tmp_path: Path) -> None:
+    # "~~~~~~" under a title is a code fence to Markdown: the heading lines alone would lose
+    # "Sub A1" and everything after it.
+    path = tmp_path / "guide.rst"
+    path.write_text(
+        "Title\n=====\n\nIntro text.\n\nSection A\n---------\n\nBody a.\n\n"
+        "Sub A1\n~~~~~~\n\nBody a1.\n\nSection B\n---------\n\nBody b.\n",
+        encoding="utf-8",
+    )
+    kind, text, nodes = outline_of(path)
+    assert kind == "headings"
+    assert shape(nodes) == [
+        ("1", "Title", 0),
+        ("1.1", "Section A", 1),
+        ("1.1.1", "Sub A1", 2),
+        ("1.2", "Section B", 1),
+    ]
+    check_ranges(text, nodes)
+    assert text[nodes[2].char_start :].startswith("Sub A1\n~~~~~~")
+    assert text[nodes[3].char_start : nodes[3].char_end].endswith("Body b.")

@@ -123,7 +123,8 @@ def build_outline(text: str, units: Sequence[Located]) -> list[OutlineNode]:
     if kind in ("slides", "sheets", "chapters"):
         nodes = _segment_nodes(text, units, kind[:-1])
     elif kind == "headings":
-        nodes = _heading_nodes(text, heading_offsets(text), 0, len(text), _Units(units), 0, "")
+        headings = _headings(text, units)
+        nodes = _heading_nodes(text, headings, 0, len(text), _Units(units), 0, "")
     elif kind == "pages":
         nodes = _segment_nodes(text, units, "page")
     else:
@@ -172,6 +173,29 @@ def _segment_nodes(text: str, units: Sequence[Located], key: str) -> list[Outlin
     return nodes
 
 
+def _headings(text: str, units: Sequence[Located]) -> list[tuple[int, str, int]]:
+    """``(level, title, offset)`` of the document's headings: its Markdown heading lines,
+    unless they miss a title the reader located (a reStructuredText ``~~~`` underline reads
+    as a code fence to Markdown); then where each heading path starts in the units."""
+    scanned = heading_offsets(text)
+    located = {t for u in units for t in u.locator.get("heading", ())}
+    if located <= {title for _, title, _ in scanned}:
+        return scanned
+    found: list[tuple[int, str, int]] = []
+    previous: list[str] = []
+    for u in units:
+        path = list(u.locator.get("heading", ()))
+        if not path or path == previous:
+            continue
+        same = 0
+        while same < min(len(path), len(previous)) and path[same] == previous[same]:
+            same += 1
+        same = min(same, len(path) - 1)  # back to an ancestor's path: a new heading of its title
+        found += [(level + 1, path[level], u.char_start) for level in range(same, len(path))]
+        previous = path
+    return found
+
+
 def _segment_title(key: str, value: Any) -> str:
     if key == "sheet" or (key == "chapter" and isinstance(value, str)):
         return str(value)
@@ -193,7 +217,7 @@ def _heading_nodes(
     stack: list[tuple[int, OutlineNode]] = []  # (heading level, node)
     first = headings[0][2] if headings else end
     if text[start:first].strip():  # the text before the first heading: "0", so "3" is the third
-        nodes.append(_node(prefix + "0", "(start)", depth0, start, first, [], units, text))
+        nodes.append(_node(prefix + "0", "(start)", depth0, start, first, [], units))
     for level, title, offset in headings:
         while stack and stack[-1][0] >= level:
             _, done = stack.pop()
@@ -205,7 +229,7 @@ def _heading_nodes(
         counters[depth] += 1
         node_id = prefix + ".".join(str(c) for c in counters[: depth + 1])
         path = [n.title for _, n in stack] + [title]
-        node = _node(node_id, title, depth0 + depth, offset, end, path, units, text)
+        node = _node(node_id, title, depth0 + depth, offset, end, path, units)
         nodes.append(node)
         stack.append((level, node))
     return nodes
@@ -219,7 +243,6 @@ def _node(
     end: int,
     path: list[str],
     units: _Units,
-    text: str,
 ) -> OutlineNode:
     locator: dict[str, Any] = {"heading": path} if path else {}
     unit = units.at(start)
