@@ -7,7 +7,8 @@ Surfaces translate, ``Knowledge`` decides: routes parse, call one facade method 
 value objects; one error edge turns every :class:`KnowbaseError` into ``{code, message, details}``
 with the error's own HTTP status (validation 422, not found 404, guard refusal 409, unavailable
 503, provider 502). Request validation, unknown routes, auth and size-limit failures use the same
-shape. Routes live in ``http_bases``, ``http_items``, ``http_query`` and ``http_events``.
+shape. Routes live in ``http_bases``, ``http_items``, ``http_query``, ``http_outline`` and
+``http_events``.
 
 Every request passes :mod:`.http_guard` first: a ``Host`` the server does not answer to gets 421
 (DNS rebinding), a state-changing request from a foreign ``Origin`` 403.
