@@ -65,6 +65,8 @@ def test_a_section_is_read_whole_by_id_or_heading_path(kb: Knowledge, report: Ba
     annex = kb.concepts.read_section("reports", "report.md", "Annex > Results")
     assert annex["content"] == "## Results\n\nThe raw numbers."
     assert kb.concepts.read_section("reports", "report.md", "sampling")["section"]["id"] == "1.1.1"
+    assert kb.concepts.read_section("reports", "report.md", "Meth")["section"]["id"] == "1.1"
+    assert kb.concepts.read_section("reports", "report.md", "Annex > Res")["section"]["id"] == "2.1"
     with pytest.raises(InvalidInput, match="names 2 sections: 1.2"):
         kb.concepts.read_section("reports", "report.md", "Results")
     with pytest.raises(NotFound) as caught:

@@ -6,7 +6,8 @@ the surfaces and finds the section a caller names:
 
 - by node id: ``"3"``, ``"2.1"`` (as the outline shows them);
 - by heading path: ``"Guide > Install"`` (titles joined by ``>``; case and spacing ignored),
-  or its last titles (``"Install"``) when only one node ends that way.
+  or its last titles (``"Install"``) when only one node ends that way, or the start of its
+  last title (``"Turn 4"`` for ``"Turn 4 decisions (…)"``) when nothing else matches.
 
 A section is read whole within a token budget; a longer one continues with ``next_cursor``
 (``"<node id>@<char offset>"``), which names its section, so the cursor alone reads on.
@@ -103,6 +104,8 @@ def find_section(nodes: Sequence[OutlineNode], ref: str) -> OutlineNode:
     if len(exact) == 1:
         return exact[0]
     ending = exact or [n for n in nodes if _path(n.path)[-len(wanted) :] == wanted]
+    if not ending:  # the start of a long title: "Turn 4 decisions" for "Turn 4 decisions (…)"
+        ending = [n for n in nodes if _starts(_path(n.path), wanted)]
     if len(ending) == 1:
         return ending[0]
     if ending:
@@ -118,6 +121,14 @@ def find_section(nodes: Sequence[OutlineNode], ref: str) -> OutlineNode:
         kind="section",
         section=ref,
     )
+
+
+def _starts(path: list[str], wanted: list[str]) -> bool:
+    """``path`` ends with ``wanted``, its last title only begun."""
+    if len(path) < len(wanted):
+        return False
+    tail = path[len(path) - len(wanted) :]
+    return tail[:-1] == wanted[:-1] and tail[-1].startswith(wanted[-1])
 
 
 def _path(titles: Sequence[str]) -> list[str]:
