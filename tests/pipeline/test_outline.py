@@ -357,3 +357,24 @@ def test_restructuredtext_headings_come_from_the_readers_locators(tmp_path: Path
     check_ranges(text, nodes)
     assert text[nodes[2].char_start :].startswith("Sub A1\n~~~~~~")
     assert text[nodes[3].char_start : nodes[3].char_end].endswith("Body b.")
+
+
+def test_a_pdf_read_through_the_ocr_processor_keeps_its_headings() -> None:
+    # The processor's Markdown (pages with a text layer read by the structured reader) reads
+    # back located by page only; its "#" lines are still the PDF's headings.
+    from knowbase.pipeline.readers import PROCESSED_MARKER, read_markdown_text
+
+    processed = (
+        f"{PROCESSED_MARKER}\n\n## Page 1\n\n# Annual Report\n\n{BODY}\n\n## Sales\n\n{BODY}"
+        f"\n\n## Page 2\n\n{BODY}\n\n# Outlook\n\n{BODY}\n\n## Page 3\n\nScanned words.\n"
+    )
+    text, chunks = chunk_documents(read_markdown_text(processed), ChunkSettings(64, 8))
+    assert outline_kind(chunks) == "pages" and outline_kind(chunks, text) == "headings"
+    nodes = build_outline(text, chunks)
+    assert [(n.id, n.title, n.locator) for n in nodes] == [
+        ("1", "Annual Report", {"page": 1, "heading": ["Annual Report"]}),
+        ("1.1", "Sales", {"page": 1, "heading": ["Annual Report", "Sales"]}),
+        ("2", "Outlook", {"page": 2, "heading": ["Outlook"]}),
+    ]
+    check_ranges(text, nodes)
+    assert text[nodes[2].char_start : nodes[2].char_end].endswith("Scanned words.")

@@ -13,7 +13,9 @@ Which structure a document gets, first that applies:
 2. **Headings** (some unit located ``{"heading": [...]}``: Markdown, HTML, DOCX, RST, PDF
    with headings): the heading tree of the text. Text before the first heading is a node of
    its own. A PDF heading's locator also carries the page it starts on.
-3. **Pages** (``{"page": n}`` only: a PDF without headings, OCR output): one node per page.
+3. **Pages** (``{"page": n}`` only: a PDF without headings, OCR output): one node per page;
+   a paged text with heading lines (a PDF read through the OCR processor) gets its heading
+   tree, each node with the page it starts on.
 4. **Windows** (plain text, code, CSV…): consecutive parts of at most
    :data:`WINDOW_TOKENS` tokens, cut at a paragraph or line break, titled by their first line.
 
@@ -104,22 +106,26 @@ class OutlineNode:
     figures: list[Part] = field(default_factory=list)
 
 
-def outline_kind(units: Sequence[Located]) -> str:
+def outline_kind(units: Sequence[Located], text: str | None = None) -> str:
     """Which structure :func:`build_outline` uses: ``slides``, ``sheets``, ``chapters``,
-    ``headings``, ``pages`` or ``windows``."""
+    ``headings``, ``pages`` or ``windows``. A paged document whose text has heading lines
+    (a PDF read through the OCR processor: its pages with a text layer keep their ``#``
+    headings, its locators only the page) is ``headings``, with ``text`` given."""
     keys = set().union(*(u.locator.keys() for u in units)) if units else set()
     for key in SEGMENT_KEYS:
         if key in keys:
             return key + "s"
     if "heading" in keys:
         return "headings"
-    return "pages" if "page" in keys else "windows"
+    if "page" in keys:
+        return "headings" if text is not None and heading_offsets(text) else "pages"
+    return "windows"
 
 
 def build_outline(text: str, units: Sequence[Located]) -> list[OutlineNode]:
     """The outline of one document as a pre-order list of nodes (see the module docstring)."""
     units = sorted(units, key=lambda u: (u.char_start, u.char_end))
-    kind = outline_kind(units)
+    kind = outline_kind(units, text)
     if kind in ("slides", "sheets", "chapters"):
         nodes = _segment_nodes(text, units, kind[:-1])
     elif kind == "headings":

@@ -60,7 +60,7 @@ def outline_body(
     shown = [n for n in nodes if depth is None or n.depth - base_depth < depth]
     capped = shown[:max_nodes]
     return {
-        "kind": outline_kind(units),
+        "kind": outline_kind(units, text),
         "total_tokens": tokens,
         "nodes": [_node_dict(n, base_depth) for n in capped],
         "total_nodes": len(nodes),
