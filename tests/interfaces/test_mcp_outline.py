@@ -59,6 +59,8 @@ def test_sections_of_a_document_then_section_three(kb: Knowledge, study: Base) -
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert tools["kb_outline"].annotations.read_only_hint is True
             assert "section" in tools["kb_read"].input_schema["properties"]
+            listed = reply(await c.call_tool("kb_list", {}))[0]["items"][0]
+            assert "outline" in listed["capabilities"]
 
             # "What are the sections of the turbine study?"
             outline, size = reply(
