@@ -7,8 +7,8 @@ Surfaces translate, ``Knowledge`` decides: routes parse, call one facade method 
 value objects; one error edge turns every :class:`KnowbaseError` into ``{code, message, details}``
 with the error's own HTTP status (validation 422, not found 404, guard refusal 409, unavailable
 503, provider 502). Request validation, unknown routes, auth and size-limit failures use the same
-shape. Routes live in :mod:`.bases`, :mod:`.items`, :mod:`.labels`,
-:mod:`.query`, :mod:`.events` and :mod:`.sync`; what they share (the facade dependency, the
+shape. Routes live in :mod:`.bases`, :mod:`.items`, :mod:`.labels`, :mod:`.query`,
+:mod:`.outline`, :mod:`.events` and :mod:`.sync`; what they share (the facade dependency, the
 error shape) in :mod:`.common`.
 
 Every request passes :mod:`.guard` first: a ``Host`` the server does not answer to gets 421
@@ -237,6 +237,9 @@ def create_app(
         labels as http_labels,
     )
     from knowbase.interfaces.http import (
+        outline as http_outline,
+    )
+    from knowbase.interfaces.http import (
         query as http_query,
     )
     from knowbase.interfaces.http import (
@@ -278,7 +281,15 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_upload_bytes, json_limit=DEFAULT_MAX_JSON_BYTES)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts, allowed_origins))
-    for module in (http_bases, http_items, http_labels, http_query, http_events, http_sync):
+    for module in (
+        http_bases,
+        http_items,
+        http_labels,
+        http_query,
+        http_outline,
+        http_events,
+        http_sync,
+    ):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console/)
     # kb is None only where a test builds the app for its OpenAPI schema alone

@@ -9,12 +9,12 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 
+from knowbase.errors import InvalidInput
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
     ConceptBatchOut,
     ConceptGrepOut,
     ConceptIdsRequest,
-    ConceptReadOut,
     JobOut,
     JobStatus,
     MultiSearchOut,
@@ -24,6 +24,7 @@ from knowbase.interfaces.http.models import (
     StatusOut,
     TreeOut,
 )
+from knowbase.interfaces.http.outline import SectionReadOut
 from knowbase.jobs.model import Job
 from knowbase.service import Knowledge
 
@@ -150,16 +151,28 @@ def search_many(body: MultiSearchRequest, kb: Knowledge = Depends(get_kb)) -> di
 
 
 # --- concepts ----------------------------------------------------------------------------------
-@router.get("/bases/{base}/concepts/read", response_model=ConceptReadOut, tags=["concepts"])
+@router.get("/bases/{base}/concepts/read", response_model=SectionReadOut, tags=["concepts"])
 def read_concept(
     base: str,
     concept_id: str = Query(min_length=1, max_length=4096, description="path inside the base"),
     char_start: int | None = Query(None, ge=0, le=2**40),
     char_end: int | None = Query(None, ge=0, le=2**40),
+    section: str | None = Query(
+        None, min_length=1, max_length=1000, description="an outline node id or heading path"
+    ),
+    cursor: str | None = Query(None, min_length=1, max_length=1100, description="next_cursor"),
+    max_tokens: int | None = Query(None, ge=1, le=5000, description="section read budget"),
     kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
-    """The document's Markdown (or a character slice of it) by Concept ID."""
+    """The document's Markdown (or a character slice of it) by Concept ID; with ``section``
+    (or a ``cursor``), that section whole within ``max_tokens`` (default 1,500)."""
     b = kb.get_base(base)
+    if section is not None or cursor is not None:
+        if char_start is not None or char_end is not None:
+            raise InvalidInput("a section read takes no char_start/char_end", section=section)
+        return kb.concepts.read_section(
+            b.id, concept_id, section, cursor=cursor, max_tokens=max_tokens
+        )
     return kb.concepts.read_concept(b.id, concept_id, char_start=char_start, char_end=char_end)
 
 

@@ -1,12 +1,15 @@
-"""The MCP server: six agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
+"""The MCP server: seven agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
 
 Tools (arguments keep the origin's camelCase): ``kb_list`` (bases with their mode, model and
 freshness, or one base's outline), ``kb_tree`` (the outline), ``kb_search`` (several bases,
-merged), ``kb_read`` (a slice, or grep with ``pattern``), ``kb_grep`` (a regex inside one
-document) and ``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID, sync).
+merged), ``kb_outline`` (one document's sections), ``kb_read`` (a slice, one section with
+``section``, or grep with ``pattern``), ``kb_grep`` (a regex inside one document) and
+``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID, sync).
 This module registers them (argument schemas, approval); their bodies and result shapes live in
 :mod:`.tools`, :mod:`.manage` and :mod:`.listing`, argument errors in :mod:`.arguments`, the
-reply budget in :mod:`.budget`, the scope in :mod:`.scope`, running the server in :mod:`.run`.
+reply budget in :mod:`.budget`, outlines and sections in :mod:`.outline` (``kb_outline`` is
+registered by :mod:`.outline_tool`), the scope in :mod:`.scope`, running the server in
+:mod:`.run`.
 
 Scope: the server sees the bases it was started with (``base_ids``), or every base when that is
 None; an empty list sees none and every tool fails closed. A base outside the scope answers
@@ -31,7 +34,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from knowbase.errors import KnowbaseError
-from knowbase.interfaces.mcp import arguments, budget, listing, manage, tools
+from knowbase.interfaces.mcp import arguments, budget, listing, manage, outline_tool, tools
+from knowbase.interfaces.mcp import outline as mcp_outline
 from knowbase.interfaces.mcp.approval import Approve, _approval_text, _client_elicits, _Decision
 from knowbase.interfaces.mcp.listing import _decode_cursor as _decode_cursor  # re-exported
 from knowbase.interfaces.mcp.manage import _add_input, _manage_problem
@@ -61,7 +65,8 @@ DEFAULT_HTTP_PORT = 8765
 INSTRUCTIONS = (
     "Knowledge bases of the user. Start with kb_list to see the bases, kb_list with baseId for "
     "one base's outline (Concept IDs), kb_search to find passages (cite the returned ids), "
-    "kb_read to read or grep a document by Concept ID. kb_manage changes a base and needs "
+    "kb_outline for a document's sections, kb_read to read a document or one section of it "
+    "(section=<id>) or grep it by Concept ID. kb_manage changes a base and needs "
     "the user's approval."
 )
 
@@ -272,8 +277,10 @@ def build_server(
         description=(
             "Read a document of a knowledge base by its conceptId: a slice of at most 20,000 "
             "characters from charStart to charEnd (truncated=true means there is more; continue "
-            "from charEnd). With pattern: regex search line by line instead (case-insensitive "
-            "unless ignoreCase=false), returning line numbers, offsets and snippets."
+            "from charEnd). With section (a kb_outline id or heading path): that section whole, "
+            "maxTokens at a time (continue with cursor=nextCursor). With pattern: regex search "
+            "line by line instead (case-insensitive unless ignoreCase=false), returning line "
+            "numbers, offsets and snippets."
         ),
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
@@ -287,7 +294,13 @@ def build_server(
         ] = None,
         ignoreCase: bool = True,
         maxMatches: Annotated[int | None, Field(ge=1, le=200)] = None,
+        section: Annotated[str | None, mcp_outline.SECTION] = None,
+        cursor: Annotated[str | None, mcp_outline.CURSOR] = None,
+        maxTokens: Annotated[int | None, mcp_outline.MAX_TOKENS] = None,
     ) -> CallToolResult:
+        if section is not None or cursor is not None:
+            args = (baseId, conceptId, section, cursor, maxTokens, (charStart, charEnd, pattern))
+            return mcp_outline.read_section(scope, cites, *args)
         return tools.kb_read(
             scope,
             cites,
@@ -299,6 +312,8 @@ def build_server(
             ignore_case=ignoreCase,
             max_matches=maxMatches,
         )
+
+    outline_tool.register(server, scope)
 
     def approval(
         ctx: Context,
