@@ -15,7 +15,6 @@ Every request passes :mod:`.http_guard` first: a ``Host`` the server does not an
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import os
@@ -26,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,8 +54,9 @@ HTTP_CODES = {
     415: "unsupported_media_type",
 }
 _DESCRIPTIONS = {
-    401: "missing or wrong bearer token",
-    403: "a state-changing request from a foreign Origin (code origin_not_allowed)",
+    401: "missing, wrong, expired or revoked key (KNOWBASE_API_TOKEN or a kb keys key)",
+    403: "the key's access does not cover the operation (key_not_allowed), or a"
+    " state-changing request from a foreign Origin (origin_not_allowed)",
     404: "the base, item, concept or job does not exist",
     409: "a guard refused the operation, or detect-strategy conflicts (details.conflicts)",
     413: "the request body is larger than the server's limit",
@@ -197,29 +196,6 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _auth_dependency(token: str) -> Any:
-    from knowbase.interfaces.http.external import RETRIEVAL_PATHS, SLASHED_PATHS
-
-    bearer = HTTPBearer(auto_error=False, description="KNOWBASE_API_TOKEN")
-    own_keys = frozenset(RETRIEVAL_PATHS + SLASHED_PATHS)
-    expected = token.encode("utf-8")
-
-    def check(
-        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
-    ) -> None:
-        if request.scope["path"] in own_keys:
-            return  # Dify's endpoint checks its own keys (external_api_keys)
-        # Starlette decodes headers as latin-1: encoding back gives the bytes that were sent.
-        given = (creds.credentials if creds else "").encode("latin-1")
-        # compare_digest: the time taken does not tell how much of the token was right.
-        if not creds or not hmac.compare_digest(given, expected):
-            raise HTTPException(
-                401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
-            )
-
-    return check
-
-
 def create_app(
     kb: Knowledge,
     *,
@@ -239,7 +215,9 @@ def create_app(
     ``allowed_origins`` may change state
     (:class:`~knowbase.interfaces.http.guard.HostPolicy`).
 
-    ``token``: when set, every route needs ``Authorization: Bearer <token>``; ``require_token``
+    ``token``: the admin key (``KNOWBASE_API_TOKEN``). Routes take it or a scoped key
+    (``kb keys create``) as ``Authorization: Bearer <key>``, by the table in
+    :mod:`.scopes`; with no token and no live key the server is open. ``require_token``
     refuses to build an app without one (``kb serve`` sets it for non-loopback hosts).
     ``local_path_roots``: ``file``/``directory`` inputs must resolve under one of them (none →
     local-path adds are refused; uploads always work). ``max_upload_bytes`` bounds any body,
@@ -274,9 +252,12 @@ def create_app(
         )
     if max_upload_bytes < 1:
         raise InvalidInput("max_upload_bytes must be positive", max_upload_bytes=max_upload_bytes)
-    dependencies = [Depends(_auth_dependency(token))] if token else []
-    # 403 and 421 come from the guard in front of every route (403 on state-changing ones).
-    responses = error_responses(*((401, 403, 421) if token else (403, 421)))
+    from knowbase.interfaces.http.scopes import authorize
+
+    # Every route passes the key check (interfaces/http/scopes.py: the route table); 403 also
+    # comes from the guard in front of every route (a foreign Origin), 421 from it alone.
+    dependencies = [Depends(authorize)]
+    responses = error_responses(401, 403, 421)
     app = FastAPI(
         title="knowbase",
         version="0.1.0",
@@ -289,6 +270,7 @@ def create_app(
         responses=responses,
     )
     app.state.kb = kb
+    app.state.admin_token = token
     app.state.search_concurrency = max(1, search_concurrency or min(4, os.cpu_count() or 1))
     app.state.search_limiter = None
     app.state.max_upload_bytes = max_upload_bytes

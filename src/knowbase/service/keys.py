@@ -1,0 +1,123 @@
+"""The API-key methods of ``Knowledge`` (``catalog/keys.py``, ``jobs/actor.py``): wiring only.
+
+Keys are created and revoked from the CLI (``kb keys``); servers call :meth:`authenticate` on
+every request, so a key created or revoked while a server runs counts at once.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from knowbase.catalog.models import OPEN, ApiKey, Principal
+from knowbase.errors import Unauthorized
+
+if TYPE_CHECKING:
+    from knowbase.catalog.models import Base
+    from knowbase.jobs.actor import Actor
+    from knowbase.runtime import Runtime
+
+ADMIN = "admin"
+#: One message for a missing, unknown, expired and revoked key: the answer tells nothing.
+REFUSED = "a valid API key is required (Authorization: Bearer <key>)"
+
+
+class KeysFacade:
+    """Mixed into ``Knowledge``, which supplies ``rt`` and ``get_base``."""
+
+    rt: Runtime
+
+    def get_base(self, name_or_id: str) -> Base:
+        raise NotImplementedError  # Knowledge's
+
+    def _now_ms(self) -> int:
+        return int(self.rt.clock() * 1000)
+
+    def create_key(
+        self,
+        name: str,
+        *,
+        write: bool,
+        bases: Iterable[str] | None = None,
+        expires_at_ms: int | None = None,
+    ) -> tuple[ApiKey, str]:
+        """A new key and its token (shown once: only its hash is kept). ``bases``: names or
+        ids (None: every base); each must exist now. ``write``: may change the bases it sees
+        (add, delete, reindex, settings); else read only."""
+        from knowbase.catalog import keys
+
+        ids = None if bases is None else [self.get_base(b).id for b in bases]
+        with self.rt.catalog.write_tx() as conn:
+            return keys.create(
+                conn,
+                name,
+                access="write" if write else "read",
+                base_ids=ids,
+                expires_at=expires_at_ms,
+                now_ms=self._now_ms(),
+            )
+
+    def list_keys(self) -> list[ApiKey]:
+        """Every key (live, expired, revoked), by name; never a token."""
+        from knowbase.catalog import keys
+
+        with self.rt.catalog.read() as conn:
+            return keys.list_keys(conn)
+
+    def revoke_key(self, name: str) -> ApiKey:
+        """Revoke the key at once (servers check keys on every request)."""
+        from knowbase.catalog import keys
+
+        with self.rt.catalog.write_tx() as conn:
+            return keys.revoke(conn, name, now_ms=self._now_ms())
+
+    def key_state(self, key: ApiKey) -> str:
+        """``active``, ``expired`` or ``revoked``, now."""
+        return key.state(self._now_ms())
+
+    def authenticate(self, token: str | None, *, admin_token: str | None) -> Principal:
+        """Who a request with bearer ``token`` acts as; ``Unauthorized`` when it may not act.
+
+        ``admin_token`` (``KNOWBASE_API_TOKEN``) is the admin. A key acts with its access and
+        bases while it is neither expired nor revoked. Without a token, a server that has
+        neither an admin token nor a live key is open (everyone is the admin, as before keys);
+        otherwise a token is required.
+        """
+        from knowbase.catalog import keys
+
+        if token:
+            # Starlette decodes headers as latin-1: encoding back gives the bytes that were sent.
+            given = token.encode("latin-1", "replace")
+            # compare_digest: the time taken does not tell how much of the token was right.
+            if admin_token and hmac.compare_digest(given, admin_token.encode("utf-8")):
+                return Principal(ADMIN, "admin")
+            with self.rt.catalog.read() as conn:
+                key = keys.find(conn, token)
+            if key is None or key.state(self._now_ms()) != "active":
+                raise Unauthorized(REFUSED)
+            ids = None if key.base_ids is None else frozenset(key.base_ids)
+            return Principal(key.name, key.access, ids)
+        if admin_token:
+            raise Unauthorized(REFUSED)
+        with self.rt.catalog.read() as conn:
+            if keys.any_live(conn, self._now_ms()):
+                raise Unauthorized(REFUSED)
+        return OPEN
+
+    def acting_as(self, key: str | None, surface: str) -> AbstractContextManager[Actor]:
+        """Inside the block, every job enqueued records ``key`` and ``surface`` as who asked
+        (``job.by_key``, ``job.by_surface``; ``kb jobs --by KEY``)."""
+        from knowbase.jobs.actor import Actor, acting
+
+        return acting(Actor(key, surface))
+
+    def act_as(self, key: str | None, surface: str) -> None:
+        """:meth:`acting_as` for the rest of the current context (a request's task)."""
+        from knowbase.jobs.actor import Actor, act_as
+
+        act_as(Actor(key, surface))
+
+
+__all__ = ["ADMIN", "KeysFacade"]
