@@ -289,11 +289,12 @@ def create_app(
     app.include_router(console.router)  # the web console at / (interfaces/console/)
     # kb is None only where a test builds the app for its OpenAPI schema alone
     external_keys = kb.settings.external_api_keys if kb is not None else ()
-    if external_keys:  # Dify's external knowledge API, off until a key is configured
+    if external_keys or (kb is not None and token):
+        # Dify's external knowledge API, off until a Dify key or the API token is configured
         from knowbase.interfaces.http.external import build_router
 
         app.include_router(build_router(external_keys))
-    openapi.install(app, dify=bool(external_keys))
+    openapi.install(app, dify=bool(external_keys) or (kb is not None and bool(token)))
     return app
 
 
