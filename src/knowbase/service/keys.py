@@ -106,6 +106,16 @@ class KeysFacade:
                 raise Unauthorized(REFUSED)
         return OPEN
 
+    def get_visible_base(self, name_or_id: str, principal: Principal) -> Base:
+        """The base, when ``principal`` may see it; else the very ``NotFound`` an unknown base
+        gets (a scoped key learns nothing of the other bases)."""
+        from knowbase.catalog.bases import unknown_base
+
+        base = self.get_base(name_or_id)
+        if not principal.sees(base.id):
+            raise unknown_base(name_or_id)
+        return base
+
     def acting_as(self, key: str | None, surface: str) -> AbstractContextManager[Actor]:
         """Inside the block, every job enqueued records ``key`` and ``surface`` as who asked
         (``job.by_key``, ``job.by_surface``; ``kb jobs --by KEY``)."""

@@ -1,6 +1,7 @@
-"""Which key may call which route: the one table, and the check every request passes.
+"""Which key may call which route: the check every HTTP request passes.
 
-Each route of the app has a :class:`Rule` in :data:`ROUTES`, keyed by method and path template:
+Each route of the app has a rule in :data:`knowbase.interfaces.access.ROUTES` (the one table of
+scope rules, MCP tools included), keyed by method and path template:
 the access it needs (``read`` < ``write`` < ``admin``; ``public`` needs no key) and where it
 names a base (``path``: ``{base}``; ``body``/``query``/``job``/``list``: the route narrows what
 it reads by the caller's bases itself, with :func:`visible_base` and :func:`principal_of`).
@@ -25,100 +26,22 @@ Dify's ``/retrieval`` checks its keys itself (it answers in Dify's error shape):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from knowbase.catalog.models import OPEN, Principal
-from knowbase.errors import KeyNotAllowed, KnowbaseError, NotFound, Unauthorized
+from knowbase.errors import KeyNotAllowed, KnowbaseError, Unauthorized
+from knowbase.interfaces.access import rule_for
 
 if TYPE_CHECKING:
     from knowbase.catalog.models import Base
     from knowbase.service import Knowledge
 
-Access = Literal["public", "read", "write", "admin"]
-Names = Literal["none", "path", "body", "query", "job", "list", "own"]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """``access``: what the caller needs. ``names``: where the route names a base (``path``
-    is checked here; ``body``, ``query``, ``job`` and ``list`` by the route with
-    :func:`visible_base`; ``own``: the route checks keys itself)."""
-
-    access: Access
-    names: Names = "path"
-
-
-R, W, A = Rule("read"), Rule("write"), Rule("admin")
-PUBLIC = Rule("public", "none")
-
-#: (method, path template) → rule. HEAD is answered as GET.
-ROUTES: dict[tuple[str, str], Rule] = {
-    # bases
-    ("GET", "/bases"): Rule("read", "list"),
-    ("POST", "/bases"): Rule("admin", "none"),
-    ("GET", "/bases/{base}"): R,
-    ("PATCH", "/bases/{base}"): W,  # settings
-    ("DELETE", "/bases/{base}"): A,
-    ("POST", "/bases/{base}/restore"): A,  # makes a new base
-    ("POST", "/bases/{base}/enable-embedding"): W,
-    ("POST", "/bases/{base}/embedding-model"): W,
-    ("GET", "/bases/{base}/model-switch"): R,
-    # items
-    ("POST", "/bases/{base}/items"): W,
-    ("GET", "/bases/{base}/items"): R,
-    ("POST", "/bases/{base}/uploads"): W,
-    ("POST", "/bases/{base}/uploads/folders"): W,
-    ("GET", "/bases/{base}/items/{item_id}"): R,
-    ("DELETE", "/bases/{base}/items/{item_id}"): W,
-    ("POST", "/bases/{base}/items/{item_id}/reindex"): W,
-    ("GET", "/bases/{base}/items/{item_id}/chunks"): R,
-    ("PATCH", "/bases/{base}/items/{item}/labels"): W,
-    ("POST", "/bases/{base}/sync"): W,
-    # search and concepts
-    ("GET", "/bases/{base}/search"): R,
-    ("POST", "/bases/{base}/search"): R,
-    ("POST", "/search"): Rule("read", "body"),
-    ("GET", "/bases/{base}/concepts/read"): R,
-    ("GET", "/bases/{base}/concepts/grep"): R,
-    ("GET", "/bases/{base}/concepts/tree"): R,
-    ("POST", "/bases/{base}/concepts/delete"): W,
-    ("POST", "/bases/{base}/concepts/refresh"): W,
-    # jobs, events, status
-    ("GET", "/jobs"): Rule("read", "query"),
-    ("GET", "/bases/{base}/jobs"): R,
-    ("POST", "/bases/{base}/jobs/cancel"): W,
-    ("GET", "/jobs/{job_id}"): Rule("read", "job"),
-    ("GET", "/bases/{base}/events"): R,
-    ("GET", "/bases/{base}/summary"): R,
-    ("GET", "/status"): Rule("read", "list"),
-    ("GET", "/embedding-models"): Rule("read", "none"),
-    # Dify's external knowledge API: its own keys and error shape (interfaces/http/external.py)
-    ("POST", "/retrieval"): Rule("read", "own"),
-    ("POST", "/dify/retrieval"): Rule("read", "own"),
-    ("POST", "//retrieval"): Rule("read", "own"),
-    ("POST", "/dify//retrieval"): Rule("read", "own"),
-    # the console's pages hold no data (their scripts call the routes above) and the schema
-    ("GET", "/"): PUBLIC,
-    ("GET", "/console/bases/{base}"): PUBLIC,
-    ("GET", "/console/search"): PUBLIC,
-    ("GET", "/console/view"): PUBLIC,
-    ("GET", "/console/static/{name}"): PUBLIC,
-    ("GET", "/docs"): PUBLIC,
-    ("GET", "/openapi.json"): PUBLIC,
-}
-
 #: The console's scripts send this header so the jobs they start say ``console``.
 SURFACE_HEADER = "x-knowbase-surface"
-
-
-def rule_for(method: str, path: str) -> Rule | None:
-    """The rule of a route (``HEAD`` as ``GET``), None when the table has none."""
-    return ROUTES.get(("GET" if method == "HEAD" else method, path))
 
 
 def principal_of(request: Request) -> Principal:
@@ -129,10 +52,7 @@ def principal_of(request: Request) -> Principal:
 def visible_base(kb: Knowledge, principal: Principal, ref: str) -> Base:
     """The base ``ref`` names, when the principal may see it; else the ``NotFound`` an unknown
     base gets, word for word (a scoped key learns nothing of the other bases)."""
-    base = kb.get_base(ref)  # raises the unknown base's NotFound
-    if not principal.sees(base.id):
-        raise NotFound(f"no knowledge base named or with id {ref!r}", base=ref)
-    return base
+    return kb.get_visible_base(ref, principal)
 
 
 def visible_ids(principal: Principal) -> frozenset[str] | None:
@@ -184,13 +104,4 @@ async def authorize(
     kb.act_as(principal.name, surface)
 
 
-__all__ = [
-    "ROUTES",
-    "SURFACE_HEADER",
-    "Rule",
-    "authorize",
-    "principal_of",
-    "rule_for",
-    "visible_base",
-    "visible_ids",
-]
+__all__ = ["SURFACE_HEADER", "authorize", "principal_of", "visible_base", "visible_ids"]
