@@ -20,6 +20,7 @@ to everyone, and ``tests/interfaces/test_http_key_matrix.py`` fails until it has
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -99,7 +100,7 @@ ROUTES: dict[tuple[str, str], Rule] = {
 
 #: MCP tools (``interfaces/mcp``) → rule; their base comes in their arguments.
 TOOLS: dict[str, Rule] = {
-    "kb_list": Rule("read", "list"),
+    "kb_list": Rule("read", "body"),  # baseId: one base's outline; none: the key's bases
     "kb_tree": Rule("read", "body"),
     "kb_grep": Rule("read", "body"),
     "kb_search": Rule("read", "body"),
@@ -108,9 +109,13 @@ TOOLS: dict[str, Rule] = {
 }
 
 
+_CONVERTER = re.compile(r"\{(\w+):\w+\}")
+
+
 def rule_for(method: str, path: str) -> Rule | None:
-    """The rule of a route (``HEAD`` as ``GET``), None when the table has none."""
-    return ROUTES.get(("GET" if method == "HEAD" else method, path))
+    """The rule of a route (``HEAD`` as ``GET``; ``{item:path}`` as ``{item}``, the form
+    ``/openapi.json`` shows), None when the table has none."""
+    return ROUTES.get(("GET" if method == "HEAD" else method, _CONVERTER.sub(r"{\1}", path)))
 
 
 __all__ = ["ROUTES", "TOOLS", "Access", "Names", "Rule", "rule_for"]
