@@ -6,6 +6,7 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
 
     KnowbaseError                      code=internal_error, 500
     ├── CopyVerificationFailed             a copied home differs from its source (counts, searches)
+    ├── RouteWithoutScope                  a route or tool has no scope rule: refused to everyone
     ├── InvalidInput                   422  bad input from the caller; nothing was written
     │   ├── UnsafePath                     path escapes the material root / reserved name
     │   ├── EmptyContent                   empty or whitespace-only note/url text
@@ -162,6 +163,13 @@ class UndecodableName(InvalidInput):
 
     code = "undecodable_name"
     hint = "rename the file to a UTF-8 name (e.g. convmv -f latin1 -t utf8) and add it again"
+
+
+class RouteWithoutScope(KnowbaseError):
+    """A route (or MCP tool) has no rule in ``interfaces/access.py``: nobody may call it until
+    it gets one. A bug of the release, never of the caller."""
+
+    code = "route_without_scope"
 
 
 class Unauthorized(KnowbaseError):

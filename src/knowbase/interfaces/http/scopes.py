@@ -33,7 +33,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from knowbase.catalog.models import OPEN, Principal
-from knowbase.errors import KeyNotAllowed, KnowbaseError, Unauthorized
+from knowbase.errors import KeyNotAllowed, RouteWithoutScope, Unauthorized
 from knowbase.interfaces.access import rule_for
 
 if TYPE_CHECKING:
@@ -58,12 +58,6 @@ def visible_base(kb: Knowledge, principal: Principal, ref: str) -> Base:
 def visible_ids(principal: Principal) -> frozenset[str] | None:
     """The base ids a listing keeps (None: every base)."""
     return principal.base_ids
-
-
-class RouteWithoutScope(KnowbaseError):
-    """A route has no rule in :data:`ROUTES`: nobody may call it until it gets one."""
-
-    code = "route_without_scope"
 
 
 _bearer = HTTPBearer(
