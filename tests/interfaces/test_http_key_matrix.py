@@ -350,6 +350,12 @@ def test_mcp_matrix(world: World) -> None:
                 assert set(TOOL_PROBES) == listed, "every MCP tool needs a probe here"
                 for tool, args in TOOL_PROBES.items():
                     outcomes[(tool, key)] = _tool_outcome(await c.call_tool(tool, args))
+                # without baseId, kb_list lists the key's bases only
+                bases = (await c.call_tool("kb_list", {})).structured_content or {}
+                names = {b["name"] for b in bases["items"]}
+                assert names == ({"b"} if key == "read-b" else {"a"} if "-a" in key else names)
+                if key == "admin":
+                    assert {"a", "b", "c"} <= names
 
     anyio.run(run)
     wrong = [

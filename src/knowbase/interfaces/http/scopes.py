@@ -33,13 +33,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from knowbase.catalog.models import OPEN, Principal
-from knowbase.errors import KeyNotAllowed, RouteWithoutScope, Unauthorized
+from knowbase.errors import KeyNotAllowed, RouteWithoutScope, Unauthorized, Unavailable
 from knowbase.interfaces.access import rule_for
 
 if TYPE_CHECKING:
     from knowbase.catalog.models import Base
     from knowbase.service import Knowledge
 
+STATUS_PATH = "/status"
 #: The console's scripts send this header so the jobs they start say ``console``.
 SURFACE_HEADER = "x-knowbase-surface"
 
@@ -84,6 +85,12 @@ async def authorize(
         principal = kb.authenticate(token, admin_token=request.app.state.admin_token)
     except Unauthorized as exc:
         raise HTTPException(401, exc.message, headers={"WWW-Authenticate": "Bearer"}) from None
+    except Unavailable:
+        # Keys live in the catalog. When it cannot be read, a server without an API token still
+        # answers /status (why it is down, what to do); every other route fails with 503.
+        if path != STATUS_PATH or token is not None:
+            raise
+        principal = OPEN
     request.state.principal = principal
     if rule.names == "path" and principal.base_ids is not None:
         visible_base(kb, principal, request.path_params["base"])
