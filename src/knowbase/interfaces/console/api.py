@@ -154,7 +154,7 @@ def offered_embedding_models(kb: Knowledge) -> list[dict[str, Any]]:
     from knowbase.providers import local, multilingual
 
     out: list[dict[str, Any]] = []
-    for name in (local.MODEL_NAME, multilingual.MODEL_NAME):
+    for name in (*local.NAMES, multilingual.MODEL_NAME):
         status, reason = check_local_model(name)
         out.append(
             {"id": f"local:{name}", "kind": "model", "available": status == READY, "reason": reason}
