@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
@@ -82,6 +83,8 @@ async def authorize(
     # Read the scheme by hand as well: HTTPBearer drops a token sent without "Bearer ".
     token = creds.credentials if creds and creds.scheme.lower() == "bearer" else None
     try:
+        # inline, not in the threadpool: a token's key is remembered for a second, so this is
+        # a few microseconds but for one catalog read a second (service/keys.py)
         principal = kb.authenticate(token, admin_token=request.app.state.admin_token)
     except Unauthorized as exc:
         raise HTTPException(401, exc.message, headers={"WWW-Authenticate": "Bearer"}) from None
@@ -92,8 +95,8 @@ async def authorize(
             raise
         principal = OPEN
     request.state.principal = principal
-    if rule.names == "path" and principal.base_ids is not None:
-        visible_base(kb, principal, request.path_params["base"])
+    if rule.names == "path" and principal.base_ids is not None:  # a catalog read: off the loop
+        await run_in_threadpool(visible_base, kb, principal, request.path_params["base"])
     if not principal.allows(rule.access):
         raise KeyNotAllowed(
             f"the key {principal.name!r} has {principal.access} access; this needs {rule.access}",
