@@ -108,14 +108,15 @@ def world(
             kb.add_note(base.id, text, title="Note")
         kb.create_base("c", file_processor_id=None)
         job_a = kb.activity.list_jobs(base="a", limit=1)[0].id
-        now_ms = int(time.time() * 1000)
         tokens: dict[str, str | None] = {"admin": ADMIN_TOKEN, "none": None}
         _, tokens["write-a"] = kb.create_key("write-a", write=True, bases=["a"])
         _, tokens["read-a"] = kb.create_key("read-a", write=False, bases=["a"])
         _, tokens["read-b"] = kb.create_key("read-b", write=False, bases=["b"])
         _, tokens["revoked"] = kb.create_key("revoked", write=True)
         kb.revoke_key("revoked")
-        _, tokens["expired"] = kb.create_key("expired", write=True, expires_at_ms=now_ms + 1500)
+        # a key cannot be made expired: this one expires 2 s after it is made, before the probes
+        expires = int(time.time() * 1000) + 2000
+        _, tokens["expired"] = kb.create_key("expired", write=True, expires_at_ms=expires)
         a, b = kb.get_base("a").id, kb.get_base("b").id
         principals: dict[str, Principal | None] = {
             "admin": Principal("admin", "admin"),
@@ -129,7 +130,7 @@ def world(
         app = create_app(kb, token=ADMIN_TOKEN)
         mcp = http_app(kb, base_ids=None, allow_writes=True, admin_token=ADMIN_TOKEN)
         servers = [_serve(app), _serve(mcp)]
-        time.sleep(max(0.0, (now_ms + 1600) / 1000 - time.time()))  # "expired" has expired
+        time.sleep(max(0.0, (expires + 100) / 1000 - time.time()))  # "expired" has expired
         yield World(kb, servers[0][2], servers[1][2] + "/mcp", tokens, principals, job_a, app)
         for server, _, _ in servers:
             server.should_exit = True
