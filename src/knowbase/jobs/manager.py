@@ -199,10 +199,18 @@ class JobManager:
         kind_prefix: str | None = None,
         limit: int = 1000,
         before: str | None = None,
+        queues: Iterable[str] | None = None,
+        by_key: str | None = None,
     ) -> list[Job]:
         """See :meth:`JobQueries.list_jobs`."""
         return self.queries.list_jobs(
-            queue=queue, statuses=statuses, kind_prefix=kind_prefix, limit=limit, before=before
+            queue=queue,
+            statuses=statuses,
+            kind_prefix=kind_prefix,
+            limit=limit,
+            before=before,
+            queues=queues,
+            by_key=by_key,
         )
 
     def iter_jobs(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from knowbase.catalog.db import Catalog
 from knowbase.errors import Unavailable
+from knowbase.jobs.actor import Actor, acting
 from knowbase.jobs.attempt_state import Attempt as _Attempt
 from knowbase.jobs.context import JobContext
 from knowbase.jobs.disk_full import DiskFullBackoff, is_disk_full
@@ -296,7 +297,9 @@ class Worker:
         try:
             handler = att.reg.handler
             assert handler is not None  # a kind without one runs only in batches (_run_batch)
-            handler(att.ctx)
+            # a job acts as whoever asked for it: the jobs it enqueues name the same key
+            with acting(Actor(att.job.by_key, att.job.by_surface)):
+                handler(att.ctx)
         except BaseException as exc:  # noqa: BLE001 - the one place every outcome is decided
             error = exc
         finally:
@@ -310,8 +313,10 @@ class Worker:
         never its batch-mates'); one the worker already ended (timeout, cancel) is skipped."""
         handler = group[0].reg.batch_handler
         assert handler is not None
+        first = group[0].job  # a batch is one base's index jobs; they act as the first did
         try:
-            errors = handler([att.ctx for att in group])
+            with acting(Actor(first.by_key, first.by_surface)):
+                errors = handler([att.ctx for att in group])
         except BaseException as exc:  # noqa: BLE001 - the whole batch failed: every attempt's
             errors = {att.job.id: exc for att in group}
         for att in group:

@@ -17,17 +17,15 @@ Every request passes :mod:`.guard` first: a ``Host`` the server does not answer 
 
 from __future__ import annotations
 
-import hmac
 import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -173,29 +171,6 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _auth_dependency(token: str) -> Any:
-    from knowbase.interfaces.http.external import RETRIEVAL_PATHS, SLASHED_PATHS
-
-    bearer = HTTPBearer(auto_error=False, description="KNOWBASE_API_TOKEN")
-    own_keys = frozenset(RETRIEVAL_PATHS + SLASHED_PATHS)
-    expected = token.encode("utf-8")
-
-    def check(
-        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
-    ) -> None:
-        if request.scope["path"] in own_keys:
-            return  # Dify's endpoint checks its own keys (external_api_keys)
-        # Starlette decodes headers as latin-1: encoding back gives the bytes that were sent.
-        given = (creds.credentials if creds else "").encode("latin-1")
-        # compare_digest: the time taken does not tell how much of the token was right.
-        if not creds or not hmac.compare_digest(given, expected):
-            raise HTTPException(
-                401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
-            )
-
-    return check
-
-
 def create_app(
     kb: Knowledge,
     *,
@@ -215,7 +190,9 @@ def create_app(
     ``allowed_origins`` may change state
     (:class:`~knowbase.interfaces.http.guard.HostPolicy`).
 
-    ``token``: when set, every route needs ``Authorization: Bearer <token>``; ``require_token``
+    ``token``: the admin key (``KNOWBASE_API_TOKEN``). Routes take it or a scoped key
+    (``kb keys create``) as ``Authorization: Bearer <key>``, by the table in
+    :mod:`.scopes`; with no token and no live key the server is open. ``require_token``
     refuses to build an app without one (``kb serve`` sets it for non-loopback hosts).
     ``local_path_roots``: ``file``/``directory`` inputs must resolve under one of them (none →
     local-path adds are refused; uploads always work). ``max_upload_bytes`` bounds any body,
@@ -253,9 +230,12 @@ def create_app(
         )
     if max_upload_bytes < 1:
         raise InvalidInput("max_upload_bytes must be positive", max_upload_bytes=max_upload_bytes)
-    dependencies = [Depends(_auth_dependency(token))] if token else []
-    # 403 and 421 come from the guard in front of every route (403 on state-changing ones).
-    responses = error_responses(*((401, 403, 421) if token else (403, 421)))
+    from knowbase.interfaces.http.scopes import authorize
+
+    # Every route passes the key check (interfaces/http/scopes.py: the route table); 403 also
+    # comes from the guard in front of every route (a foreign Origin), 421 from it alone.
+    dependencies = [Depends(authorize)]
+    responses = error_responses(401, 403, 421)
     app = FastAPI(
         title="knowbase",
         version="0.1.0",
@@ -268,6 +248,7 @@ def create_app(
         responses=responses,
     )
     app.state.kb = kb
+    app.state.admin_token = token
     app.state.search_concurrency = max(1, search_concurrency or min(4, os.cpu_count() or 1))
     app.state.search_limiter = None
     app.state.max_upload_bytes = max_upload_bytes
@@ -294,11 +275,12 @@ def create_app(
     app.include_router(console.router)  # the web console at / (interfaces/console/)
     # kb is None only where a test builds the app for its OpenAPI schema alone
     external_keys = kb.settings.external_api_keys if kb is not None else ()
-    if external_keys:  # Dify's external knowledge API, off until a key is configured
+    if external_keys or (kb is not None and token):
+        # Dify's external knowledge API, off until a Dify key or the API token is configured
         from knowbase.interfaces.http.external import build_router
 
         app.include_router(build_router(external_keys))
-    openapi.install(app, dify=bool(external_keys))
+    openapi.install(app, dify=bool(external_keys) or (kb is not None and bool(token)))
     return app
 
 

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from knowbase.service import Knowledge
 
 _DESCRIPTIONS = {
-    401: "missing or wrong bearer token",
-    403: "a state-changing request from a foreign Origin (code origin_not_allowed)",
+    401: "missing, wrong, expired or revoked key (KNOWBASE_API_TOKEN or a kb keys key)",
+    403: "the key's access does not cover the operation (key_not_allowed), or a"
+    " state-changing request from a foreign Origin (origin_not_allowed)",
     404: "the base, item, concept or job does not exist",
     409: "a guard refused the operation, or detect-strategy conflicts (details.conflicts)",
     413: "the request body is larger than the server's limit",

@@ -342,6 +342,8 @@ class JobOut(BaseModel):
     created_at: int
     updated_at: int
     finished_at: int | None
+    by_key: str | None = Field(None, description="the API key that asked for it (or admin)")
+    by_surface: str | None = Field(None, description="http, console, mcp or cli")
 
 
 # --- readiness ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import {
   api, badge, el, enc, errorText, notify, request, showError, start, streamEvents, ApiError,
 } from "./common.js";
 import { fillSettings, wireSettings } from "./base_settings.js";
+import { loadChanges, scheduleChanges } from "./changes.js";
 
 const BASE = document.body.dataset.base;
 const ACTIVE = new Set(["idle", "preparing", "processing", "reading", "embedding"]);
@@ -265,6 +266,7 @@ function onEvent(name, data) {
     }
     scheduleRender();
   } else if (name === "job") {
+    if (jobs.get(data.id) !== data.status) scheduleChanges(baseId, showError);
     jobs.set(data.id, data.status);
     scheduleRender();
   } else if (name === "base" && data.status === "deleted") {
@@ -490,5 +492,6 @@ start(async () => {
   wireAdding();
   wireSettings(baseId, showBase).catch(showError);
   await loadItems();
+  loadChanges(baseId).catch(showError);
   follow();
 });
