@@ -38,18 +38,60 @@ MAY_IMPORT: dict[str, set[str]] = {
     | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "files", "index"},
     "search": _BASE | {"settings", "catalog", "pipeline", "providers", "index", "runtime"},
     "operations": _BASE
-    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "files",
-       "index"},
+    | {
+        "settings",
+        "catalog",
+        "jobs",
+        "locks",
+        "pipeline",
+        "providers",
+        "runtime",
+        "files",
+        "index",
+    },
     "eval": _BASE | {"settings", "catalog", "providers", "search", "operations"},
     "portable": _BASE
-    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "files",
-       "index", "operations"},
+    | {
+        "settings",
+        "catalog",
+        "jobs",
+        "locks",
+        "pipeline",
+        "providers",
+        "runtime",
+        "files",
+        "index",
+        "operations",
+    },
     "service": _BASE
-    | {"settings", "catalog", "jobs", "locks", "pipeline", "providers", "runtime", "files",
-       "index", "search", "eval", "operations", "portable"},
+    | {
+        "settings",
+        "catalog",
+        "jobs",
+        "locks",
+        "pipeline",
+        "providers",
+        "runtime",
+        "files",
+        "index",
+        "search",
+        "eval",
+        "operations",
+        "portable",
+    },
     "interfaces": _BASE
-    | {"settings", "service", "providers", "files", "pipeline", "catalog", "jobs", "search",
-       "eval", "operations"},
+    | {
+        "settings",
+        "service",
+        "providers",
+        "files",
+        "pipeline",
+        "catalog",
+        "jobs",
+        "search",
+        "eval",
+        "operations",
+    },
     "integrations": _BASE | {"settings", "service"},
 }
 
@@ -139,7 +181,7 @@ def cycles(package: Path, debt: set[tuple[str, str]]) -> list[list[str]]:
     def walk(node: str, path: list[str]) -> None:
         for nxt in sorted(graph.get(node, ())):
             if nxt in path:
-                found.append(path[path.index(nxt):] + [nxt])
+                found.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in done:
                 walk(nxt, path + [nxt])
         done.add(node)
@@ -157,8 +199,7 @@ def test_every_import_follows_the_table() -> None:
 def test_no_debt_entry_is_stale() -> None:
     edges = room_edges(PACKAGE)
     stale = sorted(
-        (m, room) for m, room in KNOWN_DEBT
-        if m not in edges.get((room_of(m) or "", room), set())
+        (m, room) for m, room in KNOWN_DEBT if m not in edges.get((room_of(m) or "", room), set())
     )
     assert stale == [], "these imports are gone: delete their KNOWN_DEBT entries"
 
@@ -181,23 +222,29 @@ def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_check_fails_on_a_planted_upward_import(tmp_path: Path) -> None:
-    package = _plant(tmp_path, {
-        "__init__.py": "",
-        "errors.py": "",
-        "catalog/__init__.py": "",
-        "catalog/items.py": "def f():\n    from knowbase.service import Knowledge\n",
-        "service.py": "from knowbase.catalog import items\n",
-    })
+    package = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "",
+            "catalog/__init__.py": "",
+            "catalog/items.py": "def f():\n    from knowbase.service import Knowledge\n",
+            "service.py": "from knowbase.catalog import items\n",
+        },
+    )
     table = {"errors": set(), "catalog": {"errors"}, "service": {"catalog", "errors"}}
     assert violations(package, table, set()) == ["knowbase.catalog.items imports service"]
     assert violations(package, table, {("knowbase.catalog.items", "service")}) == []
 
 
 def test_the_check_fails_on_a_planted_cycle(tmp_path: Path) -> None:
-    package = _plant(tmp_path, {
-        "__init__.py": "",
-        "jobs/__init__.py": "from .. import tasks\n",
-        "tasks/__init__.py": "from knowbase.jobs import x\n",
-    })
+    package = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "jobs/__init__.py": "from .. import tasks\n",
+            "tasks/__init__.py": "from knowbase.jobs import x\n",
+        },
+    )
     assert cycles(package, set()) == [["jobs", "tasks", "jobs"]]
     assert cycles(package, {("knowbase.tasks", "jobs")}) == []

@@ -24,7 +24,10 @@ def bodies(kb: Knowledge, base_id: str) -> set[str]:
 
 
 def test_kill_mid_switch_leaves_the_old_model_serving_then_resumes(
-    kb: Knowledge, kb_settings: Settings, src: Path, workers  # noqa: F811
+    kb: Knowledge,
+    kb_settings: Settings,
+    src: Path,
+    workers,  # noqa: F811
 ) -> None:  # type: ignore[no-untyped-def]
     base = kb.create_base("crash", embedding_model_id=OLD, file_processor_id=None)
     kb.add(base.id, [AddInput.note(f"note {i} with shared words") for i in range(200)], wait=True)

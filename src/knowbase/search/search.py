@@ -109,6 +109,8 @@ class SearchResult:
     context: dict[str, Any] | None = None
     # the part worth reading, centred on the best-matching lines (:mod:`.snippet`)
     snippet: dict[str, Any] | None = None
+    # with ``group="document"`` (:mod:`.grouping`): the document's best passages, best first
+    citations: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 class Knowledge(SearchFacade, LabelsFacade):
     """One home's knowledge bases. Open it as a context manager; workers start on demand."""
 

@@ -374,9 +374,7 @@ def jobs(
             for jid, base_name, kind, on, status, attempts, prog, error in rows:
                 cli.console.print(f"{jid}  {kind}  {status}  {attempts}", highlight=False)
                 rest = [f"base {base_name}", f"on {on}" if on else "", prog, error]
-                cli.console.print(
-                    "  " + " · ".join(escape(r) for r in rest if r), highlight=False
-                )
+                cli.console.print("  " + " · ".join(escape(r) for r in rest if r), highlight=False)
             return
         table = Table(
             "id", "base", "kind", "on", "status", "attempts", "progress", "error", box=None

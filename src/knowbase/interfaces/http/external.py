@@ -162,9 +162,7 @@ def retrieve(kb: Knowledge, body: RetrievalRequest) -> dict[str, Any]:
     threshold = setting.score_threshold or 0.0
     kept = [r for r in response.results if r.score >= threshold]
     labels = kb.effective_labels(base.id, {r.item_id for r in kept})
-    return {
-        "records": [record_of(r, base.name, labels.get(r.item_id, ([], {}))) for r in kept]
-    }
+    return {"records": [record_of(r, base.name, labels.get(r.item_id, ([], {}))) for r in kept]}
 
 
 def _parse(raw: bytes) -> RetrievalRequest | JSONResponse:

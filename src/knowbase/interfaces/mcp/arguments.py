@@ -55,9 +55,7 @@ def server_class() -> type:
     from pydantic import ValidationError
 
     class CheckedServer(MCPServer):  # type: ignore[misc]
-        async def call_tool(
-            self, name: str, arguments: dict[str, Any], context: Any = None
-        ) -> Any:
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             # the public listing (six tools), not the SDK's private lookup
             schemas = {t.name: t.input_schema for t in await self.list_tools()}
             schema = schemas.get(name)

@@ -177,5 +177,3 @@ def kb_list(
         return _from_error(exc, _not_found_guidance(exc))
     except KnowbaseError as exc:
         return _from_error(exc)
-
-

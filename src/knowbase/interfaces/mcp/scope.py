@@ -53,7 +53,6 @@ class Scope:
         return b
 
 
-
 def resolve_scope(kb: Knowledge, refs: list[str] | None) -> list[str] | None:
     """``--base`` names/ids → ids. None → every base; a list matching nothing refuses to start."""
     if refs is None:
