@@ -140,7 +140,5 @@ if __name__ == "__main__":
     elif cmd == "dump":
         dump(names)
     else:
-        grid = ["old"] + [
-            (kw, z, f) for kw in (0.15, 0.2, 0.25) for z in (0.15, 0.2, 0.25) for f in (0.1, 0.0)
-        ]
+        grid = ["old"] + [(0.2, m, 0.1) for m in (0.15, 0.2, 0.25)] + [(0.2, 0.2, 0.0)]
         score(names, grid)
