@@ -19,7 +19,7 @@ from __future__ import annotations
 import pickle
 import sys
 
-from judged_sets import CACHE, SETS, judged
+from judged_sets import CACHE, SETS, calibrated, judged
 
 DAMPINGS = (0.1, 0.2, 0.3, 0.5)
 
@@ -35,6 +35,7 @@ def _runs(name: str, split: str, damping: float | None) -> tuple[dict, dict]:
     at100: dict[str, dict[str, float]] = {}
     for qid, (v, k) in cached.items():
         doc = {u: m for u, m, _ in [*v, *k]}
+        v = calibrated(name, v)
         vec, kw = [(u, s) for u, _, s in v], [(u, s) for u, _, s in k]
         fused = fuse(vec, kw, FusionSettings()) if vec else kw
         hits = [(doc[u], float(s)) for u, s in fused[:200]]

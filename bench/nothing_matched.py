@@ -19,7 +19,7 @@ import json
 import pickle
 import sys
 
-from judged_sets import CACHE, LANE, MODELS, ROOT, SETS, _cache, _provider, judged
+from judged_sets import CACHE, LANE, MODELS, ROOT, SETS, _cache, _provider, calibrated, judged
 
 UNMATCHED = {
     "en": ROOT / "eval" / "unmatched" / "en.jsonl",
@@ -60,13 +60,16 @@ def features(name: str) -> None:
     print(f"{name}: {len(out)} unmatched queries' lanes cached", flush=True)
 
 
-def _decide(v: list, k: list, policy: tuple | str) -> list[str]:
+def _decide(v: list, k: list, policy: tuple | str, name: str) -> list[str]:
     """The units a top-10 search keeps under ``policy``: ``"old"`` (the per-hit 0.2 cut on hits
     the keyword lane did not find) or ``(keyword_match, margin, floor)`` (``search/matched.py``)."""
     from knowbase.search.fusion import FusionSettings, fuse
     from knowbase.search.matched import query_matched
 
-    vec, kw = [(u, s) for u, _, s in v], [(u, s) for u, _, s in k]
+    raw = [s for _, _, s in v][:250]  # the verdict reads the lane's own cosines
+    # the Turn 3 cut ran on raw cosines; search now fuses calibrated ones
+    lane = v if policy == "old" else calibrated(name, v)
+    vec, kw = [(u, s) for u, _, s in lane], [(u, s) for u, _, s in k]
     fused = (fuse(vec, kw, FusionSettings()) if vec else kw)[:10]
     lexical = {u for u, _ in kw}
     if policy == "old":
@@ -74,7 +77,7 @@ def _decide(v: list, k: list, policy: tuple | str) -> list[str]:
     else:
         keyword_match, margin, floor = policy
         verdict = query_matched(
-            [s for _, s in vec[:250]],
+            raw,
             [s for _, s in kw],
             keyword_match=keyword_match,
             margin=margin,
@@ -101,18 +104,18 @@ def score(names: list[str], policies: list) -> None:  # noqa: ANN001
             for lang in UNMATCHED:
                 qs = [q for q in lanes if q.startswith(lang + "-")]
                 if qs and lang == name:  # en's on the MiniLM base, zh's on the e5 base
-                    none = sum(1 for q in qs if not _decide(*lanes[q], policy))
+                    none = sum(1 for q in qs if not _decide(*lanes[q], policy, name))
                     cells.append(f"{name}:{lang}-unmatched→none {none}/{len(qs)}")
             cached = _load(name, "lanes.pickle")
             for split in SETS[name][1] if cached else ():
                 _, qrels = judged(name)[split]
                 full = cut = 0
                 for qid, (v, k) in cached[split].items():
-                    top = _decide(v, k, (0.0, -1e9, 0.0))  # everything
+                    top = _decide(v, k, (0.0, -1e9, 0.0), name)  # everything
                     doc = {u: m for u, m, _ in [*v, *k]}
                     rel = {u for u in top if qrels[qid].get(doc[u], 0) > 0 and doc[u] != qid}
                     full += len(rel)
-                    cut += len(rel - set(_decide(v, k, policy)))
+                    cut += len(rel - set(_decide(v, k, policy, name)))
                 cells.append(f"{name}/{split} cut {cut}/{full}")
         print(f"{policy}: " + "; ".join(cells), flush=True)
 
@@ -140,5 +143,5 @@ if __name__ == "__main__":
     elif cmd == "dump":
         dump(names)
     else:
-        grid = ["old"] + [(0.2, m, 0.1) for m in (0.15, 0.2, 0.25)] + [(0.2, 0.2, 0.0)]
+        grid = [(0.2, m, 0.0) for m in (0.15, 0.2, 0.25)] + [(0.2, 0.2, 0.05), (0.2, 0.2, 0.1)]
         score(names, grid)

@@ -35,8 +35,8 @@ DENSE_MARGIN = 0.2
 #: Cosines the margin is measured against (the lane's best after the first).
 BAND = 50
 #: In a matched query, hybrid and vector hits the keyword lane did not find are kept down to
-#: this score (at α 0.5: a cosine of 0.2).
-FLOOR = 0.1
+#: this score (at α 0.4: a calibrated cosine of 0.125; 0.1 cut 4 more relevant hits of 78 on en).
+FLOOR = 0.05
 
 
 @dataclass(frozen=True)

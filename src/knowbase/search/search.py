@@ -36,6 +36,7 @@ from knowbase.index.base import IndexStore, LaneHit, SearchHit
 from knowbase.index.fts_query import build_keyword_query, extract_tokens
 from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
+from knowbase.search.calibration import calibrate_hits
 from knowbase.search.coverage import script_coverage  # re-exported: callers import it here
 from knowbase.search.fusion import FusionSettings, dense_weight, fuse, score_kind
 from knowbase.search.lane_gaps import cosines_for_missed
@@ -238,6 +239,7 @@ def _search_once(
         verdict = query_matched([h.score for h in vhits], [h.score for h in khits])
         explain["matched"] = verdict.explain()
         vhits += cosines_for_missed(store, vector, vhits, khits, within, MAX_LANE)
+        vhits = calibrate_hits(vhits, embedder.model_id)  # one scale for every model
         lane: dict[str, LaneHit] = {}
         for h in [*vhits, *khits]:
             lane.setdefault(h.unit_id, h)
