@@ -11,9 +11,10 @@ meanwhile); order equal scores by Concept ID and unit order (the same after an e
 import, where ids change); rerank before the trim; trim to ``top_k``; apply the threshold; number
 ranks from 1.
 
-Scores and ``score_kind`` (:func:`knowbase.search.fusion.score_kind`): ``hybrid`` (convex fusion
-of the cosine and the keyword lane's absolute score), ``keyword`` (the keyword lane alone: a
-BM25-only base, or a query the model cannot read), ``vector`` (convex at α = 1), all three on one
+Scores and ``score_kind`` (:func:`knowbase.search.fusion.score_kind`): ``hybrid`` (convex
+fusion of the cosine, calibrated per model by :mod:`.calibration`, and the keyword lane's
+absolute score), ``keyword`` (the keyword lane alone: a BM25-only base, or a query the model
+cannot read), ``vector`` (convex at α = 1), all three on one
 absolute scale in [0, 1]; ``rrf`` (rank fusion: ranks, no absolute meaning) and ``relevance`` (a
 reranker's). A base's own threshold cuts absolute and ``relevance`` scores. Without one, the
 search decides once per query whether it matched the base at all (:mod:`.matched`: the keyword
