@@ -37,7 +37,8 @@ def search_base(
     (``search/grouping.py``), ranked from :data:`PASSAGES_PER_DOCUMENT` × ``top_k`` passages."""
     wanted = top_k or b.document_count or DEFAULT_TOP_K
     config = SearchConfig(
-        top_k=wanted * PASSAGES_PER_DOCUMENT if group == "document" else wanted,
+        # passages: the caller's or the base's (None keeps the search's own defaults)
+        top_k=wanted * PASSAGES_PER_DOCUMENT if group == "document" else top_k or b.document_count,
         threshold=b.threshold,
         dims=b.dimensions,
         fusion=FusionSettings.of_base(b),
