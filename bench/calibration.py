@@ -8,9 +8,10 @@ Run by hand::
 The sample is fixed and model-independent: the 163 passages of ``eval/en`` (no queries, no
 judgements). Pairs of passages from different topics (the id's prefix: ``bread``, ``git``…)
 are unrelated, pairs of one topic related. ``lo`` is the median cosine of unrelated pairs,
-``hi`` the 90th percentile of related pairs; a cosine maps to ``(cos − lo) / (hi − lo)``,
-clipped to [0, 1]. ``sweep`` replays ``bench/judged_sets.py``'s sweep with the vector lane's
-cosines so mapped (the cached lanes, nothing re-embedded).
+``hi`` the 90th percentile of related pairs (for reference). Search maps a cosine to
+``(cos − lo) / (1 − lo)``, floored at 0 (``search/calibration.py`` keeps ``lo``; mapping ``hi``
+to 1 and clipping flattened every strong match and was dropped, docs/eval.md). ``sweep``
+replays the convex grid on ``bench/judged_sets.py``'s cached lanes with the stored bands.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 
 import numpy as np
 
-from judged_sets import CACHE, MODELS, ROOT, SETS
+from judged_sets import CACHE, ROOT, SETS
 
 LOCAL = ("local:all-minilm-l6-v2", "local:multilingual-e5-small")
 
@@ -42,58 +43,27 @@ def measure(model: str) -> tuple[float, float]:
     return lo, hi
 
 
-def sweep(calibrations: dict[str, tuple[float, float]]) -> None:
+def sweep() -> None:
+    """nDCG@10 per cached set under convex α with calibrated cosines (``search/calibration.py``'s
+    stored bands, as ``judged_sets.score_run`` fuses them; ``KB_EVAL_RAW=1``: raw cosines)."""
     import judged_sets as js
-    from knowbase.eval.judged import SWEEP_GRID
     from knowbase.search.fusion import FusionSettings
 
-    original = js.score_run
-
-    def calibrated(name, split, setting):  # noqa: ANN001, ANN202
-        import pickle
-
-        lo, hi = calibrations[MODELS.get(name, js.MODEL)]
-        path = CACHE / name / "lanes.pickle"
-        with path.open("rb") as fh:
-            lanes = pickle.load(fh)
-        mapped = {
-            sp: {
-                q: ([(u, m, max(0.0, (s - lo) / (hi - lo))) for u, m, s in v], k)
-                for q, (v, k) in qs.items()
-            }
-            for sp, qs in lanes.items()
-        }
-        tmp = CACHE / name / "lanes-calibrated.pickle"
-        with tmp.open("wb") as fh:
-            pickle.dump(mapped, fh)
-        return mapped
-
     cols = [(n, sp) for n in SETS if (CACHE / n / "lanes.pickle").is_file() for sp in SETS[n][1]]
-    for n in {n for n, _ in cols}:
-        calibrated(n, None, None)
-    grid = [FusionSettings("convex", a) for a in (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8)]
+    grid = [
+        FusionSettings("convex", a)
+        for a in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8, 0.9)
+    ]
     print("setting".ljust(24) + "".join(f"{n}/{sp}".rjust(16) for n, sp in cols))
     for setting in ["vector", *grid]:
         label = setting if isinstance(setting, str) else setting.label()
-        figures = []
-        for n, sp in cols:
-            real = CACHE / n / "lanes.pickle"
-            real.rename(CACHE / n / "lanes-raw.pickle")
-            (CACHE / n / "lanes-calibrated.pickle").rename(real)
-            try:
-                figures.append(original(n, sp, setting)["ndcg@10"])
-            finally:
-                real.rename(CACHE / n / "lanes-calibrated.pickle")
-                (CACHE / n / "lanes-raw.pickle").rename(real)
+        figures = [js.score_run(n, sp, setting)["ndcg@10"] for n, sp in cols]
         print(label.ljust(24) + "".join(f"{f:16.4f}" for f in figures), flush=True)
-    del SWEEP_GRID
 
 
 if __name__ == "__main__":
     found = {m: measure(m) for m in LOCAL}
     for m, (lo, hi) in found.items():
         print(f"{m}: lo (median unrelated) {lo:.4f}, hi (p90 related) {hi:.4f}", flush=True)
-    if sys.argv[1:2] == ["sweep"]:
-        if sys.argv[2:] == ["band"]:  # the unrelated band to 0, a cosine of 1 stays 1
-            found = {m: (lo, 1.0) for m, (lo, _) in found.items()}
-        sweep(found)
+    if sys.argv[1:] == ["sweep"]:
+        sweep()
