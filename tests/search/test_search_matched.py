@@ -37,6 +37,9 @@ def test_a_flat_band_did_not_match_and_a_standout_did() -> None:
     assert not query_matched(flat, [KEYWORD_MATCH / 2]).matched  # one rare word of several
     assert query_matched([], [0.01]).matched  # keyword-only: any keyword hit, as BM25
     assert not query_matched([], []).matched
+    # a base of two units has no band: its keyword hits decide, as BM25's did
+    assert query_matched([0.3, 0.1], [0.05]).matched
+    assert not query_matched([0.3, 0.1], []).matched
 
 
 def test_the_margin_reads_alike_on_a_narrow_band_and_a_wide_one() -> None:

@@ -78,11 +78,12 @@ def query_matched(
     margin: float = DENSE_MARGIN,
 ) -> Verdict:
     """The verdict from the vector lane's cosines and the keyword lane's scores (either may be
-    empty: a keyword-only search decides on the keyword lane alone)."""
+    empty). A keyword-only search, or one over fewer than three units (no band to stand out
+    from), matched when the keyword lane found anything."""
     best = max(keyword, default=0.0)
     m = dense_margin(cosines) if cosines else None
     matched = best >= keyword_match or (m is not None and m >= margin)
-    if not cosines:  # a keyword-only search: any keyword hit is a match, as BM25 always was
+    if m is None:  # keyword-only, or a base too small for a band: any keyword hit, as BM25
         matched = best > 0
     return Verdict(matched, best, m)
 
