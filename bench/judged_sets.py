@@ -242,6 +242,17 @@ def lanes(name: str) -> None:
     print(f"{name}: indexed in {built:.1f} s, lanes cached", flush=True)
 
 
+def calibrated(name: str, v: list) -> list:
+    """The vector lane's ``(unit, material, cosine)`` with the cosines as search fuses them
+    (``search/calibration.py``; ``KB_EVAL_RAW=1``: as they are, the figures before it)."""
+    from knowbase.search.calibration import calibrate
+
+    if os.environ.get("KB_EVAL_RAW"):
+        return v
+    model = MODELS.get(name, MODEL)
+    return [(u, m, calibrate(s, model)) for u, m, s in v]
+
+
 def _min_max(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     """The per-query min-max normalisation convex fusion used before (for the 'before' row)."""
     if not hits:
@@ -262,6 +273,8 @@ def score_run(name: str, split: str, setting) -> dict[str, float]:  # noqa: ANN0
     run: dict[str, dict[str, float]] = {}
     for qid, (v, k) in cached.items():
         doc = {u: m for u, m, _ in [*v, *k]}
+        if not (isinstance(setting, str) and setting.startswith("minmax-")):
+            v = calibrated(name, v)  # the previous default fused raw cosines
         vec, kw = [(u, s) for u, _, s in v], [(u, s) for u, _, s in k]
         use = setting
         if not vec and use != "vector":  # a query the model cannot read: keyword only

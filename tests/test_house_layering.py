@@ -255,8 +255,7 @@ def test_every_import_follows_the_table() -> None:
 def test_no_debt_entry_is_stale() -> None:
     edges = room_edges(PACKAGE)
     stale = sorted(
-        (m, room) for m, room in KNOWN_DEBT
-        if m not in edges.get((room_of(m) or "", room), set())
+        (m, room) for m, room in KNOWN_DEBT if m not in edges.get((room_of(m) or "", room), set())
     )
     assert stale == [], "these imports are gone: delete their KNOWN_DEBT entries"
 
@@ -296,24 +295,30 @@ def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_check_fails_on_a_planted_upward_import(tmp_path: Path) -> None:
-    package = _plant(tmp_path, {
-        "__init__.py": "",
-        "errors.py": "",
-        "catalog/__init__.py": "",
-        "catalog/items.py": "def f():\n    from knowbase.service import Knowledge\n",
-        "service.py": "from knowbase.catalog import items\n",
-    })
+    package = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "",
+            "catalog/__init__.py": "",
+            "catalog/items.py": "def f():\n    from knowbase.service import Knowledge\n",
+            "service.py": "from knowbase.catalog import items\n",
+        },
+    )
     table = {"errors": set(), "catalog": {"errors"}, "service": {"catalog", "errors"}}
     assert violations(package, table, set()) == ["knowbase.catalog.items imports service"]
     assert violations(package, table, {("knowbase.catalog.items", "service")}) == []
 
 
 def test_the_check_fails_on_a_planted_cycle(tmp_path: Path) -> None:
-    package = _plant(tmp_path, {
-        "__init__.py": "",
-        "jobs/__init__.py": "from .. import tasks\n",
-        "tasks/__init__.py": "from knowbase.jobs import x\n",
-    })
+    package = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "jobs/__init__.py": "from .. import tasks\n",
+            "tasks/__init__.py": "from knowbase.jobs import x\n",
+        },
+    )
     assert cycles(package, set()) == [["jobs", "tasks", "jobs"]]
     assert cycles(package, {("knowbase.tasks", "jobs")}) == []
 

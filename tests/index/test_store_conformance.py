@@ -380,9 +380,7 @@ def test_within_on_the_cjk_and_single_character_paths(store_factory: Factory) ->
     for mid, text in docs.items():
         store.rebuild_material(material(mid, text, size=50, path=f"资料/{mid}.md"), {})
     assert {h.material_id for h in store.keyword_lane("羊驼毛", 10)} >= {"a", "b"}
-    assert [h.material_id for h in store.keyword_lane("羊驼毛", 10, within=frozenset("b"))] == [
-        "b"
-    ]
+    assert [h.material_id for h in store.keyword_lane("羊驼毛", 10, within=frozenset("b"))] == ["b"]
     assert {h.material_id for h in store.keyword_lane("羊", 10)} == {"a", "b", "c"}  # LIKE
     assert [h.material_id for h in store.keyword_lane("羊", 10, within=frozenset("c"))] == ["c"]
 

@@ -90,9 +90,10 @@ def test_llama_index_retriever_over_an_embedded_home(home: Path) -> None:
     top = nodes[0]
     assert "wild yeast" in top.node.get_content()
     assert top.node.metadata["concept_id"] == "src/bread.md"
-    assert top.score == top.node.metadata["score"] and top.node.node_id == top.node.metadata[
-        "chunk_id"
-    ]
+    assert (
+        top.score == top.node.metadata["score"]
+        and top.node.node_id == top.node.metadata["chunk_id"]
+    )
 
 
 def test_llama_index_retriever_over_kb_serve(serve_url: str) -> None:

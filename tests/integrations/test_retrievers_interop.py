@@ -33,10 +33,12 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         kb.add(
             base.id,
             [
-                AddInput.note("Rotate the printer toner when the light blinks.", title="toner")
-                .with_labels(["office"], {"floor": 3}),
-                AddInput.note("Printer paper lies in the cupboard.", title="paper")
-                .with_labels(["home"], {"floor": 1}),
+                AddInput.note(
+                    "Rotate the printer toner when the light blinks.", title="toner"
+                ).with_labels(["office"], {"floor": 3}),
+                AddInput.note("Printer paper lies in the cupboard.", title="paper").with_labels(
+                    ["home"], {"floor": 1}
+                ),
             ],
             wait=True,
         )
@@ -52,8 +54,9 @@ def url(home: Path) -> Iterator[str]:
 
     with Knowledge(load_settings(home)) as kb:
         server = uvicorn.Server(
-            uvicorn.Config(create_app(kb, token=TOKEN), host="127.0.0.1", port=0,
-                           log_level="warning")
+            uvicorn.Config(
+                create_app(kb, token=TOKEN), host="127.0.0.1", port=0, log_level="warning"
+            )
         )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

@@ -20,7 +20,10 @@ def kb_run(tmp_path: Path):
     def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "knowbase.interfaces.cli", *args],
-            capture_output=True, text=True, env=env, timeout=120,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"kb {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")

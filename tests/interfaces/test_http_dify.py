@@ -87,15 +87,26 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Knowledge]:
     with Knowledge(load_settings(home, external_api_keys=(KEY,))) as kb:
         base = kb.create_base("docs", file_processor_id=None)
         inputs = [
-            AddInput.note(f"Widget widget widget guide {i}: widgets everywhere.", title=f"g{i}")
-            .with_labels(["howto"], {"kind": "guide", "lang": "de", "year": 2019 + i % 3,
-                                     "published": f"2020-0{1 + i % 9}-01"})
+            AddInput.note(
+                f"Widget widget widget guide {i}: widgets everywhere.", title=f"g{i}"
+            ).with_labels(
+                ["howto"],
+                {
+                    "kind": "guide",
+                    "lang": "de",
+                    "year": 2019 + i % 3,
+                    "published": f"2020-0{1 + i % 9}-01",
+                },
+            )
             for i in range(20)
         ]
         inputs += [
-            AddInput.note(f"License {i} for the widget and its parts.", title=f"lic{i}")
-            .with_labels(["python", "legal"], {"kind": "license", "lang": "en", "year": 2024,
-                                               "published": 1714521600 + i})
+            AddInput.note(
+                f"License {i} for the widget and its parts.", title=f"lic{i}"
+            ).with_labels(
+                ["python", "legal"],
+                {"kind": "license", "lang": "en", "year": 2024, "published": 1714521600 + i},
+            )
             for i in range(4)
         ]
         kb.add(base.id, inputs, wait=True)
@@ -109,8 +120,9 @@ def server(kb: Knowledge) -> Iterator[str]:
 
     import uvicorn
 
-    config = uvicorn.Config(create_app(kb, token=TOKEN), host="127.0.0.1", port=0,
-                            log_level="warning")
+    config = uvicorn.Config(
+        create_app(kb, token=TOKEN), host="127.0.0.1", port=0, log_level="warning"
+    )
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
@@ -211,8 +223,9 @@ def test_a_wrong_key_fails_difys_save_check(server: str) -> None:
     """``check_endpoint_and_api_key`` posts no body; only a 403 tells it the key is wrong."""
     with pytest.raises(ValueError, match="403"):
         DifyClient(server, "nope").check()
-    r = httpx.post(server + "/retrieval", headers={"Authorization": "Bearer nope"},
-                   content=b"{not json")
+    r = httpx.post(
+        server + "/retrieval", headers={"Authorization": "Bearer nope"}, content=b"{not json"
+    )
     assert r.status_code == 403 and r.json()["error_code"] == 1002
 
 
@@ -226,12 +239,18 @@ def test_the_right_key_passes_difys_save_check(dify: DifyClient) -> None:
     "cond",
     [
         {"logical_operator": "and", "conditions": None},
-        {"logical_operator": None, "conditions": [
-            {"name": "kind", "comparison_operator": "is", "value": "license"}]},
-        {"logical_operator": "and", "conditions": [
-            {"name": "year", "comparison_operator": "in", "value": [2024, 2025]}]},
-        {"logical_operator": "and", "conditions": [
-            {"name": "kind", "comparison_operator": "is", "value": None}]},
+        {
+            "logical_operator": None,
+            "conditions": [{"name": "kind", "comparison_operator": "is", "value": "license"}],
+        },
+        {
+            "logical_operator": "and",
+            "conditions": [{"name": "year", "comparison_operator": "in", "value": [2024, 2025]}],
+        },
+        {
+            "logical_operator": "and",
+            "conditions": [{"name": "kind", "comparison_operator": "is", "value": None}],
+        },
     ],
     ids=["conditions-null", "logic-null", "int-list", "value-null"],
 )
@@ -275,8 +294,12 @@ def test_openapi_declares_what_retrieval_answers(server: str, dify: DifyClient) 
     assert schemes["DifyKey"]["scheme"] == "bearer" and schemes["HTTPBearer"]["scheme"] == "bearer"
     assert doc["paths"]["/bases"]["get"]["security"] == [{"HTTPBearer": []}]
     body = op["requestBody"]["content"]["application/json"]["schema"]
-    sent = {"knowledge_id": "docs", "query": "q", "retrieval_setting": {"top_k": None},
-            "metadata_condition": condition("year", "in", [1, 2], logic=None)}
+    sent = {
+        "knowledge_id": "docs",
+        "query": "q",
+        "retrieval_setting": {"top_k": None},
+        "metadata_condition": condition("year", "in", [1, 2], logic=None),
+    }
     jsonschema.validate(sent, {**doc, **body})
     for r in (
         dify.raw("widget"),

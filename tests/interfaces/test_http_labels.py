@@ -21,10 +21,20 @@ pytestmark = pytest.mark.timeout(120)
 def url(kb: Knowledge, bm25_base: Base, live_server: Callable[[Any], str]) -> str:
     url = live_server(create_app(kb))
     notes = [
-        {"type": "note", "title": "vpn", "content": "Alpaca VPN keys rotate.", "tags": ["ops"],
-         "metadata": {"year": 2024, "lang": "en"}},
-        {"type": "note", "title": "wool", "content": "Alpaca wool is warm.", "tags": ["fibre"],
-         "metadata": {"year": 2019}},
+        {
+            "type": "note",
+            "title": "vpn",
+            "content": "Alpaca VPN keys rotate.",
+            "tags": ["ops"],
+            "metadata": {"year": 2024, "lang": "en"},
+        },
+        {
+            "type": "note",
+            "title": "wool",
+            "content": "Alpaca wool is warm.",
+            "tags": ["fibre"],
+            "metadata": {"year": 2019},
+        },
     ]
     r = httpx.post(f"{url}/bases/bm25/items", json={"inputs": notes})
     assert r.status_code == 201, r.text

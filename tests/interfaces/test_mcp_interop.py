@@ -153,9 +153,7 @@ def test_a_grep_that_stopped_early_says_so_in_its_text(kb: Knowledge, server: An
     base = kb.create_base("redos", file_processor_id=None)
     kb.add(base.id, [AddInput.note("a" * 40_000 + "!\nsecond line", title="redos")], wait=True)
     concept = kb.list_items(base.id)[0].concept_id
-    result = call(
-        server, "kb_grep", {"baseId": "redos", "conceptId": concept, "pattern": "(a+)+$"}
-    )
+    result = call(server, "kb_grep", {"baseId": "redos", "conceptId": concept, "pattern": "(a+)+$"})
     said = text(result)
     assert (result.structured_content or {})["partial"] is True
     assert "stopped early" in said and "No line of" not in said

@@ -210,8 +210,13 @@ def test_kb_manage_add_carries_tags_and_metadata(kb: Knowledge) -> None:
     base = kb.create_base("labelled", file_processor_id=None)
     server = build_server(kb, base_ids=None, allow_writes=True)
     args = {
-        "baseId": "labelled", "action": "add", "type": "note", "title": "orbit",
-        "content": "Comets orbit the sun.", "tags": ["astro"], "metadata": {"year": 2024},
+        "baseId": "labelled",
+        "action": "add",
+        "type": "note",
+        "title": "orbit",
+        "content": "Comets orbit the sun.",
+        "tags": ["astro"],
+        "metadata": {"year": 2024},
     }
     added = data(call(server, "kb_manage", args))
     assert added["added"], added

@@ -285,8 +285,16 @@ def test_a_damaged_catalog_still_serves_and_says_why(home: Path, docs: Base) -> 
 
 def test_base_list_matching_nothing_refuses_to_start(home: Path, docs: Base) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "knowbase.interfaces.cli", "mcp", "--home", str(home),
-         "--base", "nope"],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "knowbase.interfaces.cli",
+            "mcp",
+            "--home",
+            str(home),
+            "--base",
+            "nope",
+        ],  # fmt: skip
         input="",
         capture_output=True,
         text=True,
@@ -360,9 +368,11 @@ def test_kb_tree_kb_grep_capabilities_and_search_details(
                 "guide.md",
                 "Paris is in France.md",
             ]
-            grep = data(await c.call_tool(
-                "kb_grep", {"baseId": "docs", "conceptId": "guide.md", "pattern": "pip|twice"}
-            ))
+            grep = data(
+                await c.call_tool(
+                    "kb_grep", {"baseId": "docs", "conceptId": "guide.md", "pattern": "pip|twice"}
+                )
+            )
             assert [m["line"] for m in grep["matches"]] == [3, 7]
 
             query = {"query": "install pip", "baseIds": ["docs"]}
@@ -371,16 +381,24 @@ def test_kb_tree_kb_grep_capabilities_and_search_details(
             assert top["scoreKind"] == "keyword" and top["conceptId"] == "guide.md"
             assert any("Keyword-only" in n for n in found["notices"])
 
-            tagged = data(await c.call_tool(
-                "kb_search",
-                {"query": "Paris France", "baseIds": ["docs"], "tags": ["geo"],
-                 "where": {"year": {"gte": 2020}}},
-            ))
+            tagged = data(
+                await c.call_tool(
+                    "kb_search",
+                    {
+                        "query": "Paris France",
+                        "baseIds": ["docs"],
+                        "tags": ["geo"],
+                        "where": {"year": {"gte": 2020}},
+                    },
+                )
+            )
             assert [h["conceptId"] for h in tagged["items"]] == ["Paris is in France.md"]
             assert any("tags=" in n for n in tagged["notices"])
-            none = data(await c.call_tool(
-                "kb_search", {"query": "install pip", "baseIds": ["docs"], "tags": ["geo"]}
-            ))
+            none = data(
+                await c.call_tool(
+                    "kb_search", {"query": "install pip", "baseIds": ["docs"], "tags": ["geo"]}
+                )
+            )
             assert none["items"] == []
 
     anyio.run(story)

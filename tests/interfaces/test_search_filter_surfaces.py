@@ -122,8 +122,20 @@ def test_cli_search_filters(tmp_path: Path) -> None:
     out = json.loads(kb("search", "wool", "alpaca wool", "--under", "papers", "--json").stdout)
     assert concept_ids(out) == ["papers/alpaca.md", "papers/guide.txt"]
     out = json.loads(
-        kb("search", "wool", "alpaca wool", "--type", "txt", "--type", "md", "--under",
-           "papers2", "--since", "2000-01-01", "--json").stdout  # fmt: skip
+        kb(
+            "search",
+            "wool",
+            "alpaca wool",
+            "--type",
+            "txt",
+            "--type",
+            "md",
+            "--under",
+            "papers2",
+            "--since",
+            "2000-01-01",
+            "--json",
+        ).stdout  # fmt: skip
     )
     assert concept_ids(out) == ["papers2/other.md"]
     human = kb("search", "wool", "alpaca", "--type", "txt", "--explain").stdout

@@ -70,9 +70,7 @@ def test_every_command_on_a_damaged_catalog_prints_a_code(used_home: Path, damag
         assert proc.returncode == 1, (args, proc.stderr)
         assert "Traceback" not in proc.stderr + proc.stdout, (args, proc.stderr)
         assert "catalog_unavailable" in proc.stderr + proc.stdout, (args, proc.stderr)
-    assert catalog.stat().st_size == {"zero-length": 0, "random-bytes": len(data)}.get(
-        damage, 5000
-    )
+    assert catalog.stat().st_size == {"zero-length": 0, "random-bytes": len(data)}.get(damage, 5000)
 
 
 def test_a_zero_length_index_is_unavailable_not_empty(used_home: Path) -> None:

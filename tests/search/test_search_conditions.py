@@ -92,9 +92,12 @@ def test_a_missing_field_satisfies_nothing_but_empty(op: str) -> None:
 
 def test_a_null_value_restricts_nothing() -> None:
     """``if value is None and condition not in ("empty", "not empty"): return filters``."""
-    assert parse_conditions(
-        {"conditions": [{"name": "kind", "comparison_operator": "is", "value": None}]}
-    ) is None
+    assert (
+        parse_conditions(
+            {"conditions": [{"name": "kind", "comparison_operator": "is", "value": None}]}
+        )
+        is None
+    )
 
 
 def test_and_or_and_nulls_from_difys_model() -> None:
@@ -112,8 +115,14 @@ def test_and_or_and_nulls_from_difys_model() -> None:
 
 @pytest.mark.parametrize(
     ("op", "value"),
-    [("before", "notadate"), ("after", "yesterday"), (">", "abc"), ("≤", [1, 2]),
-     ("like", "x"), ("contains", ["a", "b"])],
+    [
+        ("before", "notadate"),
+        ("after", "yesterday"),
+        (">", "abc"),
+        ("≤", [1, 2]),
+        ("like", "x"),
+        ("contains", ["a", "b"]),
+    ],
 )
 def test_a_value_of_the_wrong_kind_or_an_unknown_operator_is_refused(op: str, value: Any) -> None:
     """Dify's ``case _: pass`` would drop the condition silently; we say so instead."""

@@ -29,7 +29,7 @@ from knowbase.service import Knowledge
 
 
 class AxisEmbedder:
-    """"cat" points along x, "fish" along y: bulk documents sit near a "cat" query."""
+    """ "cat" points along x, "fish" along y: bulk documents sit near a "cat" query."""
 
     model_id = "test:axis"
     dims = 2

@@ -55,7 +55,9 @@ def test_tags_from_the_add_inherited_from_folders_and_set_later(
     everything = _found(kb, labelled)
     assert len(everything) == 4
     assert _found(kb, labelled, tags=["team"]) == {
-        "team/infra/vpn.md", "team/infra/dns.md", "team/bread.md",
+        "team/infra/vpn.md",
+        "team/infra/dns.md",
+        "team/bread.md",
     }
     assert _found(kb, labelled, tags=["TEAM", "secret"]) == {"team/infra/vpn.md"}
     assert len(_found(kb, labelled, tags="fibre")) == 1  # the note
@@ -93,9 +95,7 @@ def test_labels_survive_reindex_and_sync(kb: Knowledge, labelled: Base, library:
     assert kb.get_item(labelled.id, vpn.id).tags == ["secret"]
 
 
-def test_labels_survive_export_and_import(
-    kb: Knowledge, labelled: Base, tmp_path: Path
-) -> None:
+def test_labels_survive_export_and_import(kb: Knowledge, labelled: Base, tmp_path: Path) -> None:
     kb.export_base(labelled.id, tmp_path / "b.kbz")
     base = kb.import_base(tmp_path / "b.kbz", "copy-of-labelled").base
     assert _found(kb, base, tags=["secret"]) == {"team/infra/vpn.md"}

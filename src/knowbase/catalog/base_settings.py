@@ -288,7 +288,7 @@ SETTINGS: tuple[BaseSetting, ...] = (
     BaseSetting(
         "fusion_alpha",
         float,
-        0.5,
+        0.4,
         "Vector lane weight, 0..1",
         "Vector lane weight",
         "0004e",

@@ -1,5 +1,6 @@
 """One base's search as the facade runs it: its settings, its scope, a leased index store,
-visibility, the surroundings a caller asked for (``context``), and each hit's snippet."""
+visibility, documents ranked as one entry each (``group``), the surroundings a caller asked for
+(``context``), and each hit's snippet."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from knowbase.catalog.models import Base
 from knowbase.runtime import Runtime
 from knowbase.search.context import with_context
 from knowbase.search.fusion import FusionSettings
+from knowbase.search.grouping import PASSAGES_PER_DOCUMENT, Group, group_documents
 from knowbase.search.scope import SearchFilters, resolve
-from knowbase.search.search import SearchConfig, SearchResponse, search
+from knowbase.search.search import DEFAULT_TOP_K, SearchConfig, SearchResponse, search
 from knowbase.search.snippet import snippet
 
 if TYPE_CHECKING:
@@ -27,11 +29,16 @@ def search_base(
     top_k: int | None,
     filters: SearchFilters,
     context: int | None = None,
+    group: Group = "passage",
 ) -> SearchResponse:
     """Search ``b`` with its own settings; filters resolved in the catalog first. The caller
-    has checked that the base can be searched (``ingestion.guards.assert_base_runnable``)."""
+    has checked that the base can be searched (``ingestion.guards.assert_base_runnable``).
+    ``group="document"``: ``top_k`` documents, each its best passage with ``citations``
+    (``search/grouping.py``), ranked from :data:`PASSAGES_PER_DOCUMENT` × ``top_k`` passages."""
+    wanted = top_k or b.document_count or DEFAULT_TOP_K
     config = SearchConfig(
-        top_k=top_k or b.document_count,
+        # passages: the caller's or the base's (None keeps the search's own defaults)
+        top_k=wanted * PASSAGES_PER_DOCUMENT if group == "document" else top_k or b.document_count,
         threshold=b.threshold,
         dims=b.dimensions,
         fusion=FusionSettings.of_base(b),
@@ -48,6 +55,9 @@ def search_base(
             scope=scope,
         )
         results = response.results
+        if group == "document":
+            results = group_documents(results, wanted)
+            response.explain["group"] = {"by": "document", "passages": len(response.results)}
         if context:
             results = with_context(store, results, context)
         # on the passage as returned (with its context): what a reader sees first

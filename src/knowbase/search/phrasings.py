@@ -59,7 +59,8 @@ def fuse_phrasings(
     best: dict[str, SearchResult] = {}
     for response in responses:
         for rank, hit in enumerate(response.results, start=1):
-            key = hit.chunk_id
+            # a document entry (group="document") is the same result whichever passage led it
+            key = hit.item_id if hit.citations is not None else hit.chunk_id
             rrf[key] = rrf.get(key, 0.0) + 1.0 / (RRF_K + rank)
             found_by[key] = found_by.get(key, 0) + 1
             if key not in best or hit.score > best[key].score:

@@ -11,15 +11,17 @@ meanwhile); order equal scores by Concept ID and unit order (the same after an e
 import, where ids change); rerank before the trim; trim to ``top_k``; apply the threshold; number
 ranks from 1.
 
-Scores and ``score_kind`` (:func:`knowbase.search.fusion.score_kind`): ``hybrid`` (convex fusion
-of the cosine and the keyword lane's absolute score), ``keyword`` (the keyword lane alone: a
-BM25-only base, or a query the model cannot read), ``vector`` (convex at α = 1), all three on one
+Scores and ``score_kind`` (:func:`knowbase.search.fusion.score_kind`): ``hybrid`` (convex
+fusion of the cosine, calibrated per model by :mod:`.calibration`, and the keyword lane's
+absolute score), ``keyword`` (the keyword lane alone: a BM25-only base, or a query the model
+cannot read), ``vector`` (convex at α = 1), all three on one
 absolute scale in [0, 1]; ``rrf`` (rank fusion: ranks, no absolute meaning) and ``relevance`` (a
-reranker's). A base's own threshold cuts absolute and ``relevance`` scores. Without one,
-:data:`DEFAULT_THRESHOLD` cuts the hybrid and vector hits that share no word with the query (the
-keyword lane did not find them): a query that matches nothing lexically and nothing closely
-returns nothing, while a hit that matches a word is kept, as BM25 always did. ``rrf`` scores are
-never cut.
+reranker's). A base's own threshold cuts absolute and ``relevance`` scores. Without one, the
+search decides once per query whether it matched the base at all (:mod:`.matched`: the keyword
+lane's coverage, the dense lane's margin over the query's band): a query that did not returns
+nothing; one that did keeps its list down to :data:`~knowbase.search.matched.FLOOR` for hybrid
+and vector hits the keyword lane did not find, and every hit that matches a word, as BM25
+always did. ``rrf`` scores are never cut.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from knowbase.index.base import IndexStore, LaneHit, SearchHit
 from knowbase.index.fts_query import build_keyword_query, extract_tokens
 from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
+from knowbase.search.calibration import calibrate_hits
 from knowbase.search.coverage import script_coverage  # re-exported: callers import it here
 from knowbase.search.fusion import FusionSettings, dense_weight, fuse, score_kind
 from knowbase.search.lane_gaps import cosines_for_missed
+from knowbase.search.matched import FLOOR, Verdict, default_cut, query_matched
 from knowbase.search.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -59,10 +63,9 @@ _LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
 Mode = Literal["hybrid", "bm25"]
 ScoreKind = Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
 ABSOLUTE: frozenset[str] = frozenset({"hybrid", "keyword", "vector"})
-# The cut when a base sets no threshold, for hits the keyword lane did not find (their score is
-# α × cosine). Chosen on the judged sets (docs/eval.md, "Thresholds"): at the default fusion such
-# a hit needs a cosine of 0.4, which queries of made-up words never reached there.
-DEFAULT_THRESHOLD = 0.2
+# Reported as the default threshold: without a base threshold, hybrid and vector hits the
+# keyword lane did not find are kept from this score up in a query that matched (.matched).
+DEFAULT_THRESHOLD = FLOOR
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,8 @@ class SearchResult:
     context: dict[str, Any] | None = None
     # the part worth reading, centred on the best-matching lines (:mod:`.snippet`)
     snippet: dict[str, Any] | None = None
+    # with ``group="document"`` (:mod:`.grouping`): the document's best passages, best first
+    citations: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -218,6 +223,7 @@ def _search_once(
 
     first = candidates
     lexical: set[str] | None = None  # hybrid: the hits the keyword lane found
+    verdict: Verdict | None = None  # hybrid: did the query match the base at all
     if mode == "hybrid":
         assert embedder is not None and config.dims
         # Embed and run the vector lane on this thread (the model's) while a pool thread runs
@@ -231,7 +237,10 @@ def _search_once(
             vhits = store.vector_lane(vector, lane_limit, within=within)
         finally:
             khits = keyword.result()
+        verdict = query_matched([h.score for h in vhits], [h.score for h in khits])
+        explain["matched"] = verdict.explain()
         vhits += cosines_for_missed(store, vector, vhits, khits, within, MAX_LANE)
+        vhits = calibrate_hits(vhits, embedder.model_id)  # one scale for every model
         lane: dict[str, LaneHit] = {}
         for h in [*vhits, *khits]:
             lane.setdefault(h.unit_id, h)
@@ -276,7 +285,7 @@ def _search_once(
 
     scored = scored[:top_k]
     explain["score_kind"] = scored[0][2] if scored else kind
-    scored = _cut(scored, config.threshold, lexical, explain)
+    scored = _cut(scored, config.threshold, lexical, verdict, explain)
     results = [
         _result(rank, hit, score, kind, shown[hit.material_id])
         for rank, (hit, score, kind) in enumerate(scored, start=1)
@@ -368,17 +377,15 @@ def _cut(
     scored: list[tuple[SearchHit, float, ScoreKind]],
     threshold: float | None,
     lexical: set[str] | None,
+    verdict: Verdict | None,
     explain: dict[str, Any],
 ) -> list[tuple[SearchHit, float, ScoreKind]]:
-    """Drop hits under the threshold: the base's (absolute and relevance scores), or the
-    default (hybrid and vector hits the keyword lane did not find); ``rrf`` never."""
+    """Drop hits under the base's threshold (absolute and relevance scores), or without one
+    as :func:`knowbase.search.matched.default_cut` decides; ``rrf`` never."""
     if threshold is None:
-        value, found = DEFAULT_THRESHOLD, lexical or set()
-        kept = [
-            t
-            for t in scored
-            if t[2] not in ("hybrid", "vector") or t[0].unit_id in found or t[1] >= value
-        ]
+        value = DEFAULT_THRESHOLD
+        kept: list[tuple[SearchHit, float, ScoreKind]]
+        kept = default_cut(scored, lexical or set(), verdict)  # type: ignore[assignment]
     else:
         value, kinds = threshold, ABSOLUTE | {"relevance"}
         kept = [t for t in scored if t[2] not in kinds or t[1] >= value]

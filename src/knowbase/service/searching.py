@@ -13,6 +13,7 @@ from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.models import Base
 from knowbase.search.base_search import search_base
 from knowbase.search.context import check_budget
+from knowbase.search.grouping import Group, check_group
 from knowbase.search.multi_base import MultiSearch, search_bases
 from knowbase.search.scope import SearchFilters, parse_filters
 from knowbase.search.search import SearchResponse
@@ -48,6 +49,7 @@ class SearchFacade:
         conditions: Any = None,
         context: int | None = None,
         also: Iterable[str] = (),
+        group: str | None = None,
     ) -> SearchResponse:
         """Hybrid (or BM25-only) search over one base's completed items (§7).
 
@@ -60,16 +62,21 @@ class SearchFacade:
         raises ``InvalidFilter``. ``context`` (tokens) returns each hit with its surroundings
         (``search/context.py``). ``also``: up to four more phrasings of the same intent; each
         runs through both lanes and the lists fuse by reciprocal rank (``search/phrasings.py``).
+        ``group``: ``passage`` (None, the default) or ``document`` — ``top_k`` documents, each
+        its best passage with its best passages as ``citations`` (``search/grouping.py``).
         """
         from knowbase.search.phrasings import check_phrasings
 
         check_budget(context)
+        grouped = check_group(group)
         phrasings = check_phrasings(query, list(also))
         filters = parse_filters(
             under=under, types=types, since=since, tags=tags, where=where, conditions=conditions
         )
         b = base if isinstance(base, Base) else self.get_base(base)
-        return self._search_phrasings(b, phrasings, top_k=top_k, filters=filters, context=context)
+        return self._search_phrasings(
+            b, phrasings, top_k=top_k, filters=filters, context=context, group=grouped
+        )
 
     def _search_phrasings(
         self,
@@ -79,12 +86,14 @@ class SearchFacade:
         top_k: int | None,
         filters: SearchFilters,
         context: int | None,
+        group: Group = "passage",
     ) -> SearchResponse:
         from knowbase.search.phrasings import fuse_phrasings
         from knowbase.search.search import DEFAULT_TOP_K
 
         responses = [
-            self._search(b, q, top_k=top_k, filters=filters, context=context) for q in phrasings
+            self._search(b, q, top_k=top_k, filters=filters, context=context, group=group)
+            for q in phrasings
         ]
         if len(responses) == 1:
             return responses[0]
@@ -98,10 +107,18 @@ class SearchFacade:
         top_k: int | None,
         filters: SearchFilters,
         context: int | None = None,
+        group: Group = "passage",
     ) -> SearchResponse:
         assert_base_runnable(b, "searching")
         return search_base(
-            self.rt, self._visible, b, query, top_k=top_k, filters=filters, context=context
+            self.rt,
+            self._visible,
+            b,
+            query,
+            top_k=top_k,
+            filters=filters,
+            context=context,
+            group=group,
         )
 
     def eval_context(
@@ -129,6 +146,7 @@ class SearchFacade:
         where: Any = None,
         context: int | None = None,
         also: Iterable[str] = (),
+        group: str | None = None,
     ) -> MultiSearch:
         """Search several bases and merge the results into one list (``search/multi_base.py``).
 
@@ -136,17 +154,18 @@ class SearchFacade:
         once (``InvalidFilter`` before any search), then apply in each base as in
         :meth:`search`; ``top_k`` is per base (None: each base's default), ``limit`` bounds
         the merged list (None: no bound). A base whose search fails is listed in ``errors``;
-        the others still merge. ``context`` and ``also`` as in :meth:`search`.
+        the others still merge. ``context``, ``also`` and ``group`` as in :meth:`search`.
         """
         from knowbase.search.phrasings import check_phrasings
 
         check_budget(context)
+        grouped = check_group(group)
         phrasings = check_phrasings(query, list(also))
         filters = parse_filters(under=under, types=types, since=since, tags=tags, where=where)
         resolved = [b if isinstance(b, Base) else self.get_base(b) for b in bases]
         return search_bases(
             lambda b: self._search_phrasings(
-                b, phrasings, top_k=top_k, filters=filters, context=context
+                b, phrasings, top_k=top_k, filters=filters, context=context, group=grouped
             ),
             resolved,
             limit=limit,

@@ -106,6 +106,15 @@ def search(
             "and the lists fuse; passages several phrasings find come first.",
         ),
     ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            metavar="passage|document",
+            help="document: one result per document, scored by its best passage, its best "
+            "passages listed as citations (default: passage).",
+        ),
+    ] = None,
     full: Annotated[
         bool,
         typer.Option("--full", help="Print each passage whole, not its best-matching lines."),
@@ -132,6 +141,7 @@ def search(
             where=where or None,
             context=context,
             also=also or (),
+            group=group,
         )
         prefixes = _folder_prefixes(kb, base) if under and not response.results else []
 
@@ -160,6 +170,10 @@ def search(
                 f"[bold]{r.rank}.[/] [cyan]{escape(cite)}[/]  {r.score_kind} {r.score:.4f}"
             )
             _print_passage(console, r, query, whole=full or bool(context))
+            for c in (r.citations or [])[1:]:  # the first is the passage printed above
+                console.print(
+                    f"   [dim]also [{c['char_start']}:{c['char_end']}] {c['score']:.4f}[/]"
+                )
         console.print(f"[dim]mode: {response.mode}[/]")
         lane = response.explain.get("dense_lane") or {}
         if lane.get("reason") == "query_script_not_covered":

@@ -279,6 +279,7 @@ class SearchRequest(_Strict):
     also: list[Annotated[str, Field(min_length=1, max_length=1000)]] | None = Field(
         None, max_length=4, description="up to 4 more phrasings of the intent, fused by rank"
     )
+    group: Literal["passage", "document"] | None = None  # document: an entry a document
 
 
 class MultiSearchRequest(SearchRequest):
@@ -301,6 +302,7 @@ class SearchResultOut(BaseModel):
     char_end: int
     locator: dict[str, Any] = Field(default_factory=dict)
     context: dict[str, Any] | None = None
+    citations: list[dict[str, Any]] | None = None
     base_id: str
     base_name: str
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -81,13 +81,17 @@ async def search_get(
     also: list[str] | None = Query(
         None, max_length=4, description="another phrasing of the same intent (repeatable, ≤ 4)"
     ),
+    group: Literal["passage", "document"] | None = Query(
+        None, description="document: one entry per document, its best passages as citations"
+    ),
     kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
     """Hybrid (or BM25-only) search over the base's completed items, with citations.
 
     ``under``, ``type``, ``since``, ``tag`` and ``where`` filter inside both lanes (see
     ``POST``); ``context`` returns each hit with its neighbouring chunks
-    (``knowbase.search.context``)."""
+    (``knowbase.search.context``); ``group=document`` ranks documents
+    (``knowbase.search.grouping``)."""
     filters = {
         "under": under,
         "types": types,
@@ -96,6 +100,7 @@ async def search_get(
         "where": where,
         "context": context,
         "also": also or (),
+        "group": group,
     }
     return await _run_search(request, _search_body, kb, base, q, top_k, filters)
 
@@ -126,6 +131,7 @@ def _filters(body: SearchRequest) -> dict[str, Any]:
         "where": body.where,
         "context": body.context,
         "also": body.also or (),
+        "group": body.group,
     }
 
 

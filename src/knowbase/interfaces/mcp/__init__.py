@@ -262,6 +262,13 @@ def build_server(
                 "form); each is searched and the lists fuse, passages several find first",
             ),
         ] = None,
+        group: Annotated[
+            Literal["passage", "document"] | None,
+            Field(
+                description="document: one entry per document (scored by its best passage), "
+                "its best passages' places listed as citations; default passage"
+            ),
+        ] = None,
     ) -> CallToolResult:
         return tools.kb_search(
             _scope(ctx),
@@ -277,6 +284,7 @@ def build_server(
             top_k=topK,
             max_chars=maxChars,
             also=alsoQueries,
+            group=group,
         )
 
     @server.tool(

@@ -83,13 +83,15 @@ def kb_search(
     top_k: int | None = None,
     max_chars: int = budget.DEFAULT_MAX_CHARS,
     also: list[str] | None = None,
+    group: str | None = None,
 ) -> Any:
     """Search the bases (``Knowledge.search_many``: in parallel, merged, one copy of each
     passage text), each passage with ``context`` tokens of surroundings (default
     :data:`KB_SEARCH_CONTEXT`), clamp and round scores, cite. ``under``/``types``/``since``
     filter inside each base's lanes (``search/scope.py``); a malformed one is a tool error
     naming the filter. ``top_k`` passages at most (per base and merged); the reply holds
-    ``max_chars`` characters at most (:mod:`.budget`)."""
+    ``max_chars`` characters at most (:mod:`.budget`). ``group="document"``: one passage per
+    document, its best passages' places in ``citations`` (``search/grouping.py``)."""
     kb = scope.kb
     query = query.strip()
     if not QUERY_MIN_CHARS <= len(query) <= QUERY_MAX_CHARS:
@@ -128,6 +130,7 @@ def kb_search(
             where=where,
             context=context or KB_SEARCH_CONTEXT,
             also=[a.strip() for a in also or ()],
+            group=group,
         )
     except InvalidInput as exc:
         return _from_error(exc)
@@ -219,6 +222,18 @@ def _passage(base_id: str, r: SearchResult) -> budget.Passage:
         "charStart": r.char_start,
         "charEnd": r.char_end,
         "locator": r.locator or None,
+        # the document's best passages by place (kb_read reads them): text would crowd the budget
+        "citations": [
+            {
+                "charStart": c["char_start"],
+                "charEnd": c["char_end"],
+                "score": round(min(max(float(c["score"]), 0.0), 1.0), 4),
+                **({"locator": c["locator"]} if c["locator"] else {}),
+            }
+            for c in r.citations
+        ]
+        if r.citations is not None
+        else None,
     }
     context = r.context or {}
     return budget.Passage(
