@@ -30,7 +30,7 @@ machinery picks it.
 # `Resolve(approval)` names a closure that string annotations could not see.
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
