@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from knowbase.interfaces.http.common import COMMON_ERRORS, get_kb
-from knowbase.interfaces.http.concept_models import ConceptReadOut
+from knowbase.interfaces.http.models import ConceptReadOut
 from knowbase.service import Knowledge
 
 router = APIRouter(responses=COMMON_ERRORS)

@@ -11,13 +11,10 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from knowbase.errors import InvalidInput, NotFound
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
-from knowbase.interfaces.http.concept_models import (
+from knowbase.interfaces.http.models import (
     ConceptBatchOut,
     ConceptGrepOut,
     ConceptIdsRequest,
-    TreeOut,
-)
-from knowbase.interfaces.http.models import (
     JobOut,
     JobStatus,
     MultiSearchOut,
@@ -25,6 +22,7 @@ from knowbase.interfaces.http.models import (
     SearchOut,
     SearchRequest,
     StatusOut,
+    TreeOut,
 )
 from knowbase.interfaces.http.outline import SectionReadOut
 from knowbase.interfaces.http.scopes import principal_of, visible_base, visible_ids
