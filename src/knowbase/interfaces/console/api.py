@@ -1,6 +1,6 @@
 """API routes the console needs that the rest of the API did not have: upload a folder keeping
-its relative paths, cancel a base's running work, a base's item counts and index size, and the
-embedding models a base can be given.
+its relative paths, cancel a base's running work, a base's item counts and index size, its
+current run's progress in chunks, and the embedding models a base can be given.
 
 They are ordinary API routes (OpenAPI, bearer token, the error shape), included next to the
 others; any client can use them.
@@ -136,6 +136,26 @@ def base_summary(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
         "index_bytes": kb.index_bytes(b.id),
         "model_switch": kb.model_switch(b.id),
     }
+
+
+class ChunkProgressOut(BaseModel):
+    busy: bool = Field(description="pending or running jobs on the base")
+    files: int = Field(0, description="index jobs of the current run")
+    files_chunked: int = Field(0, description="of which the chunk count is known")
+    files_done: int = Field(0, description="of which ended (completed or failed)")
+    chunks_known: int = Field(0, description="chunks of the files chunked so far")
+    chunks_done: int = Field(0, description="chunks embedded and written (completed files)")
+    chunks_estimated: int = Field(0, description="known + the rest at the mean so far")
+
+
+@router.get("/bases/{base}/progress", response_model=ChunkProgressOut, tags=["bases"])
+def base_progress(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+    """The base's current run counted in chunks (issue 42): on a base with a model the work
+    is embedding chunks, and a count of files stands still for minutes. The run is every
+    index job updated since the oldest job still pending or running was created; an idle
+    base answers ``busy: false`` and zeros. A client takes the rate from two answers."""
+    progress = kb.activity.base_chunk_progress(kb.get_base(base).id)
+    return {"busy": False} if progress is None else {"busy": True, **progress.to_dict()}
 
 
 class EmbeddingModelOut(BaseModel):
