@@ -67,6 +67,8 @@ class BaseSetting:
     flag: str | None = None  # the CLI flag (default --name-with-dashes)
     cli_null: str | int | None = None  # the CLI value that clears it: a word, or -1: negatives
     null_label: str = "none"  # what null means, in words (console placeholder, CLI help)
+    advanced: bool = False  # the console shows it under "Advanced", after the basic ones
+    needs_model: bool = False  # applies only to a base with an embedding model (fusion)
 
     @property
     def cli_flag(self) -> str:
@@ -144,6 +146,7 @@ SETTINGS: tuple[BaseSetting, ...] = (
         "rerank_model_id", str, None, "Rerank model id (profile:model)", "Rerank model", "0001",
         nullable=True, input_min_length=3, input_max_length=200, input_pattern=_MODEL_ID,
         flag="--rerank", cli_null="none",
+        advanced=True,
     ),
     BaseSetting(
         "file_processor_id", str, None, "File processor: 'tesseract' (OCR of scans and images) or "
@@ -171,10 +174,12 @@ SETTINGS: tuple[BaseSetting, ...] = (
         "chunk_strategy", str, "structured", "How text is cut: by structure or at a separator",
         "Chunking", "0001", choices=("structured", "delimiter"), column_length=16,
         check="knowledge_base_strategy_check",
+        advanced=True,
     ),
     BaseSetting(
         "chunk_separator", str, "\\n\\n", "Separator of the delimiter strategy",
         "Chunk separator", "0001", input_max_length=100, column_length=64,
+        advanced=True,
     ),
     BaseSetting(
         "threshold", float, None, "Lowest score a search returns, 0..1", "Score threshold",
@@ -193,24 +198,29 @@ SETTINGS: tuple[BaseSetting, ...] = (
     BaseSetting(
         "sync_deletes", bool, False, "kb sync deletes items whose files vanished (without"
         " --prune)", "Sync deletes items whose files vanished", "0003y",
+        advanced=True,
     ),
     BaseSetting(
         "url_max_age", int, None, "Seconds after which kb sync re-fetches a page",
         "Re-fetch pages older than (seconds)", "0003y", nullable=True, minimum=0,
         input_max=10**9, message="url_max_age must be 0 or more seconds", cli_null=-1,
         null_label="never",
+        advanced=True,
     ),
     BaseSetting(
         "fusion", str, "convex", "How hybrid search fuses its lanes", "Fusion", "0004e",
         choices=("rrf", "convex"), column_length=16,
+        advanced=True, needs_model=True,
     ),
     BaseSetting(
         "fusion_alpha", float, 0.5, "Vector lane weight, 0..1", "Vector lane weight", "0004e",
         minimum=0, maximum=1,
+        advanced=True, needs_model=True,
     ),
     BaseSetting(
         "rrf_k", int, 60, "RRF constant k (rrf fusion)", "RRF k", "0004e", minimum=1,
         input_max=100_000, message="rrf_k must be a positive integer",
+        advanced=True, needs_model=True,
     ),
 )
 
@@ -239,7 +249,12 @@ def validate(values: Mapping[str, Any]) -> None:
                 raise InvalidInput(why, field=setting.name, value=_shown(values[setting.name]))
     size, overlap = values.get("chunk_size"), values.get("chunk_overlap")
     if size is not None and overlap is not None and overlap >= size:
-        raise InvalidInput("chunk_overlap must be smaller than chunk_size", field="chunk_overlap")
+        # said with both numbers and the way out: "chunk size 5" alone read as a bug (issue 42)
+        raise InvalidInput(
+            f"chunk_overlap ({overlap} tokens) must be smaller than chunk_size ({size} tokens):"
+            f" lower the overlap as well, e.g. to {size // 5}",
+            field="chunk_overlap",
+        )
     if values.get("chunk_strategy") == "delimiter" and not values.get("chunk_separator"):
         raise InvalidInput("a separator is required with the delimiter strategy")
 
@@ -289,6 +304,8 @@ def form_fields() -> list[dict[str, Any]]:
                 "step": "any" if s.type is float else None,
                 "maxlength": s.input_max_length,
                 "suggestions": list(s.suggestions),
+                "advanced": s.advanced,
+                "needs_model": s.needs_model,
             }
         )
     return out

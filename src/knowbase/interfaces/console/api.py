@@ -1,6 +1,7 @@
 """API routes the console needs that the rest of the API did not have: upload a folder keeping
-its relative paths, cancel a base's running work, a base's item counts and index size, its
-current run's progress in chunks, and the embedding models a base can be given.
+its relative paths, import an uploaded archive as a new base, cancel a base's running work, a
+base's item counts and index size, its current run's progress in chunks, and the embedding
+models a base can be given.
 
 They are ordinary API routes (OpenAPI, bearer token, the error shape), included next to the
 others; any client can use them.
@@ -109,6 +110,25 @@ def upload_folders(
     if response.status_code != 201:  # detect conflicts: nothing was added
         shutil.rmtree(stage, ignore_errors=True)
     return response
+
+
+@router.post("/archives/import", status_code=201, responses=BODY_ERRORS, tags=["bases"])
+def import_archive(
+    file: UploadFile = File(description="an archive written by kb export (or GET …/export)"),
+    name: str | None = Form(None, max_length=200, description="the new base's name"),
+    kb: Knowledge = Depends(get_kb),
+) -> dict[str, Any]:
+    """A new base from an uploaded archive, verified first; nothing is re-embedded (what
+    ``kb import`` does with a file on the server's disk). The upload is staged in the home and
+    removed afterwards."""
+    stage = Path(kb.settings.home) / UPLOADS_DIR / f"{uuid.uuid4().hex}.zip"
+    stage.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with stage.open("wb") as out:
+            shutil.copyfileobj(file.file, out, length=1024 * 1024)
+        return kb.import_base(stage, (name or "").strip() or None).to_dict()
+    finally:
+        stage.unlink(missing_ok=True)
 
 
 @router.post("/bases/{base}/jobs/cancel", response_model=Cancelled, tags=["jobs"])

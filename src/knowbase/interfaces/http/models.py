@@ -301,6 +301,7 @@ class SearchResultOut(BaseModel):
     char_end: int
     locator: dict[str, Any] = Field(default_factory=dict)
     context: dict[str, Any] | None = None
+    snippet: dict[str, Any] | None = Field(None, description="the best-matching lines")
     base_id: str
     base_name: str
 
