@@ -176,6 +176,7 @@ def test_search_shows_a_rendered_snippet_with_more_and_the_cut(page, served) -> 
     shot(page, "search-desktop.png")
     page.set_viewport_size(PHONE)
     shot(page, "search-phone.png")
+    assert table.locator("thead").is_visible()  # still a table with its header on a phone
     page.set_viewport_size(DESKTOP)
     # the viewer renders the table too, and the cited passage is marked
     hit.get_by_role("link").click()
@@ -275,7 +276,7 @@ def test_a_150_item_base_page_folds_filters_and_pages(page, served, big) -> None
     # on a phone the badges stay on one line
     page.set_viewport_size(PHONE)
     page.get_by_role("button", name="Fold alpha (50 files)").click()
-    shot(page, "base-150-phone.png")
+    shot(page, "base-150-phone-open.png")  # one folder of 50 files open: one page of rows
     height = page.evaluate("document.documentElement.scrollHeight")
     assert height < 9000, height
     wide = page.evaluate(
@@ -283,6 +284,10 @@ def test_a_150_item_base_page_folds_filters_and_pages(page, served, big) -> None
         " > innerWidth + 1).map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 5)"
     )
     assert wide == [], wide  # nothing runs off the side of a phone
+    page.get_by_role("button", name="Fold beta (50 files)").click()
+    expect_(page.locator("#items-table tbody tr")).to_have_count(4)
+    shot(page, "base-150-phone.png")
+    assert page.evaluate("document.documentElement.scrollHeight") < 4000
     for box in page.locator("#items-table .badge").evaluate_all(
         "els => els.map(e => [e.getBoundingClientRect().height, "
         "parseFloat(getComputedStyle(e).lineHeight) || 20])"
