@@ -184,14 +184,21 @@ def _chunk_detail(kb: Knowledge, job_ids: list[str], files: int, first: dict[str
     mark = first.get("chunks_at")
     if done and mark is None:
         first["chunks_at"] = (now, done)
+    last = first.get("chunks_last")
+    if last is None or done > last[1]:
+        first["chunks_last"] = last = (now, done)
     # The import's own rate once it has run a while; the measured one (or none) before.
+    # Chunks arrive in runs (64 at a time): the rate is measured between the first and the
+    # latest run seen, so it does not sag while the next run embeds; the wait since the
+    # latest run comes off the time left.
     rate: float | None = first.get("probe_rate")
-    if mark is not None and done > mark[1] and (now - mark[0] >= RATE_AFTER_S or not rate):
-        rate = (done - mark[1]) / (now - mark[0])
+    if mark is not None and last[1] > mark[1] and (last[0] - mark[0] >= RATE_AFTER_S or not rate):
+        rate = (last[1] - mark[1]) / (last[0] - mark[0])
+    since = now - last[0] if last[1] > (mark or (0, 0))[1] else 0.0
     if rate:
         text += f" · {rate:.1f} chunks/s"
         if done < total:
-            text += f", ~{_duration((total - done) / rate)} left"
+            text += f", ~{_duration(max((total - done) / rate - since, 1))} left"
     return text
 
 
