@@ -178,7 +178,7 @@ def _chunk_detail(kb: Knowledge, job_ids: list[str], files: int, first: dict[str
     done = progress.chunks_done
     if not progress.files_chunked:
         return "reading and chunking"
-    approx = "" if progress.files_chunked >= files else "≈"
+    approx = "" if progress.files_chunked + progress.files_failed >= files else "≈"
     text = f"chunks {done:,}/{approx}{total:,} embedded"
     now = time.monotonic()
     mark = first.get("chunks_at")

@@ -166,6 +166,7 @@ class ChunkProgressOut(BaseModel):
     chunks_known: int = Field(0, description="chunks of the files chunked so far")
     chunks_done: int = Field(0, description="chunks embedded and written (completed files)")
     chunks_estimated: int = Field(0, description="known + the rest at the mean so far")
+    files_failed: int = Field(0, description="of which failed or were cancelled")
 
 
 @router.get("/bases/{base}/progress", response_model=ChunkProgressOut, tags=["bases"])

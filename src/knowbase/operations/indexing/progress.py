@@ -23,7 +23,8 @@ class ChunkProgress:
 
     ``files``: index jobs seen; ``files_chunked``: those whose chunk count is known (failed ones
     left out); ``files_done``: ended (completed or failed); ``chunks_known``: the chunks of the
-    files chunked so far; ``chunks_done``: the chunks of completed files (embedded and written).
+    files chunked so far; ``chunks_done``: the chunks of completed files (embedded and written);
+    ``files_failed``: failed or cancelled (no work left in them).
     """
 
     files: int = 0
@@ -31,6 +32,7 @@ class ChunkProgress:
     files_done: int = 0
     chunks_known: int = 0
     chunks_done: int = 0
+    files_failed: int = 0
 
     def estimated_total(self, files_total: int | None = None) -> int:
         """The run's chunks: those known, plus the files not chunked yet at the mean so far.
@@ -41,7 +43,7 @@ class ChunkProgress:
         files = max(files_total or 0, self.files)
         if not self.files_chunked:
             return self.chunks_known
-        rest = max(files - self.files_chunked, 0)
+        rest = max(files - self.files_chunked - self.files_failed, 0)
         return self.chunks_known + round(rest * self.chunks_known / self.files_chunked)
 
     def to_dict(self, files_total: int | None = None) -> dict[str, int]:
@@ -50,7 +52,7 @@ class ChunkProgress:
 
 def chunk_progress(jobs: Iterable[Job]) -> ChunkProgress:
     """Add up the index jobs among ``jobs`` (other kinds are ignored)."""
-    files = chunked = done = known = finished = 0
+    files = chunked = done = known = finished = failed = 0
     for job in jobs:
         if job.kind != INDEX_DOCUMENTS.name:
             continue
@@ -58,6 +60,7 @@ def chunk_progress(jobs: Iterable[Job]) -> ChunkProgress:
         ended = job.status in ("completed", "failed", "cancelled")
         done += ended
         if job.status in ("failed", "cancelled"):
+            failed += 1
             continue
         chunks = job.progress_details.get("chunks")
         if isinstance(chunks, int):
@@ -65,7 +68,7 @@ def chunk_progress(jobs: Iterable[Job]) -> ChunkProgress:
             known += chunks
             if job.status == "completed":
                 finished += chunks
-    return ChunkProgress(files, chunked, done, known, finished)
+    return ChunkProgress(files, chunked, done, known, finished, failed)
 
 
 __all__ = ["ChunkProgress", "chunk_progress"]

@@ -16,7 +16,7 @@ function duration(s) {
 
 export function chunkText(p, embeds, rate) {
   if (!p.files_chunked) return "Reading and chunking the first files…";
-  const approx = p.files_chunked < p.files ? "≈" : "";
+  const approx = p.files_chunked + p.files_failed < p.files ? "≈" : "";
   const verb = embeds ? "embedded" : "indexed";
   let text = `Chunks: ${p.chunks_done.toLocaleString("en")} of ${approx}`
     + `${p.chunks_estimated.toLocaleString("en")} ${verb}`;
