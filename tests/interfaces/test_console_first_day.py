@@ -13,6 +13,7 @@ committed).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,8 +151,16 @@ def shot(page, name: str) -> None:  # type: ignore[no-untyped-def]
 # --- item 14: search results -------------------------------------------------------------------
 def test_search_shows_a_rendered_snippet_with_more_and_the_cut(page, served) -> None:  # type: ignore[no-untyped-def]
     expect_ = playwright_api.expect
-    make_base(served, "handbook")
-    add_notes(served, "handbook", ("Handbook", HANDBOOK), ("Scripted", SCRIPTED))
+    # a threshold that keeps the handbook (~0.3) and cuts the weak matches (~0.1)
+    make_base(served, "handbook", threshold=0.2)
+    add_notes(
+        served,
+        "handbook",
+        ("Handbook", HANDBOOK),
+        ("Scripted", SCRIPTED),
+        ("Lobby", "The coffee is served at noon in the lobby."),
+        ("ML", "Machine learning notes."),
+    )
     goto(page, served + "/console/search?base=handbook&q=how%20often%20descale%20coffee%20machine")
     hit = page.locator(".result").first
     expect_(hit).to_be_visible(timeout=30_000)
@@ -171,7 +180,8 @@ def test_search_shows_a_rendered_snippet_with_more_and_the_cut(page, served) -> 
     expect_(hit.locator(".passage")).not_to_contain_text("shared by every team")
     # where the threshold cut: a note after the last result
     cut = page.locator("#results .cut")
-    expect_(cut).to_contain_text("Threshold")
+    expect_(cut).to_contain_text(re.compile(r"Threshold 0\.2 \(this base's threshold\): [1-9]"))
+    expect_(cut).to_contain_text("weaker hit(s) below it are not shown")
     assert page.locator("#results > li").last.get_attribute("class") == "cut"
     shot(page, "search-desktop.png")
     page.set_viewport_size(PHONE)
