@@ -317,6 +317,7 @@ class MultiSearchOut(BaseModel):
 
     results: list[SearchResultOut]
     modes: dict[str, Literal["hybrid", "bm25"]] = Field(description="base id → mode")
+    thresholds: dict[str, dict[str, Any]] = Field({}, description="base id → threshold cut")
 
 
 # --- jobs --------------------------------------------------------------------------------------

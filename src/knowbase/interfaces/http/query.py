@@ -146,7 +146,7 @@ def search_many(body: MultiSearchRequest, kb: Knowledge = Depends(get_kb)) -> di
         {**vars(m.result), "base_id": m.base_id, "base_name": names[m.base_id], "rank": m.rank}
         for m in found.results
     ]
-    return {"results": results, "modes": found.modes}
+    return {"results": results, "modes": found.modes, "thresholds": found.thresholds}
 
 
 # --- concepts ----------------------------------------------------------------------------------

@@ -73,15 +73,18 @@ function result(r, query, showBase) {
     ...passage(r, query));
 }
 
-// Where the threshold cut: after the last result, how many weaker hits it left out.
-function cutNote(explain) {
-  const t = explain && explain.threshold;
-  if (!t) return null;
-  const source = t.source === "base" ? "this base's threshold" : "the default threshold";
-  const text = t.cut
-    ? `Threshold ${t.value} (${source}): ${t.cut} weaker hit(s) below it are not shown.`
-    : `Threshold ${t.value} (${source}): no hit fell below it.`;
-  return el("li", { class: "cut", role: "note" }, text);
+// Where the threshold cut: after the last result, how many weaker hits it left out (for
+// several bases, each base's cut, named).
+function cutNote(cuts, names) {
+  const parts = [];
+  for (const [id, t] of Object.entries(cuts)) {
+    const source = t.source === "base" ? "this base's threshold" : "the default threshold";
+    const whose = names.size > 1 ? `${names.get(id) || id}: ` : "";
+    parts.push(t.cut
+      ? `${whose}Threshold ${t.value} (${source}): ${t.cut} weaker hit(s) below it are not shown.`
+      : `${whose}Threshold ${t.value} (${source}): no hit fell below it.`);
+  }
+  return parts.length ? el("li", { class: "cut", role: "note" }, parts.join(" ")) : null;
 }
 
 async function run(event) {
@@ -103,13 +106,17 @@ async function run(event) {
       body = await api("/search", { method: "POST", json: { query, bases: chosen } });
     }
     const list = document.getElementById("results");
-    const note = cutNote(body.explain);
+    const cuts = body.thresholds
+      || (body.explain && body.explain.threshold ? { [chosen[0]]: body.explain.threshold } : {});
+    const names = new Map([...document.querySelectorAll("#search-bases input")]
+      .filter((i) => i.checked).map((i) => [i.value, i.parentElement.textContent.trim()]));
+    const note = cutNote(cuts, names);
     list.replaceChildren(...body.results.map((r) => result(r, query, chosen.length > 1)),
       ...(note ? [note] : []));
     const mode = body.mode || Object.values(body.modes || {}).join(", ");
-    const t = body.explain && body.explain.threshold;
+    const cut = Object.values(cuts).reduce((n, t) => n + (t.cut || 0), 0);
     summary.textContent = `${body.results.length} result(s) · mode ${mode}`
-      + (t && t.cut ? ` · ${t.cut} below the threshold` : "");
+      + (cut ? ` · ${cut} below the threshold` : "");
     document.getElementById("explain-body").textContent =
       JSON.stringify(body.explain || body.modes, null, 2);
     const url = new URL(location.href);
