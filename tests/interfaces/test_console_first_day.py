@@ -290,7 +290,6 @@ def test_a_150_item_base_page_folds_filters_and_pages(page, served, big) -> None
     # on a phone the badges stay on one line
     page.set_viewport_size(PHONE)
     page.get_by_role("button", name="Fold alpha (50 files)").click()
-    shot(page, "base-150-phone-open.png")  # one folder of 50 files open: one page of rows
     height = page.evaluate("document.documentElement.scrollHeight")
     assert height < 9000, height
     wide = page.evaluate(
