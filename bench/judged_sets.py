@@ -36,7 +36,7 @@ SHARED = Path(os.environ.get("KB_DATASETS", ROOT.parent / "shared" / "datasets")
 if not SHARED.is_dir():
     SHARED = Path("/work/shared/datasets")
 CACHE = Path(os.environ.get("KB_EVAL_CACHE", Path.home() / ".cache" / "knowbase-eval"))
-MODEL = "local:all-minilm-l6-v2"
+MODEL = os.environ.get("KB_EVAL_MODEL", "local:all-minilm-l6-v2")  # e.g. the int8 graph
 # eval/zh runs on the multilingual model, as docs/eval.md's earlier tables: MiniLM cannot read
 # Chinese, so the script rule makes nearly every zh query keyword-only and no fusion matters.
 MODELS = {"zh": "local:multilingual-e5-small"}

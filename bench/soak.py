@@ -368,6 +368,7 @@ class CliResult:
     err: str
     killed: bool = False
     timed_out: bool = False
+    started: float = 0.0  # when the process began (time.time())
 
 
 # --- the soak ---------------------------------------------------------------------------------
@@ -421,6 +422,8 @@ class Soak:
         self.bases = ("soak-bm25", "soak-hybrid")
         self.inflight: dict[int, subprocess.Popen[bytes]] = {}
         self.killed: set[int] = set()
+        # when the chaos stopped a worker or the server: a job it ran ends cancelled/abandoned
+        self.daemon_stops: list[float] = []
         self.inflight_lock = threading.Lock()
         self.chaos_lock = threading.Lock()  # held by one chaos action; a checkpoint waits for it
         self.stop = threading.Event()
@@ -433,6 +436,7 @@ class Soak:
     # -- running kb ------------------------------------------------------------------------
     def kb(self, *args: str, timeout: float = CLI_TIMEOUT_S) -> CliResult:
         """Run ``kb ARGS --json``-style in its own process group; the chaos may kill it."""
+        started = time.time()
         proc = subprocess.Popen(
             [sys.executable, "-m", "knowbase.interfaces.cli", *args],
             env=self.env,
@@ -461,8 +465,8 @@ class Soak:
             os.killpg(proc.pid, signal.SIGKILL)
         parsed = last_json(out.decode(errors="replace"))
         if killed or timed_out:
-            return CliResult(None, parsed, err.decode(errors="replace"), killed, timed_out)
-        return CliResult(proc.returncode, parsed, err.decode(errors="replace"))
+            return CliResult(None, parsed, err.decode(errors="replace"), killed, timed_out, started)
+        return CliResult(proc.returncode, parsed, err.decode(errors="replace"), started=started)
 
     def judge(self, op: str, res: CliResult, also: frozenset[str] = frozenset()) -> str:
         """Count a CLI result; returns ``ok``, ``refused``, ``interrupted`` or ``failed``.
@@ -485,6 +489,11 @@ class Soak:
         if res.rc == 1 and (code in REFUSALS or code in also):
             self.fig.count(op, f"refused:{code}")
             return "refused"
+        if code == "indexing_interrupted" and any(t >= res.started for t in self.daemon_stops):
+            # the command waited on a job that the chaos's stop of the worker or the server
+            # cancelled: nothing was acknowledged, like a killed CLI
+            self.fig.count(op, "interrupted")
+            return "interrupted"
         self.fig.count(op, f"failed:{code or f'exit {res.rc}'}", res.err.strip()[-400:])
         return "failed"
 
@@ -1104,6 +1113,7 @@ class Soak:
                     os.killpg(pid, signal.SIGKILL)
             self.fig.chaos["kill -9 cli"] += 1
         elif action == "kill_worker":
+            self.daemon_stops.append(time.time())
             self.worker.stop(signal.SIGKILL)
             self.fig.chaos["kill -9 worker"] += 1
             self.stop.wait(rng.uniform(0, 4))
@@ -1113,6 +1123,7 @@ class Soak:
             # last connection then believes it is the last one, which is when a server whose
             # locks were dropped loses its WAL (issue 37). The worker and MCP server hold
             # connections of their own otherwise, and hide it.
+            self.daemon_stops.append(time.time())
             self.worker.stop(signal.SIGTERM)
             self.mcp.stop(signal.SIGTERM)
             self.fig.chaos["worker and mcp stopped a while"] += 1
@@ -1121,6 +1132,7 @@ class Soak:
             self.ensure(self.mcp)
         elif action in ("term_server", "kill_server"):
             sig = signal.SIGTERM if action == "term_server" else signal.SIGKILL
+            self.daemon_stops.append(time.time())
             self.server.stop(sig)
             self.fig.chaos["SIGTERM server" if sig == signal.SIGTERM else "kill -9 server"] += 1
             self.stop.wait(rng.uniform(0, 2))

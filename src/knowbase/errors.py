@@ -6,6 +6,7 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
 
     KnowbaseError                      code=internal_error, 500
     ├── CopyVerificationFailed             a copied home differs from its source (counts, searches)
+    ├── RouteWithoutScope                  a route or tool has no scope rule: refused to everyone
     ├── InvalidInput                   422  bad input from the caller; nothing was written
     │   ├── UnsafePath                     path escapes the material root / reserved name
     │   ├── EmptyContent                   empty or whitespace-only note/url text
@@ -17,12 +18,15 @@ optional ``hint``. Context (``base_id``, ``path``…) sits in ``details``.
     │   ├── UndecodableName                a file name that is not valid UTF-8 (its bytes)
     │   └── ArchiveInvalid                 a base archive is corrupt, truncated or of another format
     │       └── ArchiveUnsafe                  a member escapes, is a link, or is too big (bomb)
+    ├── Unauthorized                   401  no valid key: missing, unknown, expired or revoked
+    ├── KeyNotAllowed                  403  a valid key whose access does not cover it
     ├── NotFound                       404  base / item / concept does not exist or is not visible
     ├── Conflict                       409  a guard refused the operation in the current state
     │   ├── BaseFailed                     the base is failed: restore it first
     │   ├── FileExists                     the target file already exists in raw/
     │   ├── BaseExists                     an import or copy would clash with a base's name
     │   ├── CatalogRevisionUnknown         the catalog was migrated by a newer knowbase
+    │   ├── KeyExists                      an API key of that name exists already
     │   └── BaseBusy                       another live process is working on the base (sync)
     ├── Unavailable                    503  a component cannot be reached right now
     │   ├── VectorStoreUnavailable         the base's index cannot be opened
@@ -161,6 +165,30 @@ class UndecodableName(InvalidInput):
     hint = "rename the file to a UTF-8 name (e.g. convmv -f latin1 -t utf8) and add it again"
 
 
+class RouteWithoutScope(KnowbaseError):
+    """A route (or MCP tool) has no rule in ``interfaces/access.py``: nobody may call it until
+    it gets one. A bug of the release, never of the caller."""
+
+    code = "route_without_scope"
+
+
+class Unauthorized(KnowbaseError):
+    """No valid key came with the request: none, an unknown one, an expired or a revoked one.
+
+    The message is the same for each, so a caller cannot tell a revoked key from a typo."""
+
+    code = "unauthorized"
+    status = 401
+
+
+class KeyNotAllowed(KnowbaseError):
+    """The key is valid and sees the base, but its access does not cover the operation: a
+    read-only key asked to change something, a scoped key asked for an admin operation."""
+
+    code = "key_not_allowed"
+    status = 403
+
+
 class NotFound(KnowbaseError):
     """The base, item or concept does not exist (or is not visible)."""
 
@@ -201,6 +229,14 @@ class CatalogRevisionUnknown(Conflict):
 
     code = "catalog_revision_unknown"
     hint = "upgrade knowbase to the release that migrated this database"
+
+
+class KeyExists(Conflict):
+    """``kb keys create NAME`` where a key (live, expired or revoked) already has that name:
+    names are what ``kb jobs --by`` shows, so one is never reused."""
+
+    code = "key_exists"
+    hint = "pick another name (kb keys list shows them)"
 
 
 # --- 503 -------------------------------------------------------------------------------------

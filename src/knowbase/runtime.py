@@ -1,4 +1,5 @@
-"""The shared handles every workflow and task handler needs, wired once by ``service.py``."""
+"""The shared handles every workflow and task handler needs, wired once by the facade
+(:class:`~knowbase.service.Knowledge`)."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ class Settings:
     workers: int = 48
     job_retention_days: float = 14  # terminal jobs older than this are pruned; <= 0 keeps all
     # Host names a server (kb serve, kb mcp --http) answers to besides its bound address and,
-    # on loopback, localhost/127.0.0.1/[::1]; "*" turns the Host check off (http_guard.py).
+    # on loopback, localhost/127.0.0.1/[::1]; "*" turns the Host check off (http/guard.py).
     allowed_hosts: tuple[str, ...] = ()
     # Origins (``http://localhost:6274``) besides a server's own that may change state through
     # it (a console behind a proxy, a browser tool); "*" turns the Origin check off.

@@ -2,7 +2,7 @@
 
 A busy lock, an I/O error, a full disk, a file that cannot be opened and real corruption need
 different advice. Only corruption that an integrity check confirms may be called damaged (its
-callers check: the catalog in :mod:`knowbase.catalog.health`, an index in its store); the rest
+callers check: the catalog in :mod:`knowbase.catalog.integrity`, an index in its store); the rest
 become :class:`~knowbase.errors.DatabaseBusy`, :class:`~knowbase.errors.DatabaseIOError`,
 :class:`~knowbase.errors.DiskFull` and :class:`~knowbase.errors.DatabaseCannotOpen`, each naming
 the file.

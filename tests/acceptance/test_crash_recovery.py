@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,18 +25,12 @@ from knowbase.operations import kinds
 from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 FILES = 200
-
-
-def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
-        time.sleep(0.02)
 
 
 class WorkerProcess:
@@ -153,8 +146,8 @@ def test_kill_mid_indexing_then_restart(
     base = kb.create_base("crash", embedding_model_id="hash:d64?delay=0.05", file_processor_id=None)
     folder = kb.add(base.id, [AddInput.directory(make_folder(src))]).items[0]
     worker = workers(kb_settings.home)
-    poll(lambda: count(kb, base, {"completed"}) >= 20, 60, "some files indexed")
-    poll(lambda: count(kb, base, {"reading", "embedding"}) > 0, 10, "files mid-indexing")
+    wait_until(lambda: count(kb, base, {"completed"}) >= 20, 60, "some files indexed")
+    wait_until(lambda: count(kb, base, {"reading", "embedding"}) > 0, 10, "files mid-indexing")
     worker.kill()
     running_at_kill = {
         j.payload["item_id"]
@@ -168,7 +161,7 @@ def test_kill_mid_indexing_then_restart(
     # Restart: a fresh Knowledge in this process recovers at worker start, then drains.
     with Knowledge(kb_settings) as again:
         again.start_workers()
-        poll(
+        wait_until(
             lambda: not [j for j in again.activity.list_jobs(base=base.id) if not j.is_terminal],
             90,
             "the queue to drain after restart",
@@ -201,8 +194,10 @@ def test_kill_mid_batch_then_restart(
     # that some batches have finished while others wait on the batcher.
     kb.add(base.id, [AddInput.directory(make_folder(src, 400))])
     worker = workers(kb_settings.home)
-    poll(lambda: count(kb, base, {"completed"}) >= 3, 60, "some files indexed")
-    poll(lambda: count(kb, base, {"embedding"}) >= 2, 20, "several jobs waiting on one batcher")
+    wait_until(lambda: count(kb, base, {"completed"}) >= 3, 60, "some files indexed")
+    wait_until(
+        lambda: count(kb, base, {"embedding"}) >= 2, 20, "several jobs waiting on one batcher"
+    )
     worker.kill()
     running_at_kill = {
         j.payload["item_id"]
@@ -213,7 +208,7 @@ def test_kill_mid_batch_then_restart(
 
     with Knowledge(kb_settings) as again:
         again.start_workers()
-        poll(
+        wait_until(
             lambda: (
                 not [
                     j
@@ -244,11 +239,13 @@ def test_kill_mid_delete_then_restart(
     # more files than one index batch (64) takes, so some finish while others embed
     folder = kb.add(base.id, [AddInput.directory(make_folder(src, 300))]).items[0]
     worker = workers(kb_settings.home)
-    poll(lambda: count(kb, base, {"completed"}) >= 3, 60, "some files indexed")
-    poll(lambda: count(kb, base, {"embedding"}) > 0, 10, "files mid-embedding")
+    wait_until(lambda: count(kb, base, {"completed"}) >= 3, 60, "some files indexed")
+    wait_until(lambda: count(kb, base, {"embedding"}) > 0, 10, "files mid-embedding")
     delete_job = kb.delete_items(base.id, [folder.id])
     assert delete_job is not None
-    poll(lambda: kb.activity.get_job(delete_job).status == "running", 10, "the delete job to start")
+    wait_until(
+        lambda: kb.activity.get_job(delete_job).status == "running", 10, "the delete job to start"
+    )
     worker.kill()
     job = kb.activity.get_job(delete_job)
     assert job.status == "running", "the kill should land while the delete runs"
@@ -258,8 +255,10 @@ def test_kill_mid_delete_then_restart(
 
     with Knowledge(kb_settings) as again:
         again.start_workers()
-        poll(lambda: again.activity.get_job(delete_job).is_terminal, 60, "the delete to finish")
-        poll(
+        wait_until(
+            lambda: again.activity.get_job(delete_job).is_terminal, 60, "the delete to finish"
+        )
+        wait_until(
             lambda: (
                 not [
                     j

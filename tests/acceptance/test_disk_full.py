@@ -21,11 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_crash_recovery import assert_consistent, poll
+from test_crash_recovery import assert_consistent
 
 from knowbase.errors import DiskFull
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -130,7 +131,7 @@ def test_kb_add_on_a_full_disk_returns_disk_full_and_the_work_resumes(
     filler.unlink()  # space returns
     with Knowledge(settings) as again:
         again.start_workers()
-        poll(
+        wait_until(
             lambda: not [j for j in again.activity.list_jobs(base="b") if not j.is_terminal],
             120,
             "the paused work to finish",

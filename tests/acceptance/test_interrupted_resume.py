@@ -22,13 +22,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_crash_recovery import WorkerProcess, assert_consistent, make_folder, poll
+from test_crash_recovery import WorkerProcess, assert_consistent, make_folder
 
 from _serve import free_port
 from knowbase.operations import kinds
 from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -51,7 +52,7 @@ def drain(settings: Settings, base: str) -> dict[str, int]:
     """A fresh process's view: start workers (boot recovery), wait for the queue to drain."""
     with Knowledge(settings) as again:
         again.start_workers()
-        poll(
+        wait_until(
             lambda: not [j for j in again.activity.list_jobs(base=base) if not j.is_terminal],
             120,
             "the queue to drain after the restart",
@@ -74,8 +75,8 @@ def test_kill_9_of_kb_add_resumes_the_import(kb_settings: Settings, src: Path) -
         stderr=subprocess.DEVNULL,
     )
     with Knowledge(kb_settings) as kb:
-        poll(lambda: statuses(kb, "b").get("completed", 0) >= 5, 90, "some files indexed")
-        poll(
+        wait_until(lambda: statuses(kb, "b").get("completed", 0) >= 5, 90, "some files indexed")
+        wait_until(
             lambda: statuses(kb, "b").get("reading", 0) + statuses(kb, "b").get("embedding", 0),
             20,
             "files mid-indexing",
@@ -107,7 +108,7 @@ def test_kb_add_again_after_a_kill_9_resumes_it_without_a_worker(
     env = env_for(kb_settings.home)
     add = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with Knowledge(kb_settings) as kb:
-        poll(lambda: statuses(kb, "b").get("completed", 0) >= 5, 90, "some files indexed")
+        wait_until(lambda: statuses(kb, "b").get("completed", 0) >= 5, 90, "some files indexed")
         assert add.poll() is None, "kb add ended before the kill"
         os.kill(add.pid, signal.SIGKILL)
         add.wait(10)
@@ -179,7 +180,7 @@ def test_kill_9_of_kb_serve_resumes_the_import_and_sweeps_spooled_uploads(
         r = httpx.post(url + "/bases/b/uploads", files=_upload_files(400, 1), timeout=60)
         assert r.status_code == 201, r.text
         with Knowledge(kb_settings) as kb:
-            poll(lambda: statuses(kb, "b").get("completed", 0) >= 3, 60, "some files indexed")
+            wait_until(lambda: statuses(kb, "b").get("completed", 0) >= 3, 60, "some files indexed")
             _kill(server)
             assert statuses(kb, "b").get("completed", 0) < 400
         # 2. Killed while a large upload is spooled (before any row exists for it).
@@ -192,14 +193,14 @@ def test_kill_9_of_kb_serve_resumes_the_import_and_sweeps_spooled_uploads(
 
         sender = threading.Thread(target=send, daemon=True)
         sender.start()
-        poll(lambda: bool(_spooled(home, tmpdir)), 60, "the upload to be spooled")
+        wait_until(lambda: bool(_spooled(home, tmpdir)), 60, "the upload to be spooled")
         _kill(server)
         sender.join(30)
         assert _spooled(home, tmpdir), "the kill should land while the upload is spooled"
         # 3. Restarted: the sweep removes the dead server's spool, the import finishes.
         server = _serve(home, port, tmpdir)
         with Knowledge(kb_settings) as kb:
-            poll(
+            wait_until(
                 lambda: (
                     not [
                         j
@@ -213,7 +214,7 @@ def test_kill_9_of_kb_serve_resumes_the_import_and_sweeps_spooled_uploads(
             counts = statuses(kb, "b")
             assert counts.get("failed", 0) == 0, counts  # before: 95 % of a 40-file upload
             assert counts.get("completed", 0) >= 400
-        poll(lambda: not _spooled(home, tmpdir), 20, "the dead server's spool to be swept")
+        wait_until(lambda: not _spooled(home, tmpdir), 20, "the dead server's spool to be swept")
     finally:
         if server.poll() is None:
             _kill(server)
@@ -237,14 +238,14 @@ def test_a_job_that_dies_on_every_attempt_ends_failed_interrupted(
     max_attempts = kinds.INDEX_DOCUMENTS.max_attempts
     for attempt in range(1, max_attempts + 1):
         worker = WorkerProcess(kb_settings.home, tmp_path / f"worker{attempt}.log")
-        poll(
+        wait_until(
             lambda a=attempt: (
                 (j := kb.activity.get_job(job_id)).status == "running" and j.attempts == a
             ),
             60,
             f"attempt {attempt} to run",
         )
-        poll(lambda: kb.get_item(base.id, item.id).status == "embedding", 30, "the embedding")
+        wait_until(lambda: kb.get_item(base.id, item.id).status == "embedding", 30, "the embedding")
         worker.kill()
         kb.recover()  # what the next worker does at start
         job = kb.activity.get_job(job_id)

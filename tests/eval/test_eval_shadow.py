@@ -56,9 +56,11 @@ def test_shadow_scores_equal_a_base_built_with_the_new_model(tmp_path: Path) -> 
         # Fill the shadow set as the switch's build would (every stored body, new model).
         base = kb.get_base("old")
         store = kb.rt.store(base)
-        bodies = store.bodies_without_vectors("hash:d48")
+        bodies = store.models.bodies_without_vectors("hash:d48")
         with kb.rt.lock(base.id):
-            store.put_vectors("hash:d48", 48, {h: hash_vector(b, 48) for h, b in bodies.items()})
+            store.models.put_vectors(
+                "hash:d48", 48, {h: hash_vector(b, 48) for h, b in bodies.items()}
+            )
         assert all(text_hash(b) == h for h, b in bodies.items())
     queries, qrels = _set(tmp_path, ids)
     shadow = _eval(home, "old", queries, qrels, "--model", "shadow")

@@ -188,15 +188,15 @@ def test_two_models_sets_live_side_by_side(qstore) -> None:  # type: ignore[no-u
     m = _material()
     h = text_hash(TEXT)
     qstore.rebuild_material(m, _vectors(m, 8))
-    assert qstore.bodies_without_vectors("new") == {h: TEXT}
-    assert qstore.existing_vectors("new", [h]) == set()
+    assert qstore.models.bodies_without_vectors("new") == {h: TEXT}
+    assert qstore.models.existing_vectors("new", [h]) == set()
     with pytest.raises(EmbeddingMismatch):
-        qstore.put_vectors("new", 12, {h: np.ones(8, "<f4")})  # wrong width for the set
-    qstore.put_vectors("new", 12, {h: hash_vector(TEXT, 12)})
-    assert qstore.bodies_without_vectors("new") == {}
-    assert qstore.existing_vectors("new", [h]) == {h}
-    assert set(qstore.vectors_for([h], "new")) == {h}
-    assert qstore.vectors_for([h], "new")[h].shape == (12,)
+        qstore.models.put_vectors("new", 12, {h: np.ones(8, "<f4")})  # wrong width for the set
+    qstore.models.put_vectors("new", 12, {h: hash_vector(TEXT, 12)})
+    assert qstore.models.bodies_without_vectors("new") == {}
+    assert qstore.models.existing_vectors("new", [h]) == {h}
+    assert set(qstore.models.vectors_for([h], "new")) == {h}
+    assert qstore.models.vectors_for([h], "new")[h].shape == (12,)
     # The serving lane is the store's model, whatever else Qdrant holds.
     assert [x.material_id for x in qstore.vector_search(hash_vector(TEXT, 8), 3)] == ["m1"]
     shadow = qstore.for_model("new", 12)
@@ -204,9 +204,9 @@ def test_two_models_sets_live_side_by_side(qstore) -> None:  # type: ignore[no-u
     shadow.close()  # shares the inner store: closing it leaves that open
     assert qstore.keyword_search("alpha", 3)[0].material_id == "m1"
     with pytest.raises(InvalidInput):
-        qstore.drop_vectors("old")  # the serving set
-    assert qstore.drop_vectors("new") == 1
-    assert qstore.vectors_for([h], "new") == {}
+        qstore.models.drop_vectors("old")  # the serving set
+    assert qstore.models.drop_vectors("new") == 1
+    assert qstore.models.vectors_for([h], "new") == {}
     assert {p.payload["model_id"] for p in _points(qstore)} == {"old"}
 
 
@@ -218,14 +218,14 @@ def test_a_set_covers_units_not_bodies(qstore) -> None:  # type: ignore[no-untyp
     a = _material("a", "same body")
     qstore.rebuild_material(a, _vectors(a, 8))
     h = text_hash("same body")
-    qstore.put_vectors("new", 4, {h: hash_vector("same body", 4)})
-    assert qstore.bodies_without_vectors("new") == {}
+    qstore.models.put_vectors("new", 4, {h: hash_vector("same body", 4)})
+    assert qstore.models.bodies_without_vectors("new") == {}
     b = _material("b", "same body")  # an index job writes it meanwhile (old model only)
     qstore.rebuild_material(b, _vectors(b, 8))
-    assert qstore.bodies_without_vectors("new") == {h: "same body"}
-    assert qstore.existing_vectors("new", [h]) == set()  # so the switch embeds it again
-    qstore.put_vectors("new", 4, {h: hash_vector("same body", 4)})
-    assert qstore.bodies_without_vectors("new") == {}
+    assert qstore.models.bodies_without_vectors("new") == {h: "same body"}
+    assert qstore.models.existing_vectors("new", [h]) == set()  # so the switch embeds it again
+    qstore.models.put_vectors("new", 4, {h: hash_vector("same body", 4)})
+    assert qstore.models.bodies_without_vectors("new") == {}
     shadow = qstore.for_model("new", 4)
     hits = shadow.vector_search(hash_vector("same body", 4), 5)
     assert sorted(x.material_id for x in hits) == ["a", "b"]
@@ -246,15 +246,15 @@ def test_replace_units_needs_the_new_models_vectors(qstore) -> None:  # type: ig
     split = MaterialInput("m1", "m1.md", TEXT, halves)
     version = qstore.changes_version()
     with pytest.raises(EmbeddingMismatch):
-        qstore.replace_units([split], "new")
+        qstore.models.replace_units([split], "new")
     assert [u.text for u in qstore.list_units("m1")] == [TEXT]  # nothing changed
     assert qstore.changes_version() == version
-    qstore.put_vectors("new", 4, {text_hash(c.text): hash_vector(c.text, 4) for c in halves})
+    qstore.models.put_vectors("new", 4, {text_hash(c.text): hash_vector(c.text, 4) for c in halves})
     # The halves are no stored unit's bodies yet: body points, which no lane shows.
     assert all(
         not p.payload.get("unit_id") for p in _points(qstore) if p.payload["model_id"] == "new"
     )
-    qstore.replace_units([split], "new")
+    qstore.models.replace_units([split], "new")
     assert [u.text for u in qstore.list_units("m1")] == ["alpha beta", "gamma delta"]
     assert qstore.changes_version() > version
     shadow = qstore.for_model("new", 4)
@@ -285,9 +285,9 @@ def test_a_bm25_only_base_is_a_qdrant_store_that_connects_on_its_first_set(
         assert store.vector_search(np.ones(4, "<f4"), 3) == []
         assert not (tmp_path / ".kb" / "qdrant").exists()
         h = text_hash(TEXT)
-        assert store.bodies_without_vectors("hash:d4") == {h: TEXT}
-        store.put_vectors("hash:d4", 4, {h: hash_vector(TEXT, 4)})
-        assert store.bodies_without_vectors("hash:d4") == {}
+        assert store.models.bodies_without_vectors("hash:d4") == {h: TEXT}
+        store.models.put_vectors("hash:d4", 4, {h: hash_vector(TEXT, 4)})
+        assert store.models.bodies_without_vectors("hash:d4") == {}
         store.close()
         target = backends.StoreTarget("b4", 4, path, model_id="hash:d4")
         again = backends.get("qdrant").open(target, False)

@@ -48,7 +48,7 @@ def test_a_v1_index_is_upgraded_in_place_and_keeps_its_vectors(tmp_path: Path) -
     expected = make_v1_file(path, 16)
     with SqliteIndexStore.open(path, base_id="b1", dims=16, model_id="hash:d16") as store:
         assert not store.was_reset  # upgraded, never dropped
-        got = store.vectors_for([text_hash(TEXT)], "hash:d16")
+        got = store.models.vectors_for([text_hash(TEXT)], "hash:d16")
         assert np.array_equal(got[text_hash(TEXT)], expected)
         hits = store.vector_search(expected, 5)
         assert [h.material_id for h in hits] == ["m1"]
@@ -80,12 +80,12 @@ def test_two_models_sets_live_side_by_side(tmp_path: Path) -> None:
     h = text_hash(TEXT)
     with SqliteIndexStore.open(path, base_id="b1", dims=8, model_id="old") as store:
         store.rebuild_material(m, vectors(m, 8))
-        assert store.bodies_without_vectors("new") == {h: TEXT}
+        assert store.models.bodies_without_vectors("new") == {h: TEXT}
         with pytest.raises(EmbeddingMismatch):
-            store.put_vectors("new", 12, {h: np.ones(8, "<f4")})  # wrong width for the set
-        store.put_vectors("new", 12, {h: hash_vector(TEXT, 12)})
-        assert store.bodies_without_vectors("new") == {}
-        assert store.model_ids() == {"old", "new"}
+            store.models.put_vectors("new", 12, {h: np.ones(8, "<f4")})  # wrong width for the set
+        store.models.put_vectors("new", 12, {h: hash_vector(TEXT, 12)})
+        assert store.models.bodies_without_vectors("new") == {}
+        assert store.models.model_ids() == {"old", "new"}
         # The serving lane is the store's model, whatever else the file holds.
         assert store.vector_matrix().dims == 8
         assert [x.material_id for x in store.vector_search(hash_vector(TEXT, 8), 3)] == ["m1"]
@@ -96,12 +96,12 @@ def test_two_models_sets_live_side_by_side(tmp_path: Path) -> None:
         other = material("m2", "other words")
         store.rebuild_material(other, vectors(other, 8))
         store.delete_materials(["m1"])
-        assert store.vectors_for([h], "old") == {}
-        assert set(store.vectors_for([h], "new")) == {h}
+        assert store.models.vectors_for([h], "old") == {}
+        assert set(store.models.vectors_for([h], "new")) == {h}
         with pytest.raises(InvalidInput):
-            store.drop_vectors("old")  # the serving set
-        assert store.drop_vectors("new") == 1
-        assert store.model_ids() == {"old"}
+            store.models.drop_vectors("old")  # the serving set
+        assert store.models.drop_vectors("new") == 1
+        assert store.models.model_ids() == {"old"}
 
 
 def test_replace_units_needs_the_new_models_vectors(tmp_path: Path) -> None:
@@ -112,9 +112,11 @@ def test_replace_units_needs_the_new_models_vectors(tmp_path: Path) -> None:
         halves = [Chunk("alpha beta", 0, 10, 0), Chunk("gamma delta", 11, 22, 1)]
         split = MaterialInput("m1", "m1.md", TEXT, halves)
         with pytest.raises(EmbeddingMismatch):
-            store.replace_units([split], "new")
+            store.models.replace_units([split], "new")
         assert [u.text for u in store.list_units("m1")] == [TEXT]  # nothing changed
-        store.put_vectors("new", 4, {text_hash(c.text): hash_vector(c.text, 4) for c in halves})
-        store.replace_units([split], "new")
+        store.models.put_vectors(
+            "new", 4, {text_hash(c.text): hash_vector(c.text, 4) for c in halves}
+        )
+        store.models.replace_units([split], "new")
         assert [u.text for u in store.list_units("m1")] == ["alpha beta", "gamma delta"]
-        assert store.stored_materials()[0].material_id == "m1"
+        assert store.models.stored_materials()[0].material_id == "m1"

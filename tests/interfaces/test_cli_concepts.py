@@ -110,7 +110,10 @@ def test_read_errors_are_knowbase_errors(app: typer.Typer, home_with_doc: Path) 
 
 def test_rm_and_reindex(app: typer.Typer, home_with_doc: Path, src: Path) -> None:
     (src / "other.md").write_text("other words, rewritten", encoding="utf-8")
-    refreshed = json_of(app, home_with_doc, "reindex", "docs", "other.md", "nope.md")
+    both = CliRunner().invoke(app, ["reindex", "docs", "other.md", "nope.md", "--home",
+                                    str(home_with_doc), "--json"])  # fmt: skip
+    assert both.exit_code == 1  # nope.md matched nothing (issue 42); other.md is still applied
+    refreshed = json.loads(both.stdout)
     assert refreshed["applied"] == ["other.md"] and refreshed["not_found"] == ["nope.md"]
     after = json_of(app, home_with_doc, "read", "docs", "other.md")
     assert after["content"] == "other words, rewritten"

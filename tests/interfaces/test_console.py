@@ -19,6 +19,7 @@ from knowbase.interfaces.console.api import split_relative
 from knowbase.interfaces.http import create_app
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 PAGES = ["/", "/console/bases/docs", "/console/search", "/console/view"]
@@ -50,14 +51,6 @@ def kb(tmp_path: Path) -> Iterator[Knowledge]:
 def url(kb: Knowledge) -> Iterator[str]:
     with live(create_app(kb)) as u:
         yield u
-
-
-def wait_for(check, timeout_s: float = 30):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
-    return value
 
 
 def test_pages_are_html_with_a_strict_csp_and_the_api_is_unchanged(url: str) -> None:
@@ -107,7 +100,7 @@ def test_folder_upload_keeps_relative_paths(url: str, kb: Knowledge) -> None:
         done = {i["concept_id"] for i in items if i["status"] == "completed" and i["concept_id"]}
         return done if len(done) == 3 else None
 
-    assert wait_for(concepts) == {"top/a.md", "top/sub/b.md", "other/c.txt"}
+    assert wait_until(concepts, 30) == {"top/a.md", "top/sub/b.md", "other/c.txt"}
     hits = httpx.get(url + "/bases/docs/search", params={"q": "beta"}).json()["results"]
     assert hits[0]["concept_id"] == "top/sub/b.md"
     summary = httpx.get(url + "/bases/docs/summary").json()

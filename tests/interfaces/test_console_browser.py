@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from _serve import free_port, kb_serve
+from waiting import wait_until
 
 CHROMIUM = os.environ.get("KNOWBASE_CHROMIUM", "/usr/bin/chromium")
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
@@ -149,7 +149,7 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
             now = httpx.get(url + f"/bases/docs/items/{item['id']}").json()
             return now if now["updated_at"] > before and now["status"] == "failed" else None
 
-        wait_for(retried)
+        wait_until(retried, 60, interval_s=0.2)
         kinds = [j["kind"] for j in httpx.get(url + "/bases/docs/jobs").json()]
         assert any("reindex" in k for k in kinds), kinds
         expect_(broken.locator(".error-code")).to_have_text(item["error_code"])
@@ -221,7 +221,7 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
             items = httpx.get(url + "/bases/docs-copy/items").json()
             return bool(items) and all(i["status"] in ("completed", "failed") for i in items)
 
-        wait_for(copy_settled)
+        wait_until(copy_settled, 60, interval_s=0.2)
         goto(page, url + "/console/search")
         page.get_by_label("docs", exact=True).check()  # the bases are checkboxes (issue 42)
         page.get_by_label("docs-copy", exact=True).check()
@@ -339,7 +339,7 @@ def settled(url: str, base: str, count: int) -> list[dict]:
         done = all(i["status"] in ("completed", "failed") for i in items)
         return items if len(items) == count and done else None
 
-    return wait_for(check, 30)
+    return wait_until(check, 30, interval_s=0.2)
 
 
 def make_base(url: str, name: str, model: str | None, *notes: str) -> None:
@@ -479,16 +479,6 @@ def test_a_base_page_shows_the_readiness_banner(page, served: str, shots: Path) 
         page.screenshot(path=str(shots / "9-base-banner.png"), full_page=True)
     finally:
         httpx.delete(served + "/bases/deadbase").raise_for_status()
-
-
-def wait_for(check, timeout_s: float = 60):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.2)
 
 
 def test_the_settings_form_saves_every_declared_setting(page, served: str) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,6 @@ BM25-only bases and the deterministic ``hash:d64`` embeddings: no model loads.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from knowbase.interfaces.http import create_app
 from knowbase.service import Knowledge
 from knowbase.settings import load_settings
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,16 +38,6 @@ def client(kb: Knowledge, roots: Path, live_server) -> Iterator[httpx.Client]:  
     url = live_server(create_app(kb, local_path_roots=[roots], max_upload_bytes=64 * 1024))
     with httpx.Client(base_url=url, timeout=20) as c:
         yield c
-
-
-def wait_for(check, timeout_s: float = 20):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict]]:
@@ -129,7 +119,9 @@ def test_add_progress_search_read_delete_cycle(client: httpx.Client) -> None:
     assert r.status_code == 202 and r.json()["job_id"]
     assert_error(client.get(f"/bases/docs/items/{item_id}"), 404, "not_found")
     assert client.get("/bases/docs/search", params={"q": "capital"}).json()["results"] == []
-    wait_for(lambda: client.get(f"/jobs/{r.json()['job_id']}").json()["status"] == "completed")
+    wait_until(
+        lambda: client.get(f"/jobs/{r.json()['job_id']}").json()["status"] == "completed", 20
+    )
     assert client.get("/bases/docs/items").json() == []
 
     assert client.delete(f"/bases/{base['id']}").json() == {
@@ -159,7 +151,9 @@ def test_multipart_upload_is_stored_like_a_local_file(client: httpx.Client, kb) 
     items = r.json()["items"]
     assert [i["origin"] for i in items] == [None, None]
     assert [i["data"]["relative_path"] for i in items] == ["notes.md", "notes_1.md"]
-    wait_for(lambda: all(i["status"] == "completed" for i in client.get("/bases/up/items").json()))
+    wait_until(
+        lambda: all(i["status"] == "completed" for i in client.get("/bases/up/items").json()), 20
+    )
     raw = kb.rt.storage(kb.get_base("up").id)
     assert (raw.raw / "notes.md").read_bytes().startswith(b"# Notes")
     hit = client.get("/bases/up/search", params={"q": "multipart"}).json()["results"][0]
@@ -248,7 +242,7 @@ def test_error_mapping(client: httpx.Client, kb) -> None:
     assert set(r.headers["allow"].split(", ")) >= {"GET", "POST"}
 
     # An index that cannot be opened: 503 with the reason, and readiness says so.
-    wait_for(lambda: client.get("/bases/e/items").json()[0]["status"] == "completed")
+    wait_until(lambda: client.get("/bases/e/items").json()[0]["status"] == "completed", 20)
     base = kb.get_base("e")
     kb.rt.close_store(base.id)
     index = kb.rt.storage(base.id).index_path
@@ -278,10 +272,11 @@ def test_search_over_several_bases_merges_on_one_scale(client: httpx.Client) -> 
         notes = [f"{name} note {n} about apples and pears {n}" for n in range(3)]
         inputs = [{"type": "note", "content": text} for text in notes]
         client.post(f"/bases/{name}/items", json={"inputs": inputs}).raise_for_status()
-    wait_for(
+    wait_until(
         lambda: all(
             i["status"] == "completed" for n in "hk" for i in client.get(f"/bases/{n}/items").json()
-        )
+        ),
+        20,
     )
     r = client.post("/search", json={"bases": ["h", "k", "h"], "query": "apples", "top_k": 4})
     assert r.status_code == 200, r.text
@@ -349,7 +344,7 @@ def test_a_long_upload_name_keeps_its_extension(client: httpx.Client, kb) -> Non
     assert r.status_code == 201, r.text
     rel = r.json()["items"][0]["data"]["relative_path"]
     assert rel.endswith(".md") and len(rel.encode()) == 255
-    wait_for(lambda: client.get("/bases/long/items").json()[0]["status"] == "completed")
+    wait_until(lambda: client.get("/bases/long/items").json()[0]["status"] == "completed", 20)
     hit = client.get("/bases/long/search", params={"q": "markdown extension"}).json()["results"]
     assert hit and hit[0]["concept_id"] == rel
 

@@ -94,9 +94,9 @@ def test_top_k_and_score_threshold_bound_the_records(url: str) -> None:
         ({"Authorization": KEY}, 1001),
         ({"Authorization": f"Basic {KEY}"}, 1001),
         ({"Authorization": "Bearer wrong-key"}, 1002),
-        ({"Authorization": f"Bearer {API_TOKEN}"}, 1002),  # the server's token is not a Dify key
+        ({"Authorization": "Bearer kb_not-a-key"}, 1002),  # shaped like a kb key, unknown
     ],
-    ids=["none", "no-scheme", "basic", "wrong", "api-token"],
+    ids=["none", "no-scheme", "basic", "wrong", "unknown-kb-key"],
 )
 def test_bad_authorization_gets_difys_error_codes(url: str, headers: dict, code: int) -> None:
     r = post(url + "/retrieval", dify_body("manuals", "vpn"), key=None, **headers)
@@ -106,6 +106,12 @@ def test_bad_authorization_gets_difys_error_codes(url: str, headers: dict, code:
 
 def test_every_configured_key_is_accepted(url: str) -> None:
     r = post(url + "/retrieval", dify_body("manuals", "vpn"), key="second-key")
+    assert r.status_code == 200
+
+
+def test_the_api_token_is_the_admin_here_too(url: str) -> None:
+    """KNOWBASE_API_TOKEN is the admin key on every surface (issue 44): Dify may use it."""
+    r = post(url + "/retrieval", dify_body("manuals", "vpn"), key=API_TOKEN)
     assert r.status_code == 200
 
 

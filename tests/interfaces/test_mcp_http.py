@@ -98,7 +98,9 @@ def test_http_tools_scope_and_approval(http_url: str, docs: Base) -> None:
     async def story() -> None:
         async with Client(http_url, elicitation_callback=approver(["decline"], asked)) as c:
             names = {t.name for t in (await c.list_tools()).tools}
-            assert names == {"kb_list", "kb_tree", "kb_search", "kb_read", "kb_grep", "kb_manage"}
+            assert names == {
+                "kb_list", "kb_tree", "kb_search", "kb_outline", "kb_read", "kb_grep", "kb_manage"
+            }  # fmt: skip
             listed = data(await c.call_tool("kb_list", {}))
             assert [b["name"] for b in listed["items"]] == ["docs"]  # "hidden" is out of scope
             outline = data(await c.call_tool("kb_list", {"baseId": docs.id}))

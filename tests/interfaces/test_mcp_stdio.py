@@ -89,9 +89,9 @@ def test_stdio_tools_end_to_end(home: Path, docs: Base) -> None:
         async with Client(server(home), elicitation_callback=approver) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert set(tools) == {
-                "kb_list", "kb_tree", "kb_search", "kb_read", "kb_grep", "kb_manage",
+                "kb_list", "kb_tree", "kb_search", "kb_outline", "kb_read", "kb_grep", "kb_manage",
             }
-            for name in ("kb_list", "kb_tree", "kb_search", "kb_read", "kb_grep"):
+            for name in ("kb_list", "kb_tree", "kb_search", "kb_outline", "kb_read", "kb_grep"):
                 assert tools[name].annotations.read_only_hint is True
             assert tools["kb_manage"].annotations.destructive_hint is True
             assert tools["kb_manage"].annotations.read_only_hint is False

@@ -37,9 +37,7 @@ def test_tree_active_counts_the_unfinished_jobs_of_the_tree(
     assert kb.rt.jobs.tree_active(roots) == 0
 
 
-def test_any_unfinished_is_false_once_every_job_is_terminal(
-    kb: Knowledge, bm25_base: Base
-) -> None:
+def test_any_unfinished_is_false_once_every_job_is_terminal(kb: Knowledge, bm25_base: Base) -> None:
     assert not kb.rt.jobs.any_unfinished()
     roots = kb.add(bm25_base.id, [AddInput.note("a note")]).job_ids
     assert kb.rt.jobs.any_unfinished()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,9 @@ from knowbase.catalog.db import Catalog
 from knowbase.clock import ManualClock as FakeClock
 from knowbase.errors import NoTextExtracted, ProviderUnavailable
 from knowbase.jobs import Cancelled, Job, JobContext, JobKind, JobManager, Worker, live_workers
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def wait_until(pred: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -311,19 +303,28 @@ def test_worker_respects_its_thread_count_and_queue_cap(manager: JobManager) -> 
     running: set[str] = set()
     peak = [0]
     lock = threading.Lock()
+    gate = threading.Event()  # held shut until the test has seen one claim's jobs all running
 
     def work(ctx: JobContext) -> None:
         with lock:
             running.add(ctx.job_id)
             peak[0] = max(peak[0], len(running))
-        time.sleep(0.1)  # long enough for all five of one claim to overlap on a busy machine
+        gate.wait(10)
         with lock:
             running.discard(ctx.job_id)
 
     manager.register(JobKind("t.n", 3, 1, 30, 60, "abandon"), work)
     for _ in range(12):
         manager.enqueue_now("t.n", {}, queue="base.one")
-    worker(manager, threads=8).run_until_idle(timeout_s=20)
+    with worker(manager, threads=8) as w:
+        try:
+            wait_until(lambda: len(running) == 5, what="five jobs of the queue running at once")
+            assert len(w.active_job_ids()) == 5  # 8 threads, yet the claim took no more
+        finally:
+            gate.set()
+        wait_until(
+            lambda: {j.status for j in manager.list_jobs()} == {"completed"}, 20, "every job done"
+        )
     assert peak[0] == 5  # the per-queue cap, below the thread count
     assert {j.status for j in manager.list_jobs()} == {"completed"}
 
@@ -448,3 +449,21 @@ def test_complete_in_is_the_attempt_fence(manager: JobManager, catalog: Catalog)
     got = manager.get(job.id)
     assert ran == [False]
     assert (got.status, got.attempts) == ("running", 2)  # untouched by the stale attempt
+
+
+def test_a_batched_kind_needs_no_single_job_handler(manager: JobManager) -> None:
+    """A kind with a batch handler runs every job through it, a lone one too (issue 38 item
+    4: the index kind has one path); a kind with neither handler is refused."""
+    batches: list[int] = []
+
+    def batch(ctxs: list[JobContext]) -> dict[str, BaseException | None]:
+        batches.append(len(ctxs))
+        return {ctx.job_id: None for ctx in ctxs}
+
+    kind = JobKind("t.batched_only", 3, 1, 30, 60, "abandon")
+    manager.register(kind, None, batch_handler=batch, batch_max=4)
+    job = manager.enqueue_now(kind.name, {}, queue="q")
+    worker(manager).run_until_idle(timeout_s=10)
+    assert batches == [1] and manager.get(job.id).status == "completed"
+    with pytest.raises(ValueError, match="a handler or a batch handler"):
+        manager.register(JobKind("t.nothing", 3, 1, 30, 60, "abandon"), None)

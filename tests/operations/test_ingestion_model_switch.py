@@ -7,7 +7,6 @@ backend of the conformance run (``KB_TEST_BACKENDS=postgres``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,13 @@ from knowbase.operations.add.inputs import AddInput
 from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.hashing_provider import hash_vector
 from knowbase.service import Knowledge
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 OLD = "hash:d32"
 NEW = "hash:d48?delay=0.2"  # 10 bodies per provider batch: 2 s per 100 bodies
 NOTES = 120
-
-
-def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
-        time.sleep(0.02)
 
 
 def filled(kb: Knowledge, model: str = OLD, n: int = NOTES) -> str:
@@ -72,7 +65,7 @@ def test_searches_use_the_old_model_during_the_build_and_the_new_one_after(kb: K
     assert status["status"] == "pending" and status["to_model"] == NEW
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         seen_dims: list[int | None] = []
         while (kb.model_switch(base_id) or {})["status"] in ("pending", "running"):
             base = kb.get_base(base_id)
@@ -95,8 +88,8 @@ def test_searches_use_the_old_model_during_the_build_and_the_new_one_after(kb: K
     assert dense_hits(kb, base_id) > 0
     assert base.dimensions == 48 and lane_size(kb, base) == len(before)
     store = kb.rt.store(base)
-    assert set(store.vectors_for(before, NEW)) == before  # every body, the new model's
-    assert store.vectors_for(before, OLD) == {}  # the old set was dropped after the swap
+    assert set(store.models.vectors_for(before, NEW)) == before  # every body, the new model's
+    assert store.models.vectors_for(before, OLD) == {}  # the old set was dropped after the swap
     assert all_bodies(kb, base_id) == before  # same chunks: no re-chunk, no re-read
 
 
@@ -105,7 +98,7 @@ def test_progress_carries_a_measured_rate_and_an_estimate(kb: Knowledge) -> None
     kb.set_embedding_model(base_id, NEW)
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         progress = kb.model_switch(base_id)["progress"]  # type: ignore[index]
         assert progress["total"] == NOTES and 0 < progress["done"] <= NOTES
         assert progress["rate_per_s"] > 0 and progress["eta_s"] is not None
@@ -120,9 +113,9 @@ def test_a_cancelled_switch_leaves_the_old_model_serving_and_says_why(kb: Knowle
     status = kb.set_embedding_model(base_id, NEW)
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         kb.rt.jobs.request_cancel([status["job_id"]])
-        poll(lambda: kb.model_switch(base_id)["status"] == "cancelled", 30, "the cancel")  # type: ignore[index]
+        wait_until(lambda: kb.model_switch(base_id)["status"] == "cancelled", 30, "the cancel")  # type: ignore[index]
     finally:
         kb.stop_workers()
     base = kb.get_base(base_id)
@@ -130,8 +123,8 @@ def test_a_cancelled_switch_leaves_the_old_model_serving_and_says_why(kb: Knowle
     assert dense_hits(kb, base_id) > 0
     store = kb.rt.store(base)
     bodies = all_bodies(kb, base_id)
-    assert set(store.vectors_for(bodies, OLD)) == bodies
-    assert store.vectors_for(bodies, NEW) == {}  # the shadow set was dropped
+    assert set(store.models.vectors_for(bodies, OLD)) == bodies
+    assert store.models.vectors_for(bodies, NEW) == {}  # the shadow set was dropped
     ended = kb.model_switch(base_id)
     assert ended is not None and ended["status"] == "cancelled" and ended["error_code"]
 
@@ -176,7 +169,7 @@ def test_a_smaller_window_rechunks_from_the_stored_content(kb: Knowledge) -> Non
     assert all(long_text[u.char_start : u.char_end] == u.text for u in units)
     store = kb.rt.store(after)
     bodies = {text_hash(u.text) for u in units}
-    assert set(store.vectors_for(bodies, "hash:d48?window=12")) == bodies
+    assert set(store.models.vectors_for(bodies, "hash:d48?window=12")) == bodies
     assert kb.search(base.id, "word30").results[0].item_id == item.id
 
 
@@ -185,14 +178,14 @@ def test_items_added_during_a_switch_end_with_the_new_models_vectors(kb: Knowled
     kb.set_embedding_model(base_id, NEW)
     kb.start_workers()
     try:
-        poll(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
+        wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
         added = kb.add(base_id, [AddInput.note(f"late arrival {i} zebra") for i in range(5)])
         late = {i.id for i in added.items}
 
         def late_done() -> bool:
             return {kb.get_item(base_id, i).status for i in late} == {"completed"}
 
-        poll(late_done, 30, "the late items indexed")
+        wait_until(late_done, 30, "the late items indexed")
         # ... by the old model, while the switch was still building: the case to cover.
         assert kb.model_switch(base_id)["status"] == "running"  # type: ignore[index]
         kb.run_until_idle(timeout_s=60)
@@ -203,8 +196,8 @@ def test_items_added_during_a_switch_end_with_the_new_models_vectors(kb: Knowled
     assert {i.status for i in kb.list_items(base_id)} == {"completed"}
     bodies = all_bodies(kb, base_id)
     store = kb.rt.store(base)
-    assert set(store.vectors_for(bodies, NEW)) == bodies  # the late ones too
-    assert store.bodies_without_vectors(NEW) == {}
+    assert set(store.models.vectors_for(bodies, NEW)) == bodies  # the late ones too
+    assert store.models.bodies_without_vectors(NEW) == {}
     found = {r.item_id for r in kb.search(base_id, "late arrival zebra").results}
     assert late <= found
 
@@ -217,8 +210,8 @@ def test_a_same_width_switch_keeps_the_sets_apart(kb: Knowledge) -> None:
     assert (base.embedding_model_id, base.dimensions) == ("hash:d32?window=500", 32)
     bodies = all_bodies(kb, base_id)
     store = kb.rt.store(base)
-    assert set(store.vectors_for(bodies, "hash:d32?window=500")) == bodies
-    assert store.vectors_for(bodies, OLD) == {}
+    assert set(store.models.vectors_for(bodies, "hash:d32?window=500")) == bodies
+    assert store.models.vectors_for(bodies, OLD) == {}
 
 
 def test_refusals(kb: Knowledge) -> None:
@@ -293,7 +286,8 @@ def test_an_index_of_the_old_layout_is_upgraded_in_place(kb_settings) -> None:  
     with Knowledge(kb_settings) as again:  # a fresh process's first open upgrades
         store = again.rt.store(again.get_base(base_id))
         assert not getattr(store, "was_reset", False)
-        assert set(store.vectors_for(bodies, OLD)) == bodies  # labelled with the base's model
+        # labelled with the base's model
+        assert set(store.models.vectors_for(bodies, OLD)) == bodies
         assert dense_hits(again, base_id) == 6
         again.set_embedding_model(base_id, "hash:d48")  # and the upgraded index can switch
         again.run_until_idle(timeout_s=60)
@@ -319,7 +313,7 @@ def test_a_qdrant_base_switches_by_its_own_points(kb: Knowledge) -> None:
         kb.set_embedding_model(base.id, NEW)
         kb.start_workers()
         try:
-            poll(lambda: running_with_progress(kb, base.id), 30, "the switch mid-build")
+            wait_until(lambda: running_with_progress(kb, base.id), 30, "the switch mid-build")
             seen: list[int | None] = []
             while (kb.model_switch(base.id) or {})["status"] in ("pending", "running"):
                 serving = kb.get_base(base.id)
@@ -336,8 +330,8 @@ def test_a_qdrant_base_switches_by_its_own_points(kb: Knowledge) -> None:
         assert (after.embedding_model_id, after.dimensions) == (NEW, 48)
         assert lane_size(kb, after) == len(before)
         store = kb.rt.store(after)
-        assert set(store.vectors_for(before, NEW)) == before
-        assert store.vectors_for(before, OLD) == {}
+        assert set(store.models.vectors_for(before, NEW)) == before
+        assert store.models.vectors_for(before, OLD) == {}
         mine = models.Filter(
             must=[models.FieldCondition(key="base_id", match=models.MatchValue(value=base.id))]
         )
@@ -358,7 +352,7 @@ def test_a_qdrant_base_switches_by_its_own_points(kb: Knowledge) -> None:
 def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     kb: Knowledge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The race the fence in ``index_documents`` closes: the swap lands between an index job's
+    """The race the fence in ``index_batch`` closes: the swap lands between an index job's
     embedding (old model) and its write. Held open deterministically by pausing that embed."""
     import knowbase.pipeline.indexing.embed as embed
 
@@ -376,7 +370,7 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
         out = real(bodies, **kw)
         if any("late arrival" in b for b in bodies) and kw["dims"] == 32:
             held.append(1)  # embedded by the old model: wait until the switch swapped
-            poll(lambda: kb.get_base(base_id).dimensions == 48, 30, "the swap")
+            wait_until(lambda: kb.get_base(base_id).dimensions == 48, 30, "the swap")
         return out
 
     monkeypatch.setattr(embed, "embed_missing", pausing)
@@ -384,7 +378,7 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     try:
         # The redo is a retry after a backoff: "idle" can come while it is not due yet, so
         # wait for the item itself to settle.
-        poll(lambda: kb.get_item(base_id, late.id).status == "completed", 60, "the redo")
+        wait_until(lambda: kb.get_item(base_id, late.id).status == "completed", 60, "the redo")
         kb.run_until_idle(timeout_s=60)
     finally:
         kb.stop_workers()
@@ -392,7 +386,7 @@ def test_an_item_embedded_by_the_old_model_and_written_after_the_swap_is_redone(
     base = kb.get_base(base_id)
     assert base.embedding_model_id == slow
     bodies = all_bodies(kb, base_id)
-    assert set(kb.rt.store(base).vectors_for(bodies, slow)) == bodies
+    assert set(kb.rt.store(base).models.vectors_for(bodies, slow)) == bodies
     job = next(
         j for j in kb.activity.list_jobs(base=base_id) if j.payload.get("item_id") == late.id
     )
@@ -413,7 +407,7 @@ def test_a_switch_without_rechunk_embeds_the_contextual_unit_text(kb: Knowledge)
     assert (switched.embedding_model_id, switched.chunk_size) == ("hash:d48", old.chunk_size)
     bodies = all_bodies(kb, old.id)
     assert bodies == all_bodies(kb, fresh.id) and len(bodies) == 1
-    got = kb.rt.store(switched).vectors_for(bodies, "hash:d48")
-    want = kb.rt.store(kb.get_base(fresh.id)).vectors_for(bodies, "hash:d48")
+    got = kb.rt.store(switched).models.vectors_for(bodies, "hash:d48")
+    want = kb.rt.store(kb.get_base(fresh.id)).models.vectors_for(bodies, "hash:d48")
     (h,) = bodies
     assert got[h].tolist() == want[h].tolist()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from knowbase.errors import KnowbaseError
 from knowbase.operations import kinds
 from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,13 +21,6 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def poll(predicate, timeout_s: float = 20, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def all_rows(kb: Knowledge, base: Base):  # type: ignore[no-untyped-def]
@@ -70,11 +63,11 @@ def test_cancelled_index_job_fails_the_item_interrupted(
     result = kb.add(base.id, [AddInput.file(write(src / "big.md", text))])
     item, job_id = result.items[0], result.job_ids[0]
     kb.start_workers()
-    poll(lambda: kb.get_item(base.id, item.id).status == "embedding", what="embedding")
+    wait_until(lambda: kb.get_item(base.id, item.id).status == "embedding", 20, what="embedding")
     kb.rt.jobs.cancel_and_wait([job_id], timeout_s=20)
     assert kb.activity.get_job(job_id).status == "cancelled"
     # on_settled fails the item in its own transaction just after the job's: wait for it
-    poll(lambda: kb.get_item(base.id, item.id).status != "embedding", what="item settled")
+    wait_until(lambda: kb.get_item(base.id, item.id).status != "embedding", 20, what="item settled")
     after = kb.get_item(base.id, item.id)
     assert (after.status, after.error_code) == ("failed", "indexing_interrupted")
     assert kb.rt.store(kb.get_base(base.id)).material_ids() == set()

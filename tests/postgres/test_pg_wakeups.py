@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -15,19 +15,13 @@ import sqlalchemy as sa
 from knowbase.catalog.db import Catalog
 from knowbase.jobs import JobKind, JobManager, Worker
 from knowbase.jobs.wakeups import APPLICATION_NAME
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
 KIND = JobKind("t.wake", 3, 1, 30, 60, "abandon")
 SLOW = JobKind("t.slow", 3, 1, 30, 60, "abandon")
 POLL_S = 30  # far above every bound below: only a wake-up can be that quick
-
-
-def wait_until(pred: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 @pytest.fixture

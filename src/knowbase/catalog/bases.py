@@ -132,8 +132,14 @@ def resolve(conn: Connection, name_or_id: str) -> Base:
     rows.sort(key=lambda r: r.id != name_or_id)
     base = Base.from_row(rows[0]) if rows else None
     if base is None:
-        raise NotFound(f"no knowledge base named or with id {name_or_id!r}", base=name_or_id)
+        raise unknown_base(name_or_id)
     return base
+
+
+def unknown_base(name_or_id: str) -> NotFound:
+    """The error for a base that does not exist, and for one a scoped key may not see: the
+    same words, so the answer does not tell which."""
+    return NotFound(f"no knowledge base named or with id {name_or_id!r}", base=name_or_id)
 
 
 def list_all(conn: Connection) -> list[Base]:

@@ -145,3 +145,75 @@ class Item:
         out["tags"] = self.tags
         out["metadata"] = self.metadata
         return out
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One key as stored (never its token). Times are epoch milliseconds."""
+
+    name: str
+    access: str  # "read" | "write"
+    base_ids: tuple[str, ...] | None  # None: every base
+    created_at: int
+    expires_at: int | None
+    revoked_at: int | None
+
+    def state(self, now_ms: int) -> str:
+        """``active``, ``expired`` or ``revoked``."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and now_ms >= self.expires_at:
+            return "expired"
+        return "active"
+
+    def to_dict(self, now_ms: int | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "access": self.access,
+            "base_ids": None if self.base_ids is None else list(self.base_ids),
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "revoked_at": self.revoked_at,
+        }
+        if now_ms is not None:
+            out["state"] = self.state(now_ms)
+        return out
+
+    @classmethod
+    def from_row(cls, row: Any) -> ApiKey:
+        m = row._mapping
+        ids = None if m["base_ids"] is None else tuple(json.loads(m["base_ids"]))
+        return cls(
+            name=m["name"],
+            access=m["access"],
+            base_ids=ids,
+            created_at=int(m["created_at"]),
+            expires_at=None if m["expires_at"] is None else int(m["expires_at"]),
+            revoked_at=None if m["revoked_at"] is None else int(m["revoked_at"]),
+        )
+
+
+#: Access levels, weakest first: a principal may do what its level and those below allow.
+ACCESS_LEVELS = ("read", "write", "admin")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as, once its key is checked: ``name`` (the key's, ``admin`` for the
+    API token, None on a server that asks for no key), ``access`` (one of
+    :data:`ACCESS_LEVELS`) and the bases it may see (ids; None: every base)."""
+
+    name: str | None
+    access: str
+    base_ids: frozenset[str] | None = None
+
+    def allows(self, needed: str) -> bool:
+        """Whether this principal's access covers ``needed`` (read < write < admin)."""
+        return ACCESS_LEVELS.index(self.access) >= ACCESS_LEVELS.index(needed)
+
+    def sees(self, base_id: str) -> bool:
+        return self.base_ids is None or base_id in self.base_ids
+
+
+#: A server without an API token and without keys: everyone is the admin, as before keys.
+OPEN = Principal(None, "admin")

@@ -186,6 +186,10 @@ job = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("finished_at", sa.BigInteger, nullable=True),
+    # who asked for the change (0008k): the API key's name (null: the CLI or an open server)
+    # and the surface it came through (http, mcp, cli); a job a job enqueued inherits them
+    sa.Column("by_key", sa.String(64), nullable=True),
+    sa.Column("by_surface", sa.String(16), nullable=True),
     sa.CheckConstraint(_in("status", JOB_STATUSES), name="job_status_check"),
     sa.Index("job_claim_idx", "queue", "status", "run_at"),
     sa.Index("job_status_idx", "status"),
@@ -195,6 +199,25 @@ job = sa.Table(
     # claims find the (queue, kind) pairs with pending jobs by seeks and read each pair's
     # jobs in claim order, stopping early (0007p; it replaced 0005k's status-first order)
     sa.Index("job_pending_pair_idx", "status", "queue", "kind", "run_at", "created_at", "id"),
+    sa.Index("job_by_key_idx", "by_key", "created_at"),  # kb jobs --by KEY (0008k)
+)
+
+KEY_ACCESS = ("read", "write")
+
+#: Scoped API keys (0008k). Only the token's SHA-256 is kept: the token is shown once, at
+#: creation. ``base_ids`` is a JSON list of base ids (null: every base); a key never outlives
+#: its name (revoked keys stay, so ``kb jobs --by`` still names who made a change).
+api_key = sa.Table(
+    "api_key",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("token_sha256", sa.String(64), nullable=False, unique=True),
+    sa.Column("access", sa.String(8), nullable=False),
+    sa.Column("base_ids", sa.Text, nullable=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=True),
+    sa.Column("revoked_at", sa.BigInteger, nullable=True),
+    sa.CheckConstraint(_in("access", KEY_ACCESS), name="api_key_access_check"),
 )
 
 worker = sa.Table(

@@ -5,7 +5,7 @@ alone, straight from the store: no script rule, so it shows what the rule guards
 ``hybrid`` (the base's fusion settings, no reranker) and ``hybrid+rerank`` (when the base has
 a reranker). Every lane keeps only visible (completed) items; chunk hits collapse to documents by
 their best chunk (its score is the document's), the first 100 documents count. A hit's document
-id is its Concept ID when the qrels judge that, else the BEIR id :func:`eval_beir.doc_id_of`
+id is its Concept ID when the qrels judge that, else the BEIR id :func:`.beir.doc_id_of`
 reads back from it (bases built by ``kb import-beir``).
 
 :func:`sweep` re-runs the hybrid lane over a small grid of fusion settings.
@@ -21,7 +21,9 @@ import numpy as np
 
 from knowbase.errors import InvalidInput, KnowbaseError
 from knowbase.eval.beir import doc_id_of
+from knowbase.eval.context import EvalContext, serving_context
 from knowbase.eval.metrics import evaluate_run
+from knowbase.eval.shadow import shadow_context
 from knowbase.search.fusion import FusionSettings
 from knowbase.search.search import MAX_CANDIDATES, SearchConfig, search
 
@@ -55,39 +57,6 @@ class LaneReport:
         }
 
 
-class _QueryMemo:
-    """The base's embedder with a memo of query vectors: a sweep embeds each query once."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self._memo: dict[tuple[str, ...], np.ndarray] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def embed(self, texts: Any) -> np.ndarray:
-        key = tuple(texts)
-        if key not in self._memo:
-            self._memo[key] = np.asarray(self._inner.embed(list(texts)), dtype=np.float32)
-        return self._memo[key]
-
-
-@dataclass
-class EvalContext:
-    """What a lane needs of one base (built from ``Knowledge`` by :func:`context_for`)."""
-
-    store: Any
-    dims: int | None
-    embedder: Any
-    reranker: Any
-    fusion: FusionSettings
-    visible: Callable[[set[str]], Mapping[str, Any]]
-    judged: set[str] = field(default_factory=set)
-    model: dict[str, Any] | None = None  # what the vector lane serves (``--model shadow``)
-    missing: set[str] = field(default_factory=set)  # judged ids no document of the base has
-    close: Callable[[], None] = lambda: None  # releases a store opened for the context
-
-
 def context_for(
     rt: Any,
     visible: Callable[[set[str]], Mapping[str, Any]],
@@ -98,7 +67,7 @@ def context_for(
 ) -> EvalContext:
     """The lanes' inputs for base ``b`` from a runtime (``Knowledge.eval_context`` calls it).
     ``model="shadow"`` scores the vectors of a model switch in progress
-    (:mod:`.eval_shadow`); None, the model the base serves."""
+    (:mod:`.shadow`); None, the model the base serves."""
     from knowbase.catalog.guards import assert_base_runnable
 
     if model is not None and model != "shadow":
@@ -106,22 +75,12 @@ def context_for(
     assert_base_runnable(b, "searching")
     missing = missing_judged(rt, b, {d for judged in qrels.values() for d in judged})
     if model == "shadow":
-        from knowbase.eval.shadow import shadow_context
-
         ctx = shadow_context(rt, visible, b, qrels)
         ctx.missing = missing
         return ctx
-    embedder = rt.embedder(b)
-    return EvalContext(
-        missing=missing,
-        store=rt.store(b),
-        dims=b.dimensions,
-        embedder=_QueryMemo(embedder) if embedder is not None else None,
-        reranker=rt.reranker(b),
-        fusion=FusionSettings.of_base(b),
-        visible=visible,
-        judged={d for judged in qrels.values() for d in judged},
-    )
+    ctx = serving_context(rt, visible, b, qrels)
+    ctx.missing = missing
+    return ctx
 
 
 def missing_judged(rt: Any, b: Any, judged: set[str]) -> set[str]:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from knowbase.errors import InvalidInput
+from knowbase.eval.context import EvalContext, QueryMemo, serving_context
 
 
 def shadow_context(
@@ -20,9 +21,8 @@ def shadow_context(
     visible: Callable[[set[str]], Mapping[str, Any]],
     b: Any,
     qrels: Mapping[str, Mapping[str, int]],
-) -> Any:
+) -> EvalContext:
     """The eval context of base ``b``'s switch in progress; InvalidInput when there is none."""
-    from knowbase.eval.judged import EvalContext, _QueryMemo, context_for
     from knowbase.operations.model_switch.workflow import current_switch
     from knowbase.providers.registry import get_embedding_provider
 
@@ -41,14 +41,14 @@ def shadow_context(
             base_id=b.id,
             to_model=plan["to_model"],
         )
-    base_ctx = context_for(rt, visible, b, qrels)
+    base_ctx = serving_context(rt, visible, b, qrels)
     shadow = base_ctx.store.for_model(plan["to_model"], plan["dims"])
-    total = base_ctx.store.body_count()
-    covered = total - len(base_ctx.store.bodies_without_vectors(plan["to_model"]))
+    total = base_ctx.store.models.body_count()
+    covered = total - len(base_ctx.store.models.bodies_without_vectors(plan["to_model"]))
     return EvalContext(
         store=shadow,
         dims=plan["dims"],
-        embedder=_QueryMemo(get_embedding_provider(plan["to_model"], rt.settings)),
+        embedder=QueryMemo(get_embedding_provider(plan["to_model"], rt.settings)),
         reranker=base_ctx.reranker,
         fusion=base_ctx.fusion,
         visible=visible,

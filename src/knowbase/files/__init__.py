@@ -17,7 +17,7 @@ from knowbase.files.naming import (
     url_snapshot_slug,
     validate_relative_path,
 )
-from knowbase.files.tree import BaseStorage, list_orphan_base_dirs
+from knowbase.files.tree import BaseStorage, list_orphan_base_dirs, reserve_free_path
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -29,6 +29,7 @@ __all__ = [
     "list_orphan_base_dirs",
     "name_candidates",
     "note_snapshot_slug",
+    "reserve_free_path",
     "reserve_relative_path",
     "sanitize_filename",
     "url_snapshot_slug",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import shutil
@@ -24,10 +25,14 @@ from knowbase.files.naming import (
     INDEX_FILE,
     MATERIAL_DIR,
     RESERVED_DIR,
+    artifact_path,
     host_relative_check,
+    reserve_relative_path,
     resolve_segments,
     validate_relative_path,
 )
+
+log = logging.getLogger(__name__)
 
 _UUID_NAME = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 
@@ -294,4 +299,21 @@ def _recently_modified(path: Path, cutoff: float) -> bool:
         return any(child.stat(follow_symlinks=False).st_mtime > cutoff for child in children)
 
 
-__all__ = ["BaseStorage", "list_orphan_base_dirs"]
+def reserve_free_path(
+    storage: BaseStorage, name: str, reserved: set[str], *, reserve_artifact: bool = False
+) -> str:
+    """:func:`~knowbase.files.naming.reserve_relative_path`, also skipping names something
+    already occupies on disk.
+
+    A crash between copying a file and committing its row leaves an unowned file behind; the
+    catalog cannot know it, so without this check that name would fail every later copy.
+    """
+    while True:
+        rel = reserve_relative_path(name, reserved, reserve_artifact=reserve_artifact)
+        taken = storage.exists(rel) or (reserve_artifact and storage.exists(artifact_path(rel)))
+        if not taken:
+            return rel
+        log.warning("skipping %s: the file exists but no item owns it", rel)
+
+
+__all__ = ["BaseStorage", "list_orphan_base_dirs", "reserve_free_path"]

@@ -80,6 +80,9 @@ class IndexStore(Protocol):
 
     base_id: str
     dims: int | None  # None → BM25-only base
+    #: The store has ``rebuild_materials(materials, embeddings) -> [error or None, ...]``: many
+    #: materials in one transaction, each in a savepoint (an index batch's final write).
+    writes_batches: bool
 
     def rebuild_material(
         self, material: MaterialInput, embeddings: Mapping[str, np.ndarray | Sequence[float]]
@@ -150,14 +153,20 @@ class IndexStore(Protocol):
     def close(self) -> None:
         """Release the store's resources now, or when the last holder lets go."""
 
+    #: The vectors keyed by model id that the store holds beside its units (a model switch's
+    #: reads and writes).
+    models: ModelVectorSets
+
+    def for_model(self, model_id: str, dims: int) -> IndexStore:
+        """A store on the same index whose vector lane serves ``model_id``; caller closes."""
+        ...
+
 
 class ModelVectorSets(Protocol):
     """Vectors keyed by model id (DESIGN "Vectors are keyed by model id"): every backend's
-    store offers these beside :class:`IndexStore`. ``model_id`` is the set the store's vector
+    store holds one as :attr:`IndexStore.models`. The store's ``model_id`` is the set its vector
     lane serves and ``rebuild_material`` writes; a switch fills another set beside it.
     Writers hold the base lock."""
-
-    model_id: str
 
     def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
         """``{embedding_text_hash: vector}`` of ``model_id`` for those hashes that have one."""
@@ -182,6 +191,6 @@ class ModelVectorSets(Protocol):
 
     def drop_vectors(self, model_id: str) -> int: ...
 
-    def for_model(self, model_id: str, dims: int) -> IndexStore:
-        """A store on the same index whose vector lane serves ``model_id``; caller closes."""
+    def model_ids(self) -> set[str]:
+        """The models that have vectors in this index."""
         ...

@@ -1,8 +1,9 @@
 """What every backend checks and derives before a rebuild writes anything (pure functions).
 
 ``plan_units`` validates the chunks against the material text and names each unit by content
-(:mod:`.hashing`); ``check_vectors`` validates the supplied embeddings. Both raise before any
-transaction starts, so a bad input never leaves a half-written material on any backend.
+(:mod:`knowbase.pipeline.indexing.hashing`); ``check_vectors`` validates the supplied
+embeddings. Both raise before any transaction starts, so a bad input never leaves a
+half-written material on any backend.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ class PlannedUnit:
     chunk: Chunk  # its locator holds the table header, if any (stored with the unit)
     body: str
     body_hash: str  # = embedding_text_hash
-    text: str = ""  # the contextual unit text the keyword lane indexes (:mod:`..indexing.context`)
+    # the contextual unit text the keyword lane indexes (knowbase.pipeline.indexing.context)
+    text: str = ""
 
 
 def plan_units(

@@ -28,7 +28,11 @@ from knowbase.errors import (
 
 # kb serve's status → the error class a local call would have raised (when its code is unknown)
 _BY_STATUS: dict[int, type[KnowbaseError]] = {
-    404: NotFound, 409: Conflict, 422: InvalidInput, 502: ProviderError, 503: Unavailable,
+    404: NotFound,
+    409: Conflict,
+    422: InvalidInput,
+    502: ProviderError,
+    503: Unavailable,
 }
 _BY_CODE: dict[str, type[KnowbaseError]] = {c.code: c for c in all_error_classes()}
 MAX_TOP_K = 1000  # what kb serve's search accepts
@@ -49,8 +53,20 @@ class Hit:
 def metadata_of(result: dict[str, Any]) -> dict[str, Any]:
     """The citation fields of a search result (a dict shaped like the HTTP API's)."""
     keys = (
-        "concept_id", "title", "source", "item_type", "locator", "score", "score_kind",
-        "char_start", "char_end", "chunk_id", "item_id", "base_id", "base_name", "rank",
+        "concept_id",
+        "title",
+        "source",
+        "item_type",
+        "locator",
+        "score",
+        "score_kind",
+        "char_start",
+        "char_end",
+        "chunk_id",
+        "item_id",
+        "base_id",
+        "base_name",
+        "rank",
     )
     return {k: result[k] for k in keys if result.get(k) not in (None, {}, "")}
 

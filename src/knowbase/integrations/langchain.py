@@ -1,11 +1,11 @@
 """A LangChain retriever over one knowbase base (``pip install 'knowbase[langchain]'``).
 
-    from knowbase.integrations.langchain import KnowbaseRetriever
+from knowbase.integrations.langchain import KnowbaseRetriever
 
-    retriever = KnowbaseRetriever(base="docs", top_k=5)          # the embedded default home
-    retriever = KnowbaseRetriever(base="docs", url="http://127.0.0.1:8765")   # a kb serve
-    docs = retriever.invoke("when does the vpn key rotate?")
-    docs[0].metadata["concept_id"], docs[0].metadata["locator"], docs[0].metadata["score"]
+retriever = KnowbaseRetriever(base="docs", top_k=5)          # the embedded default home
+retriever = KnowbaseRetriever(base="docs", url="http://127.0.0.1:8765")   # a kb serve
+docs = retriever.invoke("when does the vpn key rotate?")
+docs[0].metadata["concept_id"], docs[0].metadata["locator"], docs[0].metadata["score"]
 """
 
 from __future__ import annotations
@@ -54,7 +54,10 @@ class KnowbaseRetriever(BaseRetriever):
     def _hits(self) -> HitSource:
         if self._source is None:
             self._source = HitSource(
-                self.base, knowledge=self.knowledge, home=self.home, url=self.url,
+                self.base,
+                knowledge=self.knowledge,
+                home=self.home,
+                url=self.url,
                 token=self.token,
             )
         return self._source

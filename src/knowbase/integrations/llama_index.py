@@ -1,10 +1,10 @@
 """A LlamaIndex retriever over one knowbase base (``pip install 'knowbase[llama-index]'``).
 
-    from knowbase.integrations.llama_index import KnowbaseRetriever
+from knowbase.integrations.llama_index import KnowbaseRetriever
 
-    retriever = KnowbaseRetriever(base="docs", top_k=5)          # the embedded default home
-    nodes = retriever.retrieve("when does the vpn key rotate?")
-    nodes[0].score, nodes[0].node.metadata["concept_id"], nodes[0].node.get_content()
+retriever = KnowbaseRetriever(base="docs", top_k=5)          # the embedded default home
+nodes = retriever.retrieve("when does the vpn key rotate?")
+nodes[0].score, nodes[0].node.metadata["concept_id"], nodes[0].node.get_content()
 """
 
 from __future__ import annotations
@@ -54,7 +54,11 @@ class KnowbaseRetriever(BaseRetriever):
         super().__init__(**kwargs)
         self.top_k = top_k
         self.filters = {
-            "under": under, "types": types, "since": since, "tags": tags, "where": where,
+            "under": under,
+            "types": types,
+            "since": since,
+            "tags": tags,
+            "where": where,
             "context": context,
         }
         self._source = HitSource(base, knowledge=knowledge, home=home, url=url, token=token)

@@ -123,12 +123,13 @@ def _has(module: str) -> bool:
 def check_local_model(model: str) -> tuple[str, str]:
     """The ``local`` extra's imports and packaged files, without importing torch or loading."""
     from knowbase.providers import multilingual
-    from knowbase.providers.local import MODEL_NAME, model_path
+    from knowbase.providers.local import INT8_NAME, NAMES, model_path
 
     if model.lower() == multilingual.MODEL_NAME:
         return multilingual.readiness_check()
-    if model.lower() != MODEL_NAME:
-        return UNAVAILABLE, f"the local profile has {MODEL_NAME!r} and {multilingual.MODEL_NAME!r}"
+    if model.lower() not in NAMES:
+        known = ", ".join(repr(n) for n in (*NAMES, multilingual.MODEL_NAME))
+        return UNAVAILABLE, f"the local profile has {known}"
     missing = [m for m in ("onnxruntime", "tokenizers") if not _has(m)]
     if missing:
         return UNAVAILABLE, f"missing {', '.join(missing)}: pip install 'knowbase[local]'"
@@ -144,7 +145,16 @@ def check_local_model(model: str) -> tuple[str, str]:
         folder = minilm_onnx.export_dir(path, version("onnxruntime"))
     except (KnowbaseError, ValueError, ImportError) as exc:  # metadata of a broken install
         return UNAVAILABLE, f"cannot locate the local model's ONNX export: {exc}"
-    if (folder / minilm_onnx.INFO_FILE).is_file():
+    if model.lower() == INT8_NAME:
+        from knowbase.providers.minilm_int8 import quantized_dir
+
+        if (quantized_dir(folder) / minilm_onnx.INFO_FILE).is_file():
+            return READY, f"local model files at {path}, int8 graph at {quantized_dir(folder)}"
+        if not _has("onnx"):
+            return UNAVAILABLE, "the int8 graph is made on first use and needs onnx: " + (
+                "pip install 'knowbase[local]'"
+            )
+    elif (folder / minilm_onnx.INFO_FILE).is_file():
         return READY, f"local model files at {path}, ONNX graph at {folder}"
     exporters = [m for m in ("torch", "transformers", "onnx") if not _has(m)]
     if exporters:

@@ -32,6 +32,22 @@ class Attempt:
             self._ending = True
             return True
 
+    def end_from_worker(self) -> bool:
+        """:meth:`end` for the worker's own reasons (timeout, lost lease, cancel grace), but
+        never once the handler's final transaction carries the job's completion: atomic with
+        :meth:`JobContext.complete_in`, so the two cannot both decide one attempt."""
+        # Never wait here (the supervisor and the heartbeat of every job call this): a fence
+        # held means the handler is writing its completion now; the next pass sees how it went.
+        if not self.ctx.fence.acquire(blocking=False):
+            return False
+        try:
+            if self.ctx.completing or not self.end():
+                return False
+            self.ctx.worker_ended = True
+            return True
+        finally:
+            self.ctx.fence.release()
+
     @property
     def ending(self) -> bool:
         return self._ending

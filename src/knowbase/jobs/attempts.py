@@ -188,29 +188,28 @@ class Attempts:
         self.wakeups.notify(conn, job.queue)  # a running slot of the queue freed
         return True
 
-
-def complete_many_in(
-    attempts: Attempts, conn: Connection, done: list[tuple[Job, dict[str, Any]]], worker_id: str
-) -> int:
-    """:meth:`Attempts.complete_in` of many attempts in one executemany (an index batch whose
-    fences the caller read in this same SQLite write transaction): how many completed."""
-    if not done:
-        return 0
-    now = attempts._ms()
-    args = []
-    for job, details in done:
-        progress = _progress_values("done", 100.0, details)
-        args.append(
-            {
-                **_owner_args(job, worker_id),
-                "stage": progress["progress_stage"],
-                "details": progress["progress_details"],
-                "now": now,
-            }
-        )
-    count = conn.execute(_COMPLETE, args).rowcount
-    attempts.wakeups.notify(conn, done[0][0].queue)  # running slots of the queue freed
-    return count
+    def complete_many_in(
+        self, conn: Connection, done: list[tuple[Job, dict[str, Any]]], worker_id: str
+    ) -> int:
+        """:meth:`complete_in` of many attempts in one executemany (an index batch whose
+        fences the caller read in this same SQLite write transaction): how many completed."""
+        if not done:
+            return 0
+        now = self._ms()
+        args = []
+        for job, details in done:
+            progress = _progress_values("done", 100.0, details)
+            args.append(
+                {
+                    **_owner_args(job, worker_id),
+                    "stage": progress["progress_stage"],
+                    "details": progress["progress_details"],
+                    "now": now,
+                }
+            )
+        count = conn.execute(_COMPLETE, args).rowcount
+        self.wakeups.notify(conn, done[0][0].queue)  # running slots of the queue freed
+        return count
 
 
 def _progress_values(stage: str, percent: float | None, details: dict[str, Any]) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
@@ -37,6 +38,10 @@ class JobContext:
         self._last_flush: float | None = None  # manager clock, seconds
         # Set by complete_in: the job's completion rides in the handler's own final transaction.
         self.completing = False
+        # Set when the worker ended the attempt itself (timeout, lost lease): complete_in then
+        # completes nothing. ``fence`` makes the two decisions exclusive.
+        self.worker_ended = False
+        self.fence = threading.Lock()
 
     @property
     def job_id(self) -> str:
@@ -99,8 +104,6 @@ class JobContext:
         """:meth:`complete_in` of many attempts of one worker, in one statement, for a batch
         handler that read every fence (:meth:`JobManager.owned_ids`) in this same SQLite
         write transaction: nothing can have ended them since."""
-        from knowbase.jobs.attempts import complete_many_in
-
         if not done:
             return
         ctx0 = done[0][0]
@@ -108,10 +111,15 @@ class JobContext:
             with ctx._lock:
                 ctx._pending = None
         jobs = [(ctx.job, details) for ctx, details in done]
-        if complete_many_in(ctx0.manager.attempts, conn, jobs, ctx0.worker_id) != len(done):
-            raise RuntimeError("a batch's job changed owner inside its write transaction")
-        for ctx, _details in done:
-            ctx.completing = True
+        with ExitStack() as fences:
+            for ctx, _details in done:
+                fences.enter_context(ctx.fence)
+            if any(ctx.worker_ended for ctx, _ in done):
+                raise RuntimeError("a batch's job timed out or lost its lease before its commit")
+            if ctx0.manager.attempts.complete_many_in(conn, jobs, ctx0.worker_id) != len(done):
+                raise RuntimeError("a batch's job changed owner inside its write transaction")
+            for ctx, _details in done:
+                ctx.completing = True
 
     def complete_in(self, conn: Connection, stage: str = "done", **details: Any) -> bool:
         """Mark the job completed inside the handler's final write transaction, so the
@@ -124,8 +132,13 @@ class JobContext:
         handler must raise, and the worker settles the attempt from that error as usual."""
         with self._lock:
             self._pending = None
-        self.completing = self.manager.complete_in(conn, self.job, self.worker_id, stage, details)
-        return self.completing
+        with self.fence:
+            if self.worker_ended:  # timed out or lost its lease: the worker decides it
+                return False
+            self.completing = self.manager.complete_in(
+                conn, self.job, self.worker_id, stage, details
+            )
+            return self.completing
 
 
 __all__ = ["PROGRESS_INTERVAL_S", "JobContext"]

@@ -17,6 +17,7 @@ from knowbase.catalog.db import Catalog
 from knowbase.catalog.schema import job as job_t
 from knowbase.errors import InvalidInput, KnowbaseError, Unavailable
 from knowbase.ids import new_time_id
+from knowbase.jobs.actor import current as current_actor
 from knowbase.jobs.model import Job
 from knowbase.jobs.registry import JobRegistry
 from knowbase.jobs.wakeups import JobWakeups
@@ -108,6 +109,7 @@ class Enqueuer:
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"job payload is not JSON: {exc}", kind=kind) from exc
         now = self._ms()
+        actor = current_actor()
         return {
             "id": new_job_id(),
             "kind": kind,
@@ -123,6 +125,8 @@ class Enqueuer:
             "cancel_requested": False,
             "created_at": now,
             "updated_at": now,
+            "by_key": actor.key,
+            "by_surface": actor.surface,
         }
 
     def _enqueued(self, conn: Connection, job: Job, delay_s: float) -> Job:

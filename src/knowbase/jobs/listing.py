@@ -146,10 +146,17 @@ class JobQueries:
         kind_prefix: str | None = None,
         limit: int = 1000,
         before: str | None = None,
+        queues: Iterable[str] | None = None,
+        by_key: str | None = None,
     ) -> list[Job]:
         """Up to ``limit`` jobs, **newest first**, filtered. ``before`` (a job id, e.g. the
-        last one of the previous page) continues with the jobs created before it."""
+        last one of the previous page) continues with the jobs created before it. ``queues``:
+        only these queues (a scoped key's bases); ``by_key``: only jobs that key asked for."""
         q = _filtered(sa.select(job_t), queue=queue, statuses=statuses, kind_prefix=kind_prefix)
+        if queues is not None:
+            q = q.where(job_t.c.queue.in_(list(queues)))
+        if by_key is not None:
+            q = q.where(job_t.c.by_key == by_key)
         if before is not None:
             with self.catalog.read() as conn:
                 cursor = conn.execute(

@@ -91,7 +91,7 @@ class JobManager:
     def register(
         self,
         kind: JobKind,
-        handler: Handler,
+        handler: Handler | None,
         *,
         on_settled: OnSettled | None = None,
         batch_handler: BatchHandler | None = None,
@@ -102,7 +102,8 @@ class JobManager:
         once a job of this kind ends ``failed`` or ``cancelled`` (never for completed).
         ``batch_handler``: one claim groups up to ``batch_max`` due jobs of the kind and queue
         and the worker runs them together through it (each job keeps its own attempt), at
-        most ``batch_concurrency`` such batches at a time per worker."""
+        most ``batch_concurrency`` such batches at a time per worker; a kind with one runs
+        every job through it, so its ``handler`` may be None."""
         self.registry.register(
             kind,
             handler,
@@ -198,10 +199,18 @@ class JobManager:
         kind_prefix: str | None = None,
         limit: int = 1000,
         before: str | None = None,
+        queues: Iterable[str] | None = None,
+        by_key: str | None = None,
     ) -> list[Job]:
         """See :meth:`JobQueries.list_jobs`."""
         return self.queries.list_jobs(
-            queue=queue, statuses=statuses, kind_prefix=kind_prefix, limit=limit, before=before
+            queue=queue,
+            statuses=statuses,
+            kind_prefix=kind_prefix,
+            limit=limit,
+            before=before,
+            queues=queues,
+            by_key=by_key,
         )
 
     def iter_jobs(

@@ -91,6 +91,8 @@ class Job:
     created_at: int = 0
     updated_at: int = 0
     finished_at: int | None = None
+    by_key: str | None = None  # who asked for it (jobs/actor.py)
+    by_surface: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Job:
@@ -118,7 +120,14 @@ class Job:
             created_at=int(m["created_at"]),
             updated_at=int(m["updated_at"]),
             finished_at=None if m["finished_at"] is None else int(m["finished_at"]),
+            by_key=m.get("by_key"),
+            by_surface=m.get("by_surface"),
         )
+
+    @property
+    def base_id(self) -> str | None:
+        """The base whose queue (``base.<id>``) the job runs on; None for a home-wide job."""
+        return self.queue.removeprefix("base.") if self.queue.startswith("base.") else None
 
     @property
     def is_terminal(self) -> bool:

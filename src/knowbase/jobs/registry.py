@@ -23,7 +23,7 @@ OnSettled = Callable[[Job, str, BaseException | None], None]
 @dataclass(frozen=True)
 class Registration:
     kind: JobKind
-    handler: Handler
+    handler: Handler | None  # None: the kind runs only through ``batch_handler``
     on_settled: OnSettled | None
     batch_handler: BatchHandler | None = None
     batch_max: int = 1  # jobs one claim hands to ``batch_handler`` at once
@@ -64,13 +64,15 @@ class JobRegistry:
     def register(
         self,
         kind: JobKind,
-        handler: Handler,
+        handler: Handler | None,
         on_settled: OnSettled | None,
         *,
         batch_handler: BatchHandler | None = None,
         batch_max: int = 1,
         batch_concurrency: int = 4,
     ) -> None:
+        if handler is None and batch_handler is None:
+            raise ValueError(f"job kind {kind.name}: a handler or a batch handler is needed")
         if batch_handler is None:
             batch_max = 1
         reg = Registration(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from knowbase.catalog.db import Catalog
 from knowbase.errors import Unavailable
+from knowbase.jobs.actor import Actor, acting
 from knowbase.jobs.attempt_state import Attempt as _Attempt
 from knowbase.jobs.context import JobContext
 from knowbase.jobs.disk_full import DiskFullBackoff, is_disk_full
@@ -294,7 +295,11 @@ class Worker:
     def _run(self, att: _Attempt) -> None:
         error: BaseException | None = None
         try:
-            att.reg.handler(att.ctx)
+            handler = att.reg.handler
+            assert handler is not None  # a kind without one runs only in batches (_run_batch)
+            # a job acts as whoever asked for it: the jobs it enqueues name the same key
+            with acting(Actor(att.job.by_key, att.job.by_surface)):
+                handler(att.ctx)
         except BaseException as exc:  # noqa: BLE001 - the one place every outcome is decided
             error = exc
         finally:
@@ -308,8 +313,10 @@ class Worker:
         never its batch-mates'); one the worker already ended (timeout, cancel) is skipped."""
         handler = group[0].reg.batch_handler
         assert handler is not None
+        first = group[0].job  # a batch is one base's index jobs; they act as the first did
         try:
-            errors = handler([att.ctx for att in group])
+            with acting(Actor(first.by_key, first.by_surface)):
+                errors = handler([att.ctx for att in group])
         except BaseException as exc:  # noqa: BLE001 - the whole batch failed: every attempt's
             errors = {att.job.id: exc for att in group}
         for att in group:
@@ -320,10 +327,12 @@ class Worker:
     def _supervise(self) -> None:
         now = self.manager.clock()
         for att in self._snapshot():
-            if att.ending:
+            # completing: the handler's transaction carries the job's completion, so the row
+            # decides (a timeout settled now found it completed: "superseded; dropped")
+            if att.ending or att.ctx.completing:
                 continue
             if now >= att.deadline:
-                if att.end():
+                if att.end_from_worker():
                     timeout = JobTimeout(f"ran past its {att.reg.kind.timeout_s:g} s timeout")
                     self._settle(att, timeout, cancel_requested=False)
                     # Only now wake the handler: its attempt is already over in the catalog,
@@ -332,7 +341,9 @@ class Worker:
             elif att.ctx.cancel_event.is_set():
                 if att.cancel_seen_at is None:
                     att.cancel_seen_at = now
-                elif now - att.cancel_seen_at >= self.manager.cancel_grace_s and att.end():
+                elif now - att.cancel_seen_at >= self.manager.cancel_grace_s and (
+                    att.end_from_worker()
+                ):
                     self._settle(att, Cancelled("did not stop within the grace"), True)
 
     def _settle(self, att: _Attempt, error: BaseException | None, cancel_requested: bool) -> None:
@@ -352,7 +363,14 @@ class Worker:
                 job, self.worker_id, decision, error=error, progress=progress
             )
             took = self.manager.clock() - att.started
-            if after is None:
+            if after is None and att.ctx.completing:
+                # the handler's transaction had committed the completion before it raised
+                log.warning(
+                    "%s completed; an error after its final transaction is ignored: %s",
+                    job.call_string,
+                    error,
+                )
+            elif after is None:
                 log.warning("%s ended after its attempt was superseded; dropped", job.call_string)
             elif decision.status == "completed":
                 log.info("%s completed in %.2f s", job.call_string, took)
@@ -415,8 +433,8 @@ class Worker:
             if att.job.id not in owned:
                 # Recovered elsewhere (our lease lapsed while we stalled): stop the handler;
                 # the finish UPDATE will match nothing.
-                att.ctx.cancel_event.set()
-                if att.end():
+                if att.end_from_worker():
+                    att.ctx.cancel_event.set()
                     self._settle(att, Cancelled("attempt lost its lease"), True)
             elif att.job.id in cancel:
                 att.ctx.cancel_event.set()

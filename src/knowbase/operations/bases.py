@@ -15,24 +15,14 @@ from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.processing import check_processor_id
-from knowbase.providers.registry import check_base_models
+from knowbase.providers.registry import check_base_models, probe_model
 from knowbase.runtime import Runtime, queue_of
-from knowbase.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # Settings only enable_embedding_model may change: they decide what the index holds.
 MODEL_FIELDS = frozenset({"embedding_model_id", "dimensions", "status", "error"})
 CANCEL_WAIT_S = 30
-
-
-def probe_model(settings: Settings, model_id: str, dims: int | None) -> tuple[int, int | None]:
-    """``(dimensions, window)`` of a model: ``dims`` when given, else asked of the provider."""
-    from knowbase.providers.registry import get_embedding_provider, probe_dims
-
-    provider = get_embedding_provider(model_id, settings)
-    probed = probe_dims(provider) if dims is None else dims
-    return probed, provider.window
 
 
 def base_defaults(window: int | None, settings: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,6 @@ def register_all(rt: Runtime) -> None:
     from knowbase.operations.add.prepare_root import prepare_root
     from knowbase.operations.common import make_item_on_settled
     from knowbase.operations.delete.handler import delete_subtree
-    from knowbase.operations.indexing.handler import index_documents
     from knowbase.operations.indexing.index_batch import BATCH_MAX, index_batch
     from knowbase.operations.indexing.process_file import process_file
     from knowbase.operations.model_switch.handler import make_switch_on_settled, switch_model
@@ -21,9 +20,9 @@ def register_all(rt: Runtime) -> None:
 
     item_settled = make_item_on_settled(rt)
     rt.jobs.register(kinds.PREPARE_ROOT, partial(prepare_root, rt), on_settled=item_settled)
-    rt.jobs.register(  # one claim carries a batch of documents (index_batch.py)
+    rt.jobs.register(  # one claim carries a batch of documents (index_batch.py): no other path
         kinds.INDEX_DOCUMENTS,
-        partial(index_documents, rt),
+        None,
         on_settled=item_settled,
         batch_handler=partial(index_batch, rt),
         batch_max=BATCH_MAX,

@@ -7,10 +7,12 @@ an active item without a live job can only mean its job was interrupted.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.jobs.model import Job
 from knowbase.operations import kinds
@@ -61,6 +63,24 @@ def schedule_items(
             by_kind.setdefault(kind, []).append((payload, key))
     for kind, jobs in by_kind.items():
         rt.jobs.enqueue_many(conn, kind, jobs, queue=queue_of(base.id), parent_id=parent_job_id)
+
+
+def add_sitemap_pages(
+    rt: Runtime, conn: Connection, base: Base, sitemap_id: str, urls: Iterable[str], job_id: str
+) -> None:
+    """One url row per page under the sitemap, each with its index job (the caller's
+    transaction; the caller rolls the sitemap up)."""
+    for url in urls:
+        leaf = item_repo.insert_active(
+            conn,
+            base_id=base.id,
+            type="url",
+            group_id=sitemap_id,
+            reconcile=False,
+            data={"source": url, "url": url},
+            origin=url,
+        )
+        schedule_item(rt, conn, base, leaf, parent_job_id=job_id)
 
 
 def _plan(

@@ -8,6 +8,10 @@ from typing import Protocol
 
 import numpy as np
 
+# The widest vector a base may hold, whoever sets it (the ``dimensions`` field, a ``hash:d<N>``
+# id, a provider's probe): 65,536 float32 is 256 KiB per chunk.
+MAX_DIMENSIONS = 65_536
+
 
 class EmbeddingProvider(Protocol):
     """Turns texts into vectors. Capabilities are attributes; ``embed`` is the only call."""

@@ -28,7 +28,7 @@ import numpy as np
 import regex
 
 from knowbase.errors import InvalidInput
-from knowbase.providers.base import RerankResult
+from knowbase.providers.base import MAX_DIMENSIONS, RerankResult
 
 _WORD = regex.compile(r"\w+")
 DEFAULT_DIMS = 64
@@ -86,8 +86,6 @@ class HashEmbeddings:
                 f"hash:{model}: unknown option(s) {sorted(unknown)}; known: delay, window, scripts",
                 model=model,
             )
-        from knowbase.providers.registry import MAX_DIMENSIONS
-
         digits = name[1:]
         if name == "default":
             dims = DEFAULT_DIMS

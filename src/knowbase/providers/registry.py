@@ -3,7 +3,8 @@
 The id is split at the FIRST colon, so a model name may hold colons (``ollama:bge-m3:latest``).
 Profiles:
 
-- ``local`` — the bundled ``all-minilm-l6-v2`` (needs ``knowbase[local]``) or
+- ``local`` — the bundled ``all-minilm-l6-v2`` or its int8 graph ``all-minilm-l6-v2-int8``
+  (both need ``knowbase[local]``) or
   ``multilingual-e5-small`` (needs ``knowbase[multilingual]``), embeddings only;
 - ``hash`` — the deterministic test provider (:mod:`knowbase.providers.hashing_provider`),
   only when ``Settings.test_providers`` is on (``KNOWBASE_TEST_PROVIDERS=1``; the test suite sets
@@ -26,16 +27,13 @@ import threading
 from typing import Any, Literal
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
-from knowbase.providers.base import EmbeddingProvider, RerankProvider
+from knowbase.providers.base import MAX_DIMENSIONS, EmbeddingProvider, RerankProvider
 from knowbase.settings import ProviderProfile, Settings
 
 BUILTIN_EMBEDDING_PROFILES = ("local", "hash")
 BUILTIN_RERANK_PROFILES = ("hash",)
 TEST_PROFILES = frozenset({"hash"})
 PROBE_TEXT = "dimension probe"
-# The widest vector a base may hold, whoever sets it (the ``dimensions`` field, a ``hash:d<N>``
-# id, a provider's probe): 65,536 float32 is 256 KiB per chunk.
-MAX_DIMENSIONS = 65_536
 
 _cache: dict[tuple[str, str, ProviderProfile | None], Any] = {}
 _cache_lock = threading.Lock()
@@ -137,18 +135,19 @@ def _embedding_builder(model_id: str, settings: Settings) -> tuple[str, Any, Any
     profile_name, model = parse_model_id(model_id)
     if profile_name == "local":
         from knowbase.providers import multilingual
-        from knowbase.providers.local import MODEL_NAME, LocalMiniLM
+        from knowbase.providers.local import INT8_NAME, NAMES, LocalMiniLM, LocalMiniLMInt8
 
         if model.lower() == multilingual.MODEL_NAME:
             return multilingual.MODEL_ID, None, multilingual.MultilingualE5
-        if model.lower() != MODEL_NAME:
+        if model.lower() not in NAMES:
+            known = [*NAMES, multilingual.MODEL_NAME]
             raise InvalidInput(
-                f"the local profile has {MODEL_NAME!r} and {multilingual.MODEL_NAME!r}, "
-                f"not {model!r}",
+                f"the local profile has {', '.join(map(repr, known))}, not {model!r}",
                 model_id=model_id,
-                known=[f"local:{MODEL_NAME}", multilingual.MODEL_ID],
+                known=[f"local:{n}" for n in known],
             )
-        return f"local:{MODEL_NAME}", None, LocalMiniLM
+        build = LocalMiniLMInt8 if model.lower() == INT8_NAME else LocalMiniLM
+        return f"local:{model.lower()}", None, build
     if profile_name == "hash" and settings.test_providers:
         from knowbase.providers.hashing_provider import HashEmbeddings
 
@@ -205,6 +204,13 @@ def probe_dims(provider: EmbeddingProvider) -> int:
             model_id=provider.model_id,
         )
     return int(vectors.shape[1])
+
+
+def probe_model(settings: Settings, model_id: str, dims: int | None) -> tuple[int, int | None]:
+    """``(dimensions, window)`` of a model: ``dims`` when given, else asked of the provider."""
+    provider = get_embedding_provider(model_id, settings)
+    probed = probe_dims(provider) if dims is None else dims
+    return probed, provider.window
 
 
 def clear_cache() -> None:

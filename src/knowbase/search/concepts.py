@@ -27,6 +27,7 @@ from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput, NotFound
 from knowbase.runtime import Runtime
+from knowbase.search import sections
 from knowbase.search.grep import compile_pattern, grep_text
 
 __all__ = [
@@ -122,11 +123,19 @@ class ConceptService:
         total)``; ``end = max(start, min(natural_end, start + 20000))``; ``truncated`` when
         ``end < natural_end``. ``locators`` lists the units overlapping ``[start, end)``.
         """
+        b, item, text = self._open(base, concept_id)
+        start, end, truncated = slice_bounds(len(text), char_start, char_end)
+        return self._page(b, item, concept_id, text, start, end, truncated)
+
+    def _open(self, base: str, concept_id: str) -> tuple[Base, Item, str]:
         b = self._base(base)
         assert_base_runnable(b, "reading concepts")
         item = self._resolve_in(b, concept_id)
-        text = self._content(b, item, concept_id)
-        start, end, truncated = slice_bounds(len(text), char_start, char_end)
+        return b, item, self._content(b, item, concept_id)
+
+    def _page(
+        self, b: Base, item: Item, concept_id: str, text: str, start: int, end: int, more: bool
+    ) -> dict[str, Any]:
         units = self.rt.store(b).list_units(item.id)
         locators = [
             {
@@ -139,18 +148,46 @@ class ConceptService:
             if _overlaps(u.char_start, u.char_end, start, end)
         ]
         return {
-            "base_id": b.id,
-            "concept_id": concept_id,
-            "item_id": item.id,
-            "title": item.title,
-            "item_type": item.type,
+            **_head(b, item, concept_id),
             "total_chars": len(text),
             "char_start": start,
             "char_end": end,
             "content": text[start:end],
-            "truncated": truncated,
+            "truncated": more,
             "locators": locators,
         }
+
+    # --- outline and sections (search/sections.py) ----------------------------------------------
+    def outline(
+        self, base: str, concept_id: str, *, depth: int | None = None, under: str | None = None
+    ) -> dict[str, Any]:
+        """The document's outline: headings, slides, sheets, chapters, pages or token windows,
+        each node with its id, locator, char range, tokens, tables and figures. ``depth``
+        levels at most (1: the top level); ``under`` a node id or heading path: its subtree."""
+        b, item, text = self._open(base, concept_id)
+        units = self.rt.store(b).list_units(item.id)
+        body = sections.outline_body(text, units, depth=depth, under=under)
+        return {**_head(b, item, concept_id), "total_chars": len(text), **body}
+
+    def read_section(
+        self,
+        base: str,
+        concept_id: str,
+        section: str | None = None,
+        *,
+        cursor: str | None = None,
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """One section whole (a node id or heading path), within ``max_tokens`` (default
+        1,500); ``truncated`` with ``next_cursor`` when the section goes on. The shape of
+        :meth:`read_concept` plus ``section`` and ``next_cursor``."""
+        b, item, text = self._open(base, concept_id)
+        units = self.rt.store(b).list_units(item.id)
+        node, start, end = sections.section_bounds(
+            text, units, section=section, cursor=cursor, max_tokens=max_tokens
+        )
+        page = self._page(b, item, concept_id, text, start, end, end < node.char_end)
+        return {**page, **sections.section_info(node, end)}
 
     # --- grep ----------------------------------------------------------------------------------
     def grep_concept(
@@ -170,20 +207,10 @@ class ConceptService:
         the input-length bound returns what it found with ``partial: true``, ``stopped`` and a
         ``reason`` (a catastrophic pattern: no matches, partial, in about the budget's time).
         """
-        b = self._base(base)
-        assert_base_runnable(b, "reading concepts")
         compiled = compile_pattern(pattern, ignore_case=ignore_case)
-        item = self._resolve_in(b, concept_id)
-        text = self._content(b, item, concept_id)
+        b, item, text = self._open(base, concept_id)
         found = grep_text(text, compiled, max_matches=max_matches, clock=self._clock)
-        return {
-            "base_id": b.id,
-            "concept_id": concept_id,
-            "item_id": item.id,
-            "title": item.title,
-            "item_type": item.type,
-            **found,
-        }
+        return {**_head(b, item, concept_id), **found}
 
     # --- tree ----------------------------------------------------------------------------------
     def organization_tree(self, base: str, *, max_depth: int | None = None) -> dict[str, Any]:
@@ -355,6 +382,16 @@ def _paged(fetch: Callable[[tuple[int, str] | None], list[Item]], page: int) -> 
 
 def _tree_order(item: Item) -> tuple[int, str]:
     return (item.created_at, item.id)
+
+
+def _head(b: Base, item: Item, concept_id: str) -> dict[str, Any]:
+    return {
+        "base_id": b.id,
+        "concept_id": concept_id,
+        "item_id": item.id,
+        "title": item.title,
+        "item_type": item.type,
+    }
 
 
 def _plausible(concept_id: object) -> bool:

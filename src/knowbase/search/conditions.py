@@ -54,8 +54,18 @@ _ORDER_OPS = {"<": "lt", ">": "gt", "≤": "lte", "<=": "lte", "≥": "gte", ">=
 _MOMENT_OPS = {"before": "lt", "after": "gt"}
 _ALIASES = {"=": "is", "≠": "is not", "!=": "is not"}
 OPERATORS = frozenset(
-    {*_TEXT_OPS, "is", "is not", "in", "not in", "empty", "not empty", *_ORDER_OPS,
-     *_MOMENT_OPS, *_ALIASES}
+    {
+        *_TEXT_OPS,
+        "is",
+        "is not",
+        "in",
+        "not in",
+        "empty",
+        "not empty",
+        *_ORDER_OPS,
+        *_MOMENT_OPS,
+        *_ALIASES,
+    }
 )
 _FIELD = "metadata_condition"
 
@@ -126,8 +136,9 @@ def parse_conditions(raw: Mapping[str, Any] | None) -> ConditionSet | None:
 
 def _parse_one(item: Any) -> FieldCondition | None:
     if not isinstance(item, Mapping):
-        raise InvalidFilter("each condition is an object {name, comparison_operator, value}",
-                            field=_FIELD)
+        raise InvalidFilter(
+            "each condition is an object {name, comparison_operator, value}", field=_FIELD
+        )
     names = item.get("name")
     names = [names] if isinstance(names, str) else names
     if not names or not all(isinstance(n, str) and n.strip() for n in names):

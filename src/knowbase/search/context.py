@@ -55,9 +55,7 @@ def _grow(text: str, units: list[UnitRecord], at: int, budget: int) -> tuple[int
         turn_after = not turn_after
 
 
-def with_context(
-    store: IndexStore, results: list[SearchResult], budget: int
-) -> list[SearchResult]:
+def with_context(store: IndexStore, results: list[SearchResult], budget: int) -> list[SearchResult]:
     """``results`` (best first) with each hit's surroundings; see the module."""
     check_budget(budget)
     texts: dict[str, str | None] = {}

@@ -135,9 +135,9 @@ def parse_where(where: Mapping[str, Any] | Iterable[str] | str | None) -> tuple[
             conditions += _from_cli(spec)
     for c in conditions:
         bad_value = c.op != "in" and not isinstance(c.value, (str, int, float, bool))
-        if bad_value or (c.op == "in" and not all(
-            isinstance(v, (str, int, float, bool)) for v in c.value
-        )):
+        if bad_value or (
+            c.op == "in" and not all(isinstance(v, (str, int, float, bool)) for v in c.value)
+        ):
             raise InvalidFilter(f"{c.key!r}: compare with text, numbers or booleans", field="where")
     if len(conditions) > MAX_CONDITIONS:
         raise InvalidFilter(f"at most {MAX_CONDITIONS} where conditions", field="where")

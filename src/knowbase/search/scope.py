@@ -122,8 +122,12 @@ def parse_filters(
     ``tags`` and ``where`` are read by :mod:`knowbase.search.label_filters`, ``conditions``
     (Dify's ``metadata_condition``) by :mod:`knowbase.search.conditions`."""
     return SearchFilters(
-        parse_under(under), parse_types(types), parse_since(since), parse_tags(tags),
-        parse_where(where), parse_conditions(conditions),
+        parse_under(under),
+        parse_types(types),
+        parse_since(since),
+        parse_tags(tags),
+        parse_where(where),
+        parse_conditions(conditions),
     )
 
 
@@ -268,9 +272,7 @@ def resolve(catalog: Any, base_id: str, filters: SearchFilters | None) -> Scope 
     return Scope(filters, allowed, unknown, tuple(known))
 
 
-def _labels_pass(
-    item_id: str, rows: Any, filters: SearchFilters, item: dict[str, Any]
-) -> bool:
+def _labels_pass(item_id: str, rows: Any, filters: SearchFilters, item: dict[str, Any]) -> bool:
     from knowbase.catalog.labels import effective_labels
 
     tags, metadata = effective_labels(item_id, rows)

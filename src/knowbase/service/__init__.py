@@ -25,6 +25,7 @@ from knowbase.operations.handlers import register_all
 from knowbase.runtime import Runtime
 from knowbase.search import items as items_query
 from knowbase.search.visibility import VisibilityCache
+from knowbase.service.keys import KeysFacade
 from knowbase.service.labels import LabelsFacade
 from knowbase.service.searching import SearchFacade
 from knowbase.settings import Settings
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Knowledge(SearchFacade, LabelsFacade):
+class Knowledge(SearchFacade, LabelsFacade, KeysFacade):
     """One home's knowledge bases. Open it as a context manager; workers start on demand."""
 
     def __init__(

@@ -39,10 +39,19 @@ class Activity:
         statuses: Iterable[str] | None = None,
         limit: int = 200,
         before: str | None = None,
+        by_key: str | None = None,
+        base_ids: Iterable[str] | None = None,
     ) -> list[Job]:
-        """Jobs newest first; ``before`` (the last job id of a page) reads the next page."""
+        """Jobs newest first; ``before`` (the last job id of a page) reads the next page.
+        ``by_key``: only the jobs that API key asked for; ``base_ids``: only these bases' jobs
+        (what a scoped key may see)."""
         return self.rt.jobs.list_jobs(
-            queue=self._queue(base), statuses=statuses, limit=limit, before=before
+            queue=self._queue(base),
+            statuses=statuses,
+            limit=limit,
+            before=before,
+            by_key=by_key,
+            queues=None if base_ids is None else [queue_of(b) for b in base_ids],
         )
 
     def count_jobs(self, *, base: str | None = None, statuses: Iterable[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from knowbase.search.scope import SearchFilters, parse_filters
 from knowbase.search.search import SearchResponse
 
 if TYPE_CHECKING:
-    from knowbase.eval.judged import EvalContext
+    from knowbase.eval.context import EvalContext
     from knowbase.runtime import Runtime
     from knowbase.search.concepts import ConceptService
     from knowbase.search.visibility import VisibilityCache

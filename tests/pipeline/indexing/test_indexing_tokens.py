@@ -41,3 +41,13 @@ def test_positive_for_non_empty_and_bounded_by_length(text):
     n = estimate_tokens(text)
     assert (n >= 1) == bool(text)
     assert n <= max(1, len(text))
+
+
+@given(st.text(alphabet="ab \n知识库ー。한글カタ", max_size=60), st.data())
+@settings(max_examples=300, deadline=None)
+def test_range_tokens_equals_the_estimate_of_the_slice(text: str, data: st.DataObject) -> None:
+    from knowbase.pipeline.indexing.tokens import RangeTokens
+
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    assert RangeTokens(text).count(start, end) == estimate_tokens(text[start:end])

@@ -3,10 +3,10 @@
 Tables (migration ``0002s``): ``kb_index`` (one row per base: versions and the BM25 totals),
 ``kb_content``, ``kb_material``, ``kb_unit`` (one row per search unit: its body, the hash of the
 body's embedding and the keyword ``tsvector``), all keyed by base id and deleted with the base.
-Vectors: ``kb_vec_<dims>`` with HNSW (:mod:`.postgres_sql`). The store composes its parts: the
-writes (:mod:`.postgres_writes`), the keyword lane (the SQLite lane's keyword text and FTS5's
-BM25 recomputed in SQL, :mod:`.postgres_keyword`), the vector lane (:mod:`.postgres_vectors`)
-and the vector sets by model id (:mod:`.postgres_models`).
+Vectors: ``kb_vec_<dims>`` with HNSW (:mod:`.sql`). The store composes its parts: the
+writes (:mod:`.writes`), the keyword lane (the SQLite lane's keyword text and FTS5's
+BM25 recomputed in SQL, :mod:`.keyword`), the vector lane (:mod:`.vectors`)
+and the vector sets by model id (:mod:`.models`).
 
 Every write is one transaction that first locks the base's ``kb_index`` row, so writers of one
 base queue there even across machines. Without the ``vector`` extension a vector base cannot be
@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from knowbase.errors import InvalidInput, VectorStoreUnavailable
-from knowbase.index.base import LaneHit, MaterialInput, SearchHit, StoredMaterial, UnitRecord
+from knowbase.index.base import LaneHit, MaterialInput, SearchHit, UnitRecord
 from knowbase.index.fts_query import build_keyword_query
 from knowbase.index.lease import Leases
 from knowbase.index.plan import check_vectors, plan_units
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 class PostgresIndexStore:
     """The IndexStore protocol over the ``kb_*`` tables. Open with :meth:`open`."""
 
+    writes_batches = False  # no rebuild_materials: each material in its own transaction
+
     def __init__(
         self,
         engine: Engine,
@@ -73,7 +75,9 @@ class PostgresIndexStore:
         self.vec_table = f"kb_vec_{dims}" if dims is not None else None
         self.leases = Leases(lambda: None, what=f"postgres index of {base_id}")
         self.writes = PostgresWriter(base_id, self.vec_table, self.model_id)
-        self._models = PostgresModelSets(self)
+        self.models = PostgresModelSets(
+            tx=self._tx, base_id=base_id, writes=self.writes, serving_model_id=self.model_id
+        )
 
     # --- lifecycle -----------------------------------------------------------------------
     @staticmethod
@@ -186,7 +190,7 @@ class PostgresIndexStore:
         for the ``hashes`` that have one; an export reads vectors here, nothing is re-embedded."""
         if self.dims is None or not self.model_id:
             return {}
-        return self.vectors_for(hashes, self.model_id)
+        return self.models.vectors_for(hashes, self.model_id)
 
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         """Delete the materials and what only they used, in one transaction."""
@@ -209,7 +213,7 @@ class PostgresIndexStore:
     ) -> list[LaneHit]:
         """FTS5-equivalent BM25 or the LIKE fallback on :mod:`.keyword_scale`'s absolute scale,
         ties by Concept ID and unit order, among ``within``'s materials when given; see
-        :mod:`.postgres_keyword`."""
+        :mod:`.keyword`."""
         return [LaneHit(u, m, float(s)) for u, m, s in self._keyword(query, limit, LANE, within)]
 
     def keyword_search(
@@ -342,45 +346,13 @@ class PostgresIndexStore:
             raise VectorStoreUnavailable("the base's index rows are gone", base_id=self.base_id)
         return int(version)
 
-    # --- vector sets by model id (ModelVectorSets, :mod:`.postgres_models`) ------------------
-    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
-        """``{embedding_text_hash: float32 vector}`` of ``model_id`` for the hashes with one."""
-        return self._models.vectors_for(hashes, model_id)
-
-    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
-        """The subset of ``hashes`` that has a vector of ``model_id``."""
-        return self._models.existing_vectors(model_id, hashes)
-
-    def put_vectors(
-        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
-    ) -> None:
-        """Store ``model_id``'s vectors (a shadow set); the caller holds the base lock."""
-        self._models.put_vectors(model_id, dims, vectors)
-
-    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
-        """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
-        return self._models.bodies_without_vectors(model_id, limit)
-
-    def body_count(self) -> int:
-        """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
-        return self._models.body_count()
-
-    def stored_materials(self) -> list[StoredMaterial]:
-        """Every material with its current content hash and title (a re-chunk's input)."""
-        return self._models.stored_materials()
-
-    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
-        """Re-chunked units for ``materials`` in one transaction, covered by ``model_id``."""
-        self._models.replace_units(materials, model_id)
-
-    def drop_vectors(self, model_id: str) -> int:
-        """Delete ``model_id``'s whole vector set; refuses the serving model's."""
-        return self._models.drop_vectors(model_id)
-
-    def model_ids(self) -> set[str]:
-        """The models that have vectors in this base."""
-        return self._models.model_ids()
-
     def for_model(self, model_id: str, dims: int) -> PostgresIndexStore:
         """Another handle on the same base whose vector lane serves ``model_id``."""
-        return self._models.for_model(model_id, dims)
+        return PostgresIndexStore.open(
+            self.engine,
+            base_id=self.base_id,
+            dims=dims,
+            create=False,
+            visibility_join=self.visibility_join,
+            model_id=model_id,
+        )

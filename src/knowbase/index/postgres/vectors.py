@@ -1,5 +1,5 @@
 """The postgres store's vector lane: ``ORDER BY embedding <=> q`` over the base's rows with
-``hnsw.ef_search`` set per query (:func:`.postgres_sql.ef_search_for`) and
+``hnsw.ef_search`` set per query (:func:`.sql.ef_search_for`) and
 ``hnsw.iterative_scan = strict_order`` (the width table is shared by bases: the scan goes on
 until enough rows of this base are found); an exact scan when a material scope is given.
 """

@@ -1,7 +1,7 @@
 """The qdrant store's points: filters, walks and lookups of a base's points, the inner store's
 units by body hash, upserts and the drop of points no unit needs. A :class:`QdrantPoints` is
 owned by one :class:`~.qdrant.QdrantIndexStore` (and read by its vector sets,
-:mod:`.qdrant_models`); it asks that store for the client, the base and the serving model.
+:mod:`.models`); it asks that store for the client, the base and the serving model.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from knowbase.errors import VectorStoreUnavailable
-from knowbase.index.qdrant.points import _COLLECTION, BATCH, PAGE
+from knowbase.index.qdrant.points import _COLLECTION, BATCH, PAGE, unavailable
 from knowbase.pipeline.indexing.hashing import text_hash
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class QdrantPoints:
                     collection, points_selector=models.FilterSelector(filter=flt)
                 )
         except Exception as exc:
-            raise self._store._unavailable("delete", exc) from exc
+            raise unavailable(self._store.base_id, "delete", exc) from exc
 
     def drop_shadow_points(self, material_ids: str | list[str], keep_units: Sequence[str]) -> None:
         """A BM25-only store keeps a switch's shadow set in step, best effort, when it has

@@ -1,6 +1,6 @@
 """How the qdrant backend addresses Qdrant: point ids, the client, one collection per width.
 
-Shared by the store (:mod:`.qdrant`) and its vector sets (:mod:`.qdrant_models`).
+Shared by the store (:mod:`.store`) and its vector sets (:mod:`.models`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import uuid
 import warnings
 from typing import Any
 
-from knowbase.errors import MissingExtra
+from knowbase.errors import MissingExtra, VectorStoreUnavailable
 
 _NS = uuid.UUID("7b4e2f0a-1c1d-4c55-9a43-0a9f3f1a2b6c")
 BATCH = 256  # hashes per filter, points per upsert
@@ -92,3 +92,10 @@ def ensure_collection(client: Any, dims: int) -> str:
         for key in ("base_id", "model_id", "material_id", "embedding_text_hash"):
             client.create_payload_index(name, key, models.PayloadSchemaType.KEYWORD)
     return name
+
+
+def unavailable(base_id: str, op: str, exc: BaseException) -> VectorStoreUnavailable:
+    """The error of a Qdrant call that failed (refused, timed out, answered badly)."""
+    return VectorStoreUnavailable(
+        f"Qdrant cannot be used ({op}): {exc}", base_id=base_id, op=op, reason="qdrant"
+    )

@@ -17,8 +17,8 @@ and the next rebuild or delete removes.
 Every call has a timeout (``timeout_s``): an unreachable Qdrant is ``vector_store_unavailable``,
 never a hang.
 
-The store composes its points (:mod:`.qdrant_access`) and its vector sets by model id
-(:class:`~.base.ModelVectorSets`, :mod:`.qdrant_models`): a model switch writes the new model's
+The store composes its points (:mod:`.access`) and its vector sets by model id
+(:class:`~.base.ModelVectorSets`, :mod:`.models`): a model switch writes the new model's
 points beside the serving ones — one per stored unit whose body it embedded
 (:meth:`QdrantIndexStore.put_vectors`), and a *body point* (a vector with no unit and no
 material) for a body no stored unit has yet: the chunks of a re-chunk, which become units at
@@ -48,13 +48,18 @@ from knowbase.index.base import (
     LaneHit,
     MaterialInput,
     SearchHit,
-    StoredMaterial,
     UnitRecord,
 )
 from knowbase.index.plan import check_vectors, plan_units
 from knowbase.index.qdrant.access import QdrantPoints, payload
 from knowbase.index.qdrant.models import QdrantModelSets
-from knowbase.index.qdrant.points import body_point_id, connect, ensure_collection, point_id
+from knowbase.index.qdrant.points import (
+    body_point_id,
+    connect,
+    ensure_collection,
+    point_id,
+    unavailable,
+)
 
 __all__ = ["QdrantIndexStore", "body_point_id", "connect", "ensure_collection", "point_id"]
 
@@ -68,6 +73,8 @@ class QdrantIndexStore:
     BM25-only base). ``owns_inner``: whether :meth:`close` closes ``inner`` (a store made by
     :meth:`for_model` shares it and does not).
     """
+
+    writes_batches = False  # no rebuild_materials: each material in its own transaction
 
     def __init__(
         self,
@@ -89,7 +96,13 @@ class QdrantIndexStore:
         self.collection = f"kb_{dims}" if dims is not None else None
         self.owns_inner = owns_inner
         self.points = QdrantPoints(self)
-        self._models = QdrantModelSets(self)
+        self.models = QdrantModelSets(
+            points=self.points,
+            client=lambda: self.client,
+            inner=inner,
+            base_id=base_id,
+            serving_model_id=model_id,
+        )
 
     @classmethod
     def open(
@@ -140,9 +153,7 @@ class QdrantIndexStore:
         return self._client
 
     def _unavailable(self, op: str, exc: BaseException) -> VectorStoreUnavailable:
-        return VectorStoreUnavailable(
-            f"Qdrant cannot be used ({op}): {exc}", base_id=self.base_id, op=op, reason="qdrant"
-        )
+        return unavailable(self.base_id, op, exc)
 
     def _label_unkeyed_points(self) -> None:
         from qdrant_client import models
@@ -325,45 +336,15 @@ class QdrantIndexStore:
         if self.owns_inner:
             self.inner.close()
 
-    # --- vector sets by model id (ModelVectorSets, :mod:`.qdrant_models`) ------------------
-    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
-        """``{embedding_text_hash: vector}`` of ``model_id`` (any width) for those with one."""
-        return self._models.vectors_for(hashes, model_id)
-
-    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
-        """The hashes whose every stored unit has a point of ``model_id``."""
-        return self._models.existing_vectors(model_id, hashes)
-
-    def put_vectors(
-        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
-    ) -> None:
-        """Store ``model_id``'s vectors (a shadow set); the caller holds the base lock."""
-        self._models.put_vectors(model_id, dims, vectors)
-
-    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
-        """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
-        return self._models.bodies_without_vectors(model_id, limit)
-
-    def body_count(self) -> int:
-        """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
-        return self._models.body_count()
-
-    def stored_materials(self) -> list[StoredMaterial]:
-        """Every material with its current content hash and title (a re-chunk's input)."""
-        return self._models.stored_materials()
-
-    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
-        """Re-chunked units for ``materials`` in one transaction, covered by ``model_id``."""
-        self._models.replace_units(materials, model_id)
-
-    def drop_vectors(self, model_id: str) -> int:
-        """Delete ``model_id``'s whole vector set; refuses the serving model's."""
-        return self._models.drop_vectors(model_id)
-
-    def model_ids(self) -> set[str]:
-        """The models that have vectors in this base."""
-        return self._models.model_ids()
-
     def for_model(self, model_id: str, dims: int) -> QdrantIndexStore:
-        """Another handle on the same base whose vector lane serves ``model_id``."""
-        return self._models.for_model(model_id, dims)
+        """A store on the same index whose vector lane serves ``model_id`` (``kb eval --model
+        shadow``); it shares the inner store, so closing it leaves that open."""
+        return QdrantIndexStore.open(
+            self._client,
+            self.inner,
+            base_id=self.base_id,
+            dims=dims,
+            model_id=model_id,
+            connect=self._connect,
+            owns_inner=False,
+        )

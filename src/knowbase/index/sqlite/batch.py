@@ -9,7 +9,6 @@ rolls back only that material and is returned as its outcome.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
@@ -19,29 +18,29 @@ from knowbase.index.plan import check_vectors, plan_units
 from knowbase.index.sqlite import writes as sqlite_writes
 from knowbase.index.sqlite.schema import write_tx
 
-if TYPE_CHECKING:
-    from knowbase.index.sqlite.store import SqliteIndexStore
-
 
 def rebuild_materials(
-    store: SqliteIndexStore,
+    conn: apsw.Connection,
     materials: Sequence[MaterialInput],
     embeddings: Mapping[str, np.ndarray | Sequence[float]],
+    *,
+    dims: int | None,
+    model_id: str,
 ) -> list[Exception | None]:
-    """:meth:`SqliteIndexStore.rebuild_material` of each material, in one transaction; each
-    one's error (None: written). An error of the transaction itself is raised."""
+    """:meth:`~.store.SqliteIndexStore.rebuild_material` of each material, in one transaction
+    on the store's write connection ``conn`` (the store holds its error edge around the call);
+    each one's error (None: written). An error of the transaction itself is raised."""
     outcomes: list[Exception | None] = []
-    conn = store._writer
     changed = False
-    with store._edge("rebuild_materials"), write_tx(conn):
+    with write_tx(conn):
         for material in materials:
             try:
-                content_hash, planned = plan_units(material, store.dims, bool(embeddings))
+                content_hash, planned = plan_units(material, dims, bool(embeddings))
                 units = [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in planned]
                 blobs: dict[str, bytes] = {}
-                if store.dims is not None:
+                if dims is not None:
                     needed = sorted({u[3] for u in units})
-                    checked = check_vectors(embeddings, needed, store.dims)
+                    checked = check_vectors(embeddings, needed, dims)
                     blobs = {h: v.tobytes() for h, v in checked.items()}
                 with conn:  # a SAVEPOINT: this material's rows, or none of them
                     changed |= sqlite_writes.write_material(
@@ -50,8 +49,8 @@ def rebuild_materials(
                         content_hash,
                         units,
                         blobs,
-                        model_id=store.model_id,
-                        vectors=store.dims is not None,
+                        model_id=model_id,
+                        vectors=dims is not None,
                     )
                 outcomes.append(None)
             except apsw.FullError:
@@ -67,7 +66,7 @@ def rebuild_materials(
                     raise _first_sqlite_error(exc) from None
                 outcomes.append(exc)
         if changed:
-            sqlite_writes.gc(conn, store.model_id)
+            sqlite_writes.gc(conn, model_id)
         if any(o is None for o in outcomes):
             sqlite_writes.bump(conn)
     return outcomes

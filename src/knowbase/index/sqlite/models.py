@@ -9,35 +9,50 @@ under the base lock, like every writer of the file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from knowbase.errors import InvalidInput
 from knowbase.index.base import MaterialInput, StoredMaterial
-from knowbase.index.plan import check_vectors, plan_units
-from knowbase.index.sqlite.common import batches, marks
+from knowbase.index.plan import PlannedUnit, check_vectors, plan_units
+from knowbase.index.sqlite.common import batches, first, marks
 from knowbase.index.sqlite.schema import utc_now, write_tx
 from knowbase.index.sqlite.writes import bump, present, write_material
 
 if TYPE_CHECKING:
-    from knowbase.index.sqlite.store import SqliteIndexStore
+    import apsw
 
 
 class SqliteModelSets:
-    """Vector sets by model id of one :class:`~.sqlite.SqliteIndexStore`, which owns one of
-    these and hands its ``ModelVectorSets`` methods to it."""
+    """Vector sets by model id of one :class:`~.store.SqliteIndexStore` (its ``models``).
 
-    def __init__(self, store: SqliteIndexStore) -> None:
-        self._store = store
+    The store hands it what it needs, no more: its write connection, the calling thread's
+    reader, the edge that maps apsw errors and holds the store's lease, and the serving model
+    (whose set :meth:`drop_vectors` refuses).
+    """
+
+    def __init__(
+        self,
+        *,
+        writer: apsw.Connection,
+        reader: Callable[[], apsw.Connection],
+        edge: Callable[[str], AbstractContextManager[None]],
+        serving_model_id: str,
+    ) -> None:
+        self._writer = writer
+        self._reader = reader
+        self._edge = edge
+        self._serving_model_id = serving_model_id
 
     def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
         """``{embedding_text_hash: float32 vector}`` of ``model_id`` for the given hashes that
         have one (export, eval, a switch's checks). Hashes without a vector are left out."""
         out: dict[str, np.ndarray] = {}
-        with self._store._edge("vectors_for"):
-            conn = self._store._reader()
+        with self._edge("vectors_for"):
+            conn = self._reader()
             for batch in batches(sorted(set(hashes))):
                 for h, blob in conn.execute(
                     "SELECT embedding_text_hash, vector_blob FROM embedding WHERE model_id = ?"
@@ -49,8 +64,8 @@ class SqliteModelSets:
 
     def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
         """The subset of ``hashes`` that has a vector of ``model_id``."""
-        with self._store._edge("existing_vectors"):
-            return present(self._store._reader(), model_id, hashes)
+        with self._edge("existing_vectors"):
+            return present(self._reader(), model_id, hashes)
 
     def put_vectors(
         self,
@@ -64,8 +79,8 @@ class SqliteModelSets:
             raise InvalidInput("a vector set needs a model id")
         checked = check_vectors(vectors, list(vectors), dims)
         now = utc_now()
-        conn = self._store._writer
-        with self._store._edge("put_vectors"), write_tx(conn):
+        conn = self._writer
+        with self._edge("put_vectors"), write_tx(conn):
             conn.executemany(
                 "INSERT OR IGNORE INTO embedding (model_id, embedding_text_hash, vector_blob,"
                 " created_at) VALUES (?, ?, ?, ?)",
@@ -83,18 +98,24 @@ class SqliteModelSets:
         args: tuple[Any, ...] = (model_id,)
         if limit is not None:
             sql, args = sql + " LIMIT ?", (model_id, limit)
-        with self._store._edge("bodies_without_vectors"):
-            return dict(self._store._reader().execute(sql, args).fetchall())
+        with self._edge("bodies_without_vectors"):
+            return dict(self._reader().execute(sql, args).fetchall())
 
     def body_count(self) -> int:
         """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
-        return int(self._store._one("SELECT COUNT(DISTINCT embedding_text_hash) FROM search_text"))
+        with self._edge("read"):
+            row = first(
+                self._reader().execute(
+                    "SELECT COUNT(DISTINCT embedding_text_hash) FROM search_text"
+                )
+            )
+        return int(row[0])
 
     def stored_materials(self) -> list[StoredMaterial]:
         """Every material with its current content hash and title (a re-chunk's input)."""
-        with self._store._edge("stored_materials"):
+        with self._edge("stored_materials"):
             rows = (
-                self._store._reader()
+                self._reader()
                 .execute(
                     "SELECT m.material_id, m.relative_path, m.current_content_hash,"
                     " (SELECT su.title FROM search_unit su WHERE su.material_id = m.material_id"
@@ -119,21 +140,32 @@ class SqliteModelSets:
                     [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in units],
                 )
             )
-        conn = self._store._writer
-        with self._store._edge("replace_units"), write_tx(conn):
+        conn = self._writer
+        with self._edge("replace_units"), write_tx(conn):
             for material, content_hash, units in planned:
                 write_material(
                     conn, material, content_hash, units, {}, model_id=model_id, vectors=True
                 )
             bump(conn)
 
+    def write_units(self, planned: Sequence[tuple[MaterialInput, str, list[PlannedUnit]]]) -> None:
+        """Planned units of re-chunked materials in one transaction, without vectors and
+        without :meth:`replace_units`' coverage check: for a store whose vectors live
+        elsewhere (Qdrant's inner store). The caller holds the base lock."""
+        conn = self._writer
+        with self._edge("replace_units"), write_tx(conn):
+            for material, content_hash, units in planned:
+                rows = [(u.unit_id, u.chunk, u.body, u.body_hash, u.text) for u in units]
+                write_material(conn, material, content_hash, rows, {}, model_id="", vectors=False)
+            bump(conn)
+
     def drop_vectors(self, model_id: str) -> int:
         """Delete ``model_id``'s whole vector set (after a swap, or a cancelled switch's
         shadow); the number of vectors removed. Refuses the store's own serving model."""
-        if model_id == self._store.model_id:
+        if model_id == self._serving_model_id:
             raise InvalidInput("refusing to drop the serving model's vectors", model_id=model_id)
-        conn = self._store._writer
-        with self._store._edge("drop_vectors"), write_tx(conn):
+        conn = self._writer
+        with self._edge("drop_vectors"), write_tx(conn):
             conn.execute("DELETE FROM embedding WHERE model_id = ?", (model_id,))
             removed = conn.changes()
             bump(conn)  # cached matrices of that model must not outlive it
@@ -141,21 +173,5 @@ class SqliteModelSets:
 
     def model_ids(self) -> set[str]:
         """The models that have vectors in this file."""
-        with self._store._edge("model_ids"):
-            return {
-                r[0]
-                for r in self._store._reader().execute("SELECT DISTINCT model_id FROM embedding")
-            }
-
-    def for_model(self, model_id: str, dims: int) -> SqliteIndexStore:
-        """Another handle on the same file whose vector lane serves ``model_id`` (a shadow set:
-        ``kb eval --model shadow``). The caller closes it."""
-        from knowbase.index.sqlite.store import SqliteIndexStore
-
-        return SqliteIndexStore.open(
-            self._store.path,
-            base_id=self._store.base_id,
-            dims=dims,
-            create=False,
-            model_id=model_id,
-        )
+        with self._edge("model_ids"):
+            return {r[0] for r in self._reader().execute("SELECT DISTINCT model_id FROM embedding")}

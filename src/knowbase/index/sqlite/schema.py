@@ -2,7 +2,7 @@
 
 Every connection runs WAL, ``busy_timeout=5000``, ``foreign_keys=ON``, ``synchronous=NORMAL``
 and loads sqlite-vec. :func:`prepare` creates the schema, checks ``meta`` (base id, schema
-version) and recreates a file of another schema version. The store itself is :mod:`.sqlite`.
+version) and recreates a file of another schema version. The store itself is :mod:`.store`.
 
 Vectors are keyed by ``(model_id, embedding_text_hash)`` (DESIGN "Vectors are keyed by model
 id"): during a model switch the file holds the serving model's vectors and the new model's shadow

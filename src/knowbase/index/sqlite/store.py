@@ -3,14 +3,14 @@
 Connections (DESIGN "SQLite connections"): one writer connection, used by callers that hold the
 base lock, and one reader connection per thread; every connection runs WAL,
 ``busy_timeout=5000``, ``foreign_keys=ON``, ``synchronous=NORMAL`` and loads sqlite-vec. The DDL,
-the ``meta`` checks and the connection setup live in :mod:`.sqlite_schema`.
+the ``meta`` checks and the connection setup live in :mod:`.schema`.
 
 The store owns the connections and the caches and composes its parts, each a module of its own:
-the writes (:mod:`.sqlite_writes`), the keyword lane (:mod:`.sqlite_keyword`), the vector lane
-(:mod:`.sqlite_vectors`) and the vector sets by model id (:mod:`.sqlite_models`).
+the writes (:mod:`.writes`), the keyword lane (:mod:`.keyword`), the vector lane
+(:mod:`.vectors`) and the vector sets by model id (:mod:`.models`).
 
 apsw's exceptions are mapped to :mod:`knowbase.errors` at this edge only
-(:func:`.sqlite_common.map_error`).
+(:func:`.common.map_error`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import apsw
 import numpy as np
 
 from knowbase.errors import InvalidInput, VectorStoreUnavailable
-from knowbase.index.base import LaneHit, MaterialInput, SearchHit, StoredMaterial, UnitRecord
+from knowbase.index.base import LaneHit, MaterialInput, SearchHit, UnitRecord
 from knowbase.index.fts_query import build_keyword_query
 from knowbase.index.lease import Leases
 from knowbase.index.plan import check_vectors, plan_units
@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 class SqliteIndexStore:
     """The IndexStore protocol on one SQLite file. Open with :meth:`open`."""
 
+    writes_batches = True  # rebuild_materials: many materials in one transaction
     quantized_min_rows: int = DEFAULT_MIN_ROWS  # the big-base lane's threshold (live rows)
     _big: BigLane | None = None  # the big-base lane's state, once asked for
 
@@ -80,7 +81,9 @@ class SqliteIndexStore:
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
         self.leases = Leases(self._close_connections, what=str(path))
-        self._models = SqliteModelSets(self)
+        self.models = SqliteModelSets(
+            writer=conn, reader=self._reader, edge=self._edge, serving_model_id=self.model_id
+        )
 
     # --- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -195,7 +198,10 @@ class SqliteIndexStore:
         """Many materials in one transaction, each one's error (:mod:`.batch`)."""
         from knowbase.index.sqlite.batch import rebuild_materials
 
-        return rebuild_materials(self, materials, embeddings)
+        with self._edge("rebuild_materials"):
+            return rebuild_materials(
+                self._writer, materials, embeddings, dims=self.dims, model_id=self.model_id
+            )
 
     def delete_materials(self, material_ids: Iterable[str]) -> None:
         """Delete materials, one short transaction each, then one GC."""
@@ -230,7 +236,7 @@ class SqliteIndexStore:
         for the ``hashes`` that have one; an export reads vectors here, nothing is re-embedded."""
         if self.dims is None or not self.model_id:
             return {}
-        return self.vectors_for(hashes, self.model_id)
+        return self.models.vectors_for(hashes, self.model_id)
 
     def keyword_lane(
         self, query: str, limit: int, *, within: frozenset[str] | None = None
@@ -283,7 +289,7 @@ class SqliteIndexStore:
 
     def serving_lane(self, matrix: VectorMatrix | None = None) -> Lane:
         """The lane serving ``matrix`` (default: the current version): the exact matrix, or
-        above ``quantized_min_rows`` live rows its faiss index (:mod:`.vector_quantized`),
+        above ``quantized_min_rows`` live rows its faiss index (:mod:`..vector.quantized`),
         patched as the matrix is. Its ``top_k`` takes a row mask over ``matrix``."""
         matrix = matrix if matrix is not None else self.vector_matrix()
         big = self._big
@@ -386,45 +392,9 @@ class SqliteIndexStore:
             problems = sqlite_upkeep.integrity_problems(conn)
         return "\n".join(problems) or "ok"
 
-    # --- vector sets by model id (ModelVectorSets, :mod:`.sqlite_models`) ------------------
-    def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
-        """``{embedding_text_hash: float32 vector}`` of ``model_id`` for the hashes with one."""
-        return self._models.vectors_for(hashes, model_id)
-
-    def existing_vectors(self, model_id: str, hashes: Iterable[str]) -> set[str]:
-        """The subset of ``hashes`` that has a vector of ``model_id``."""
-        return self._models.existing_vectors(model_id, hashes)
-
-    def put_vectors(
-        self, model_id: str, dims: int, vectors: Mapping[str, np.ndarray | Sequence[float]]
-    ) -> None:
-        """Store ``model_id``'s vectors (a shadow set); the caller holds the base lock."""
-        self._models.put_vectors(model_id, dims, vectors)
-
-    def bodies_without_vectors(self, model_id: str, limit: int | None = None) -> dict[str, str]:
-        """``{embedding_text_hash: body}`` of stored units that lack a vector of ``model_id``."""
-        return self._models.bodies_without_vectors(model_id, limit)
-
-    def body_count(self) -> int:
-        """Distinct bodies of the stored units: what a switch without re-chunking embeds."""
-        return self._models.body_count()
-
-    def stored_materials(self) -> list[StoredMaterial]:
-        """Every material with its current content hash and title (a re-chunk's input)."""
-        return self._models.stored_materials()
-
-    def replace_units(self, materials: Sequence[MaterialInput], model_id: str) -> None:
-        """Re-chunked units for ``materials`` in one transaction, covered by ``model_id``."""
-        self._models.replace_units(materials, model_id)
-
-    def drop_vectors(self, model_id: str) -> int:
-        """Delete ``model_id``'s whole vector set; refuses the serving model's."""
-        return self._models.drop_vectors(model_id)
-
-    def model_ids(self) -> set[str]:
-        """The models that have vectors in this file."""
-        return self._models.model_ids()
-
     def for_model(self, model_id: str, dims: int) -> SqliteIndexStore:
-        """Another handle on the same file whose vector lane serves ``model_id``."""
-        return self._models.for_model(model_id, dims)
+        """Another handle on the same file whose vector lane serves ``model_id`` (a shadow set:
+        ``kb eval --model shadow``). The caller closes it."""
+        return SqliteIndexStore.open(
+            self.path, base_id=self.base_id, dims=dims, create=False, model_id=model_id
+        )

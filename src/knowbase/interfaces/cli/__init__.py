@@ -115,7 +115,8 @@ def open_kb(home: str | None, **overrides: Any) -> Iterator[Knowledge]:
 
     kb = Knowledge(load_settings(home, **overrides))
     try:
-        yield kb
+        with kb.acting_as(None, "cli"):  # the jobs a command starts say so (jobs/actor.py)
+            yield kb
     finally:
         kb.close()
 
@@ -205,6 +206,7 @@ def _register_plugins() -> None:
     for name in (
         "knowbase.interfaces.cli.bases",
         "knowbase.interfaces.cli.items",
+        "knowbase.interfaces.cli.jobs",
         "knowbase.interfaces.cli.search",
         "knowbase.interfaces.cli.concepts",
         "knowbase.interfaces.cli.serve",
@@ -213,6 +215,7 @@ def _register_plugins() -> None:
         "knowbase.interfaces.cli.portable",
         "knowbase.interfaces.cli.labels",
         "knowbase.interfaces.cli.formats",
+        "knowbase.interfaces.cli.keys",
     ):
         try:
             module = importlib.import_module(name)

@@ -1,4 +1,4 @@
-"""``kb tree``, ``kb read``, ``kb rm``, ``kb reindex`` (Concept IDs, §8) and ``kb mcp``.
+"""``kb tree``, ``kb read``, ``kb outline``, ``kb rm``, ``kb reindex`` (by Concept ID), ``kb mcp``.
 
 The CLI twins of the agent tools; ``kb mcp`` starts the MCP server (``interfaces/mcp/``).
 Registered on the main app by ``interfaces/cli/``. Errors are ``KnowbaseError``s, rendered by
@@ -11,6 +11,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 HomeOpt = Annotated[
     str | None,
@@ -68,13 +69,31 @@ def read(
     max_matches: Annotated[
         int | None, typer.Option("--max-matches", min=1, max=200, help="With --grep (≤ 200).")
     ] = None,
+    section: Annotated[
+        str | None,
+        typer.Option("--section", help="Read one section: an outline node id or heading path."),
+    ] = None,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Continue a section read (its next_cursor).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option("--max-tokens", min=1, max=5000, help="Section read budget (1,500)."),
+    ] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a document by Concept ID (≤ 20,000 chars per call), or grep it."""
+    """Print a document by Concept ID (≤ 20,000 chars per call), one section of it
+    (--section, see kb outline), or grep it."""
     cli = _cli()
     with cli.open_kb(home) as kb:
-        if grep is not None:
+        if section is not None or cursor is not None:
+            if grep is not None or char_from is not None or char_to is not None:
+                raise typer.BadParameter("--section/--cursor take no --grep, --from or --to")
+            data = kb.concepts.read_section(
+                base, concept_id, section, cursor=cursor, max_tokens=max_tokens
+            )
+        elif grep is not None:
             data = kb.concepts.grep_concept(
                 base, concept_id, grep, ignore_case=not case_sensitive, max_matches=max_matches
             )
@@ -87,7 +106,13 @@ def read(
         sys.stdout.write(data["content"])
         if not data["content"].endswith("\n"):
             sys.stdout.write("\n")
-        if data["truncated"]:
+        if data.get("next_cursor"):
+            cli.err_console.print(
+                f"[dim]section {data['section']['id']} goes on; continue with --cursor "
+                f"{data['next_cursor']}[/]",
+                highlight=False,
+            )
+        elif data["truncated"]:
             cli.err_console.print(
                 f"[dim]truncated: chars {data['char_start']}–{data['char_end']} of "
                 f"{data['total_chars']}; continue with --from {data['char_end']}[/]"
@@ -102,6 +127,49 @@ def read(
             cli.err_console.print(f"[dim]{shown} of {data['total_matches']} matches{more}[/]")
 
     cli.emit(data, as_json, render_grep if grep is not None else render_read)
+
+
+def outline(
+    base: str,
+    concept_id: str,
+    depth: Annotated[
+        int | None, typer.Option("--depth", min=1, help="Levels shown (1: the top level).")
+    ] = None,
+    under: Annotated[
+        str | None, typer.Option("--under", help="Only this section (node id or heading path).")
+    ] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a document's outline: its sections (headings, slides, sheets, pages…) with ids,
+    tokens, tables and figures; read one with kb read --section ID."""
+    cli = _cli()
+    with cli.open_kb(home) as kb:
+        data = kb.concepts.outline(base, concept_id, depth=depth, under=under)
+
+    def render() -> None:
+        for node in data["nodes"]:
+            indent = "  " * node["depth"]
+            where = _where(node["locator"])
+            line = f"{indent}[cyan]{node['id']}[/] {escape(node['title'])}  [dim]{where}"
+            cli.console.print(f"{line}{node['tokens']} tokens[/]", highlight=False, soft_wrap=True)
+            for kind in ("tables", "figures"):
+                for part in node.get(kind, []):
+                    label = escape(part["label"])
+                    cli.console.print(f"{indent}  [dim]{kind[:-1]}: {label}[/]", highlight=False)
+        if data["truncated"]:
+            shown, total = len(data["nodes"]), data["total_nodes"]
+            cli.console.print(f"[dim]… {shown} of {total} sections shown[/]")
+
+    cli.emit(data, as_json, render)
+
+
+def _where(locator: dict[str, Any]) -> str:
+    """``page 3 · `` / ``slide 2 · `` / ``sheet Q1 · `` for a node's line ('' for headings)."""
+    for key in ("page", "slide", "sheet", "chapter"):
+        if key in locator:
+            return f"{key} {escape(str(locator[key]))} · "
+    return ""
 
 
 def rm(
@@ -154,8 +222,8 @@ def _batch(
             cli.err_console.print(f"[yellow]not found[/]: {cid}", highlight=False)
 
     cli.emit(data, as_json, render)
-    if action == "delete" and data["not_found"]:
-        raise typer.Exit(1)  # as rm does: the names that matched are still deleted
+    if data["not_found"]:
+        raise typer.Exit(1)  # a name that matched nothing; the names that matched are applied
 
 
 def mcp(
@@ -207,6 +275,7 @@ def register(app: typer.Typer) -> None:
     """Add ``tree``, ``read``, ``rm``, ``reindex`` and ``mcp`` to ``app``."""
     app.command("tree")(tree)
     app.command("read")(read)
+    app.command("outline")(outline)
     app.command("rm")(rm)
     app.command("reindex")(reindex)
     app.command("mcp")(mcp)

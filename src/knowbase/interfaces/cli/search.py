@@ -122,8 +122,15 @@ def search(
 
     with cli.open_kb(home) as kb:
         response = kb.search(
-            base, query, top_k=top_k, under=under, types=types, since=since,
-            tags=split_tags(tag) or None, where=where or None, context=context,
+            base,
+            query,
+            top_k=top_k,
+            under=under,
+            types=types,
+            since=since,
+            tags=split_tags(tag) or None,
+            where=where or None,
+            context=context,
             also=also or (),
         )
         prefixes = _folder_prefixes(kb, base) if under and not response.results else []

@@ -26,7 +26,7 @@ from starlette.templating import Jinja2Templates
 
 from knowbase.catalog.base_settings import form_fields
 from knowbase.interfaces.console import api as console_api
-from knowbase.interfaces.http import error_response
+from knowbase.interfaces.http.common import error_response
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))

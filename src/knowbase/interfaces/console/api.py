@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
 from knowbase.files import sanitize_filename
-from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.items import _add_response, unsupported
 from knowbase.interfaces.http.models import AddOut, ConflictStrategy
 from knowbase.operations.add.inputs import AddInput
@@ -195,7 +195,7 @@ def offered_embedding_models(kb: Knowledge) -> list[dict[str, Any]]:
     from knowbase.providers import local, multilingual
 
     out: list[dict[str, Any]] = []
-    for name in (local.MODEL_NAME, multilingual.MODEL_NAME):
+    for name in (*local.NAMES, multilingual.MODEL_NAME):
         status, reason = check_local_model(name)
         out.append(
             {"id": f"local:{name}", "kind": "model", "available": status == READY, "reason": reason}

@@ -7,34 +7,40 @@ Surfaces translate, ``Knowledge`` decides: routes parse, call one facade method 
 value objects; one error edge turns every :class:`KnowbaseError` into ``{code, message, details}``
 with the error's own HTTP status (validation 422, not found 404, guard refusal 409, unavailable
 503, provider 502). Request validation, unknown routes, auth and size-limit failures use the same
-shape. Routes live in ``http_bases``, ``http_items``, ``http_query`` and ``http_events``.
+shape. Routes live in :mod:`.bases`, :mod:`.items`, :mod:`.labels`, :mod:`.query`,
+:mod:`.outline`, :mod:`.events` and :mod:`.sync`; what they share (the facade dependency, the
+error shape) in :mod:`.common`.
 
-Every request passes :mod:`.http_guard` first: a ``Host`` the server does not answer to gets 421
+Every request passes :mod:`.guard` first: a ``Host`` the server does not answer to gets 421
 (DNS rebinding), a state-changing request from a foreign ``Origin`` 403.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
 import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from knowbase.errors import InvalidInput, KnowbaseError
 from knowbase.interfaces.http import openapi
+from knowbase.interfaces.http.common import (
+    BODY_ERRORS,
+    COMMON_ERRORS,
+    error_response,
+    error_responses,
+    get_kb,
+    jsonable,
+)
 from knowbase.interfaces.http.guard import HostGuard, HostPolicy
-from knowbase.interfaces.http.models import ErrorBody
 from knowbase.interfaces.http.retry import RetryPassingFaults
 
 if TYPE_CHECKING:
@@ -55,45 +61,13 @@ HTTP_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
 }
-_DESCRIPTIONS = {
-    401: "missing or wrong bearer token",
-    403: "a state-changing request from a foreign Origin (code origin_not_allowed)",
-    404: "the base, item, concept or job does not exist",
-    409: "a guard refused the operation, or detect-strategy conflicts (details.conflicts)",
-    413: "the request body is larger than the server's limit",
-    421: "the Host header names a host this server does not answer to (host_not_allowed)",
-    422: "invalid input; nothing was written",
-    502: "a provider answered something unusable",
-    503: "a component (index, provider) cannot be reached right now",
-}
-
-
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries with the error shape for ``statuses``."""
-    return {s: {"model": ErrorBody, "description": _DESCRIPTIONS[s]} for s in statuses}
-
-
-COMMON_ERRORS = error_responses(404, 409, 422, 502, 503)
-BODY_ERRORS = error_responses(413)
-
-
-def _jsonable(value: Any) -> Any:
-    """Details may hold paths or other objects: anything JSON cannot carry becomes a string."""
-    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
-
-
-def error_response(
-    status: int, code: str, message: str, details: dict[str, Any] | None = None, **headers: str
-) -> JSONResponse:
-    body = {"code": code, "message": message, "details": _jsonable(details or {})}
-    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 async def _knowbase_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, KnowbaseError)
     if exc.status >= 500 and exc.status != 503:
         log.warning("%s %s: %s", request.method, request.url.path, exc.to_dict())
-    body = _jsonable(exc.to_dict())
+    body = jsonable(exc.to_dict())
     return JSONResponse(body, status_code=exc.status)
 
 
@@ -197,29 +171,6 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def _auth_dependency(token: str) -> Any:
-    from knowbase.interfaces.http.external import RETRIEVAL_PATHS, SLASHED_PATHS
-
-    bearer = HTTPBearer(auto_error=False, description="KNOWBASE_API_TOKEN")
-    own_keys = frozenset(RETRIEVAL_PATHS + SLASHED_PATHS)
-    expected = token.encode("utf-8")
-
-    def check(
-        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
-    ) -> None:
-        if request.scope["path"] in own_keys:
-            return  # Dify's endpoint checks its own keys (external_api_keys)
-        # Starlette decodes headers as latin-1: encoding back gives the bytes that were sent.
-        given = (creds.credentials if creds else "").encode("latin-1")
-        # compare_digest: the time taken does not tell how much of the token was right.
-        if not creds or not hmac.compare_digest(given, expected):
-            raise HTTPException(
-                401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
-            )
-
-    return check
-
-
 def create_app(
     kb: Knowledge,
     *,
@@ -239,7 +190,9 @@ def create_app(
     ``allowed_origins`` may change state
     (:class:`~knowbase.interfaces.http.guard.HostPolicy`).
 
-    ``token``: when set, every route needs ``Authorization: Bearer <token>``; ``require_token``
+    ``token``: the admin key (``KNOWBASE_API_TOKEN``). Routes take it or a scoped key
+    (``kb keys create``) as ``Authorization: Bearer <key>``, by the table in
+    :mod:`.scopes`; with no token and no live key the server is open. ``require_token``
     refuses to build an app without one (``kb serve`` sets it for non-loopback hosts).
     ``local_path_roots``: ``file``/``directory`` inputs must resolve under one of them (none →
     local-path adds are refused; uploads always work). ``max_upload_bytes`` bounds any body,
@@ -261,6 +214,9 @@ def create_app(
         labels as http_labels,
     )
     from knowbase.interfaces.http import (
+        outline as http_outline,
+    )
+    from knowbase.interfaces.http import (
         query as http_query,
     )
     from knowbase.interfaces.http import (
@@ -274,9 +230,12 @@ def create_app(
         )
     if max_upload_bytes < 1:
         raise InvalidInput("max_upload_bytes must be positive", max_upload_bytes=max_upload_bytes)
-    dependencies = [Depends(_auth_dependency(token))] if token else []
-    # 403 and 421 come from the guard in front of every route (403 on state-changing ones).
-    responses = error_responses(*((401, 403, 421) if token else (403, 421)))
+    from knowbase.interfaces.http.scopes import authorize
+
+    # Every route passes the key check (interfaces/http/scopes.py: the route table); 403 also
+    # comes from the guard in front of every route (a foreign Origin), 421 from it alone.
+    dependencies = [Depends(authorize)]
+    responses = error_responses(401, 403, 421)
     app = FastAPI(
         title="knowbase",
         version="0.1.0",
@@ -289,6 +248,7 @@ def create_app(
         responses=responses,
     )
     app.state.kb = kb
+    app.state.admin_token = token
     app.state.search_concurrency = max(1, search_concurrency or min(4, os.cpu_count() or 1))
     app.state.search_limiter = None
     app.state.max_upload_bytes = max_upload_bytes
@@ -302,28 +262,35 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_upload_bytes, json_limit=DEFAULT_MAX_JSON_BYTES)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts, allowed_origins))
-    for module in (http_bases, http_items, http_labels, http_query, http_events, http_sync):
+    for module in (
+        http_bases,
+        http_items,
+        http_labels,
+        http_query,
+        http_outline,
+        http_events,
+        http_sync,
+    ):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console/)
     # kb is None only where a test builds the app for its OpenAPI schema alone
     external_keys = kb.settings.external_api_keys if kb is not None else ()
-    if external_keys:  # Dify's external knowledge API, off until a key is configured
+    if external_keys or (kb is not None and token):
+        # Dify's external knowledge API, off until a Dify key or the API token is configured
         from knowbase.interfaces.http.external import build_router
 
         app.include_router(build_router(external_keys))
-    openapi.install(app, dify=bool(external_keys))
+    openapi.install(app, dify=bool(external_keys) or (kb is not None and bool(token)))
     return app
 
 
-async def get_kb(request: Request) -> Knowledge:
-    """The dependency every route uses to reach the facade (async: no threadpool hop)."""
-    return request.app.state.kb
-
-
 __all__ = [
+    "BODY_ERRORS",
+    "COMMON_ERRORS",
     "DEFAULT_MAX_JSON_BYTES",
     "DEFAULT_MAX_UPLOAD_BYTES",
     "create_app",
+    "error_response",
     "error_responses",
     "get_kb",
 ]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
-from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
     BaseCreate,
     BaseOut,
@@ -16,6 +16,7 @@ from knowbase.interfaces.http.models import (
     RestoreOut,
     RestoreRequest,
 )
+from knowbase.interfaces.http.scopes import principal_of
 from knowbase.service import Knowledge
 
 router = APIRouter(tags=["bases"], responses=COMMON_ERRORS)
@@ -36,8 +37,10 @@ def create_base(body: BaseCreate, kb: Knowledge = Depends(get_kb)) -> dict[str, 
 
 
 @router.get("/bases", response_model=list[BaseOut])
-def list_bases(kb: Knowledge = Depends(get_kb)) -> list[dict[str, Any]]:
-    return [b.to_dict() for b in kb.list_bases()]
+def list_bases(request: Request, kb: Knowledge = Depends(get_kb)) -> list[dict[str, Any]]:
+    """Every base, or the bases the key is scoped to."""
+    who = principal_of(request)
+    return [b.to_dict() for b in kb.list_bases() if who.sees(b.id)]
 
 
 @router.get("/bases/{base}", response_model=BaseOut)

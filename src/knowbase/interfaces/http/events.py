@@ -31,7 +31,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from knowbase.errors import NotFound
-from knowbase.interfaces.http import COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import SSE_EVENT_SCHEMA
 from knowbase.interfaces.http.query import job_dict
 from knowbase.service import Knowledge

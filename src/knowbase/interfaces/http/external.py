@@ -9,12 +9,14 @@ failed, 2001 knowledge does not exist; 3001 is ours: a request Dify must fix, e.
 on an unknown field or a value of the wrong kind).
 
 Here ``knowledge_id`` is a base name or id, the keys are the ``external_api_keys`` setting
-(``KNOWBASE_EXTERNAL_API_KEYS``, comma-separated) and the routes exist only when a key is
-configured. They check their own keys, so ``kb serve``'s ``KNOWBASE_API_TOKEN`` does not apply
-to them. The key is checked before the body is read: Dify's "save API" check posts no body and
-treats only a 403 as a wrong key. ``metadata_condition`` is handed to the search as a pre-filter
-(``search/conditions.py``: Dify's operators, inside both lanes before the cut), so ``top_k`` is
-filled from every matching document. Shapes Dify's own models allow are accepted (null
+(``KNOWBASE_EXTERNAL_API_KEYS``, comma-separated; each sees every base), ``kb serve``'s
+``KNOWBASE_API_TOKEN`` and the scoped keys of ``kb keys create``: a scoped key's other bases
+answer 2001, as a base that does not exist (``interfaces/http/scopes.py``). The routes exist
+when an external key or the API token is configured. The key is checked before the body is
+read: Dify's "save API" check posts no body and treats only a 403 as a wrong key.
+``metadata_condition`` is handed to the search as a pre-filter (``search/conditions.py``:
+Dify's operators, inside both lanes before the cut), so ``top_k`` is filled from every
+matching document. Shapes Dify's own models allow are accepted (null
 ``conditions``, ``logical_operator``, ``top_k`` or ``score_threshold``; lists of numbers); a
 query without searchable tokens answers no records, one past the search's limit is cut to it.
 An endpoint registered with a trailing slash makes Dify call ``//retrieval``: served too.
@@ -32,7 +34,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from knowbase.errors import InvalidInput, NoSearchableTokens, NotFound
+from knowbase.catalog.models import OPEN, Principal
+from knowbase.errors import InvalidInput, NoSearchableTokens, NotFound, Unauthorized
+from knowbase.interfaces.http.scopes import visible_base
 from knowbase.search.search import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
@@ -141,10 +145,10 @@ def record_of(
     }
 
 
-def retrieve(kb: Knowledge, body: RetrievalRequest) -> dict[str, Any]:
-    """Dify's records for ``body`` (raises ``NotFound`` for an unknown base, ``InvalidFilter``
-    for a condition that cannot be evaluated)."""
-    base = kb.get_base(body.knowledge_id)
+def retrieve(kb: Knowledge, body: RetrievalRequest, principal: Principal = OPEN) -> dict[str, Any]:
+    """Dify's records for ``body`` (raises ``NotFound`` for an unknown base or one outside the
+    ``principal``'s, ``InvalidFilter`` for a condition that cannot be evaluated)."""
+    base = visible_base(kb, principal, body.knowledge_id)
     setting = body.retrieval_setting or RetrievalSetting()
     condition = body.metadata_condition
     query = body.query.strip()[:MAX_QUERY_CHARS]
@@ -162,9 +166,7 @@ def retrieve(kb: Knowledge, body: RetrievalRequest) -> dict[str, Any]:
     threshold = setting.score_threshold or 0.0
     kept = [r for r in response.results if r.score >= threshold]
     labels = kb.effective_labels(base.id, {r.item_id for r in kept})
-    return {
-        "records": [record_of(r, base.name, labels.get(r.item_id, ([], {}))) for r in kept]
-    }
+    return {"records": [record_of(r, base.name, labels.get(r.item_id, ([], {}))) for r in kept]}
 
 
 def _parse(raw: bytes) -> RetrievalRequest | JSONResponse:
@@ -181,20 +183,38 @@ def _parse(raw: bytes) -> RetrievalRequest | JSONResponse:
         return dify_error(400, INVALID_REQUEST, message)
 
 
+def _knowbase_key(request: Request, authorization: str | None) -> Principal | None:
+    """Who a bearer token other than a Dify key names (the API token, a live scoped key);
+    None for anything else. No token is never enough here, even on an open server."""
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return None
+    kb: Knowledge = request.app.state.kb
+    try:
+        return kb.authenticate(given.strip(), admin_token=request.app.state.admin_token)
+    except Unauthorized:
+        return None
+
+
 def build_router(keys: tuple[str, ...]) -> APIRouter:
     """The retrieval routes, answering with the keys given (none: build no router)."""
     router = APIRouter(tags=["external knowledge (Dify)"])
 
     async def retrieval(request: Request) -> JSONResponse:
-        refused = check_key(request.headers.get("authorization"), keys)
-        if refused is not None:
-            return refused
+        kb: Knowledge = request.app.state.kb
+        authorization = request.headers.get("authorization")
+        principal = OPEN
+        refused = check_key(authorization, keys)
+        if refused is not None:  # not a Dify key: the API token or a scoped key may call it
+            found_key = await run_in_threadpool(_knowbase_key, request, authorization)
+            if found_key is None:
+                return refused
+            principal = found_key
         body = _parse(await request.body())
         if isinstance(body, JSONResponse):
             return body
-        kb: Knowledge = request.app.state.kb
         try:
-            found = await run_in_threadpool(retrieve, kb, body)
+            found = await run_in_threadpool(retrieve, kb, body, principal)
         except NotFound:
             return dify_error(404, 2001, "The knowledge does not exist")
         except InvalidInput as exc:
@@ -207,7 +227,7 @@ def build_router(keys: tuple[str, ...]) -> APIRouter:
             "application/json": {"schema": {"$ref": "#/components/schemas/RetrievalRequest"}}
         },
     }
-    from knowbase.interfaces.http import error_responses
+    from knowbase.interfaces.http.common import error_responses
 
     responses: dict[int | str, dict[str, Any]] = {
         200: {"model": RetrievalResponse, "description": "the records, best first"},

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 
 from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
 from knowbase.files import sanitize_filename
-from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, error_response, get_kb
+from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, error_response, get_kb
 from knowbase.interfaces.http.models import (
     AddInputIn,
     AddOut,

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import Field
 
-from knowbase.interfaces.http import COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import ItemOut, _Strict
 from knowbase.service import Knowledge
 

@@ -285,41 +285,6 @@ class MultiSearchRequest(SearchRequest):
     bases: list[str] = Field(min_length=1, max_length=50, description="base names or ids")
 
 
-class SearchResultOut(BaseModel):
-    rank: int
-    chunk_id: str
-    item_id: str
-    concept_id: str | None
-    title: str | None
-    item_type: str
-    source: str | None
-    score: float
-    score_kind: Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
-    text: str
-    unit_index: int
-    char_start: int
-    char_end: int
-    locator: dict[str, Any] = Field(default_factory=dict)
-    context: dict[str, Any] | None = None
-    snippet: dict[str, Any] | None = Field(None, description="the best-matching lines")
-    base_id: str
-    base_name: str
-
-
-class SearchOut(BaseModel):
-    results: list[SearchResultOut]
-    mode: Literal["hybrid", "bm25"]
-    explain: dict[str, Any]
-
-
-class MultiSearchOut(BaseModel):
-    """Results of several bases in one list: by rank, by score when all are relevance scores."""
-
-    results: list[SearchResultOut]
-    modes: dict[str, Literal["hybrid", "bm25"]] = Field(description="base id → mode")
-    thresholds: dict[str, dict[str, Any]] = Field({}, description="base id → threshold cut")
-
-
 # --- jobs --------------------------------------------------------------------------------------
 class ProgressOut(BaseModel):
     stage: str | None
@@ -344,6 +309,8 @@ class JobOut(BaseModel):
     created_at: int
     updated_at: int
     finished_at: int | None
+    by_key: str | None = Field(None, description="the API key that asked for it (or admin)")
+    by_surface: str | None = Field(None, description="http, console, mcp or cli")
 
 
 # --- readiness ---------------------------------------------------------------------------------

@@ -9,21 +9,22 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 
-from knowbase.interfaces.http import BODY_ERRORS, COMMON_ERRORS, get_kb
+from knowbase.errors import InvalidInput, NotFound
+from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
     ConceptBatchOut,
     ConceptGrepOut,
     ConceptIdsRequest,
-    ConceptReadOut,
     JobOut,
     JobStatus,
-    MultiSearchOut,
     MultiSearchRequest,
-    SearchOut,
     SearchRequest,
     StatusOut,
     TreeOut,
 )
+from knowbase.interfaces.http.outline import SectionReadOut
+from knowbase.interfaces.http.scopes import principal_of, visible_base, visible_ids
+from knowbase.interfaces.http.search_models import MultiSearchOut, SearchOut
 from knowbase.jobs.model import Job
 from knowbase.service import Knowledge
 
@@ -128,14 +129,18 @@ def _filters(body: SearchRequest) -> dict[str, Any]:
 
 
 @router.post("/search", response_model=MultiSearchOut, tags=["search"], responses=BODY_ERRORS)
-def search_many(body: MultiSearchRequest, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+def search_many(
+    body: MultiSearchRequest, request: Request, kb: Knowledge = Depends(get_kb)
+) -> dict[str, Any]:
     """Search several bases and merge their results into one list (ranks renumbered from 1).
 
     By relevance score when every result has one from the same rerank model, else by rank:
     each base's rank 1 first (RRF over the bases); ties by the order of ``bases``. Scores stay
     each base's own. See ``knowbase.search.multi_base``.
     """
-    bases = [kb.get_base(name) for name in body.bases]  # 404 before any search
+    # 404 before any search, for a base the key does not see as for one that does not exist
+    who = principal_of(request)
+    bases = [visible_base(kb, who, name) for name in body.bases]
     found = kb.search_many(
         bases, body.query, top_k=body.top_k, limit=body.top_k or 10, **_filters(body)
     )
@@ -150,16 +155,28 @@ def search_many(body: MultiSearchRequest, kb: Knowledge = Depends(get_kb)) -> di
 
 
 # --- concepts ----------------------------------------------------------------------------------
-@router.get("/bases/{base}/concepts/read", response_model=ConceptReadOut, tags=["concepts"])
+@router.get("/bases/{base}/concepts/read", response_model=SectionReadOut, tags=["concepts"])
 def read_concept(
     base: str,
     concept_id: str = Query(min_length=1, max_length=4096, description="path inside the base"),
     char_start: int | None = Query(None, ge=0, le=2**40),
     char_end: int | None = Query(None, ge=0, le=2**40),
+    section: str | None = Query(
+        None, min_length=1, max_length=1000, description="an outline node id or heading path"
+    ),
+    cursor: str | None = Query(None, min_length=1, max_length=1100, description="next_cursor"),
+    max_tokens: int | None = Query(None, ge=1, le=5000, description="section read budget"),
     kb: Knowledge = Depends(get_kb),
 ) -> dict[str, Any]:
-    """The document's Markdown (or a character slice of it) by Concept ID."""
+    """The document's Markdown (or a character slice of it) by Concept ID; with ``section``
+    (or a ``cursor``), that section whole within ``max_tokens`` (default 1,500)."""
     b = kb.get_base(base)
+    if section is not None or cursor is not None:
+        if char_start is not None or char_end is not None:
+            raise InvalidInput("a section read takes no char_start/char_end", section=section)
+        return kb.concepts.read_section(
+            b.id, concept_id, section, cursor=cursor, max_tokens=max_tokens
+        )
     return kb.concepts.read_concept(b.id, concept_id, char_start=char_start, char_end=char_end)
 
 
@@ -238,6 +255,8 @@ def job_dict(job: Job) -> dict[str, Any]:
         "created_at": job.created_at,
         "updated_at": job.updated_at,
         "finished_at": job.finished_at,
+        "by_key": job.by_key,
+        "by_surface": job.by_surface,
     }
 
 
@@ -247,10 +266,24 @@ def list_jobs(
     status: list[JobStatus] | None = Query(None),
     limit: int = Query(200, ge=1, le=10_000),
     before: str | None = Query(None, description="a job id: the page of jobs created before it"),
+    by: str | None = Query(None, description="only the jobs this API key asked for"),
+    *,
+    request: Request,
     kb: Knowledge = Depends(get_kb),
 ) -> list[dict[str, Any]]:
-    """Jobs newest first; pass the last id of a page as ``before`` for the next page."""
-    jobs = kb.activity.list_jobs(base=base, statuses=status or None, limit=limit, before=before)
+    """Jobs newest first; pass the last id of a page as ``before`` for the next page. A key
+    scoped to some bases sees only their jobs."""
+    who = principal_of(request)
+    if base is not None:
+        base = visible_base(kb, who, base).id
+    jobs = kb.activity.list_jobs(
+        base=base,
+        statuses=status or None,
+        limit=limit,
+        before=before,
+        by_key=by,
+        base_ids=visible_ids(who),
+    )
     return [job_dict(j) for j in jobs]
 
 
@@ -268,15 +301,26 @@ def list_base_jobs(
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, tags=["jobs"])
-def get_job(job_id: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+def get_job(job_id: str, request: Request, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """One job with its progress (stage, percent, details)."""
-    return job_dict(kb.activity.get_job(job_id))
+    job = kb.activity.get_job(job_id)
+    who = principal_of(request)
+    if who.base_ids is not None and (job.base_id is None or not who.sees(job.base_id)):
+        raise NotFound(f"no job {job_id!r}", job_id=job_id)  # as for a job that does not exist
+    return job_dict(job)
 
 
 # --- readiness ---------------------------------------------------------------------------------
 @router.get("/status", response_model=StatusOut, tags=["status"])
-def status(kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
-    """Per-component readiness (catalog, index, embedding, rerank, file processor, workers)."""
+def status(request: Request, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+    """Per-component readiness (catalog, index, embedding, rerank, file processor, workers);
+    a key scoped to some bases sees only their components."""
     from knowbase.interfaces.readiness import readiness
 
-    return readiness(kb)
+    report = readiness(kb)
+    who = principal_of(request)
+    if who.base_ids is not None:
+        report["components"] = [
+            c for c in report["components"] if c.get("base_id") is None or who.sees(c["base_id"])
+        ]
+    return report

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 
-from knowbase.interfaces.http import COMMON_ERRORS, get_kb
+from knowbase.interfaces.http.common import COMMON_ERRORS, get_kb
 from knowbase.service import Knowledge
 
 router = APIRouter(tags=["sync"], responses=COMMON_ERRORS)

@@ -1,16 +1,20 @@
-"""The MCP server: six agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
+"""The MCP server: seven agent tools over the ``Knowledge`` facade (§8), stdio or streamable HTTP.
 
 Tools (arguments keep the origin's camelCase): ``kb_list`` (bases with their mode, model and
 freshness, or one base's outline), ``kb_tree`` (the outline), ``kb_search`` (several bases,
-merged), ``kb_read`` (a slice, or grep with ``pattern``), ``kb_grep`` (a regex inside one
-document) and ``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID, sync).
+merged), ``kb_outline`` (one document's sections), ``kb_read`` (a slice, one section with
+``section``, or grep with ``pattern``), ``kb_grep`` (a regex inside one document) and
+``kb_manage`` (add a file / URL / note, delete or refresh by Concept ID, sync).
 This module registers them (argument schemas, approval); their bodies and result shapes live in
 :mod:`.tools`, :mod:`.manage` and :mod:`.listing`, argument errors in :mod:`.arguments`, the
-reply budget in :mod:`.budget`, the scope in :mod:`.scope`, running the server in :mod:`.run`.
+reply budget in :mod:`.budget`, outlines and sections in :mod:`.outline` (``kb_outline`` is
+registered by :mod:`.outline_tool`), the scope in :mod:`.scope`, running the server in
+:mod:`.run`.
 
 Scope: the server sees the bases it was started with (``base_ids``), or every base when that is
 None; an empty list sees none and every tool fails closed. A base outside the scope answers
-``Knowledge base "<id>" is not available to this assistant.``
+``Knowledge base "<id>" is not available to this assistant.`` Over HTTP, each call sees that
+scope narrowed to its key's bases, and ``kb_manage`` needs a write key (:mod:`.keys`).
 
 Approval: every ``kb_manage`` call asks the user through MCP form elicitation when the client
 declares it; a client without elicitation is refused unless the server runs with
@@ -31,8 +35,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from knowbase.errors import KnowbaseError
-from knowbase.interfaces.mcp import arguments, budget, listing, manage, tools
+from knowbase.interfaces.access import TOOLS
+from knowbase.interfaces.mcp import arguments, budget, keys, listing, manage, outline_tool, tools
+from knowbase.interfaces.mcp import outline as mcp_outline
 from knowbase.interfaces.mcp.approval import Approve, _approval_text, _client_elicits, _Decision
+from knowbase.interfaces.mcp.keys import principal_of
 from knowbase.interfaces.mcp.listing import _decode_cursor as _decode_cursor  # re-exported
 from knowbase.interfaces.mcp.manage import _add_input, _manage_problem
 from knowbase.interfaces.mcp.paths import check_local_file
@@ -61,7 +68,8 @@ DEFAULT_HTTP_PORT = 8765
 INSTRUCTIONS = (
     "Knowledge bases of the user. Start with kb_list to see the bases, kb_list with baseId for "
     "one base's outline (Concept IDs), kb_search to find passages (cite the returned ids), "
-    "kb_read to read or grep a document by Concept ID. kb_manage changes a base and needs "
+    "kb_outline for a document's sections, kb_read to read a document or one section of it "
+    "(section=<id>) or grep it by Concept ID. kb_manage changes a base and needs "
     "the user's approval."
 )
 
@@ -84,6 +92,11 @@ def build_server(
     from mcp.types import CallToolResult, ToolAnnotations
 
     scope = Scope(kb, None if base_ids is None else list(base_ids))
+
+    def _scope(ctx: Context) -> Scope:
+        """The server's scope as the calling key sees it (interfaces/mcp/keys.py)."""
+        return scope.narrowed(principal_of(ctx))
+
     roots = list(path_roots or [])
     cites = _Cites()
     server = arguments.server_class()(SERVER_NAME, instructions=INSTRUCTIONS)
@@ -100,6 +113,7 @@ def build_server(
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
     def kb_list(
+        ctx: Context,
         query: Annotated[
             str | None,
             Field(min_length=1, max_length=200, description="Filter bases by name or content"),
@@ -112,7 +126,7 @@ def build_server(
         maxDepth: Annotated[int | None, Field(ge=0, le=64, description="Outline depth")] = None,
     ) -> CallToolResult:
         return listing.kb_list(
-            scope, query=query, limit=limit, cursor=cursor, base_id=baseId, max_depth=maxDepth
+            _scope(ctx), query=query, limit=limit, cursor=cursor, base_id=baseId, max_depth=maxDepth
         )
 
     @server.tool(
@@ -126,10 +140,11 @@ def build_server(
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
     def kb_tree(
+        ctx: Context,
         baseId: Annotated[str, Field(min_length=1, max_length=200)],
         maxDepth: Annotated[int | None, Field(ge=0, le=64, description="Outline depth")] = None,
     ) -> CallToolResult:
-        return listing.kb_tree(scope, base_id=baseId, max_depth=maxDepth)
+        return listing.kb_tree(_scope(ctx), base_id=baseId, max_depth=maxDepth)
 
     @server.tool(
         name="kb_grep",
@@ -142,6 +157,7 @@ def build_server(
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
     def kb_grep(
+        ctx: Context,
         baseId: Annotated[str, Field(min_length=1, max_length=200)],
         conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
         pattern: Annotated[str, Field(min_length=1, max_length=200, description="A regex")],
@@ -149,7 +165,7 @@ def build_server(
         maxMatches: Annotated[int | None, Field(ge=1, le=200)] = None,
     ) -> CallToolResult:
         return tools.kb_read(
-            scope,
+            _scope(ctx),
             cites,
             base_id=baseId,
             concept_id=conceptId,
@@ -174,6 +190,7 @@ def build_server(
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
     def kb_search(
+        ctx: Context,
         # The schema states the lengths but the tool checks them: a schema refusal would reach
         # the model as pydantic's raw error text with a URL.
         query: Annotated[
@@ -251,7 +268,7 @@ def build_server(
         ] = None,
     ) -> CallToolResult:
         return tools.kb_search(
-            scope,
+            _scope(ctx),
             cites,
             query=query,
             base_ids=baseIds,
@@ -272,12 +289,15 @@ def build_server(
         description=(
             "Read a document of a knowledge base by its conceptId: a slice of at most 20,000 "
             "characters from charStart to charEnd (truncated=true means there is more; continue "
-            "from charEnd). With pattern: regex search line by line instead (case-insensitive "
-            "unless ignoreCase=false), returning line numbers, offsets and snippets."
+            "from charEnd). With section (a kb_outline id or heading path): that section whole, "
+            "maxTokens at a time (continue with cursor=nextCursor). With pattern: regex search "
+            "line by line instead (case-insensitive unless ignoreCase=false), returning line "
+            "numbers, offsets and snippets."
         ),
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
     def kb_read(
+        ctx: Context,
         baseId: Annotated[str, Field(min_length=1, max_length=200)],
         conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
         charStart: Annotated[int | None, Field(ge=0)] = None,
@@ -287,9 +307,15 @@ def build_server(
         ] = None,
         ignoreCase: bool = True,
         maxMatches: Annotated[int | None, Field(ge=1, le=200)] = None,
+        section: Annotated[str | None, mcp_outline.SECTION] = None,
+        cursor: Annotated[str | None, mcp_outline.CURSOR] = None,
+        maxTokens: Annotated[int | None, mcp_outline.MAX_TOKENS] = None,
     ) -> CallToolResult:
+        if section is not None or cursor is not None:
+            args = (baseId, conceptId, section, cursor, maxTokens, (charStart, charEnd, pattern))
+            return mcp_outline.read_section(scope, cites, *args)
         return tools.kb_read(
-            scope,
+            _scope(ctx),
             cites,
             base_id=baseId,
             concept_id=conceptId,
@@ -299,6 +325,8 @@ def build_server(
             ignore_case=ignoreCase,
             max_matches=maxMatches,
         )
+
+    outline_tool.register(server, scope)
 
     def approval(
         ctx: Context,
@@ -316,12 +344,15 @@ def build_server(
         An add is validated here (path exists, type supported, note text, SSRF guard), so the
         user is never asked to approve a call that would fail anyway.
         """
+        who = principal_of(ctx)
         try:
-            b = scope.base(baseId)
+            b = scope.narrowed(who).base(baseId)  # another base first: it must not be named
         except OutOfScope as exc:
             return _Decision(False, {"error": str(exc)})
         except KnowbaseError as exc:
             return _Decision(False, {"error": exc.message, "code": exc.code})
+        if not who.allows(TOOLS["kb_manage"].access):
+            return _Decision(False, keys.not_allowed(who))
         problem = _manage_problem(action, type, path, url, conceptIds)
         if problem:
             return _Decision(False, {"error": problem, "code": "invalid_input"})
@@ -372,6 +403,7 @@ def build_server(
         ),
     )
     async def kb_manage(
+        ctx: Context,
         approved: Annotated[ElicitationResult[Approve], Resolve(approval)],
         baseId: Annotated[str, Field(min_length=1, max_length=200)],
         action: Literal["add", "delete", "refresh", "sync"],
@@ -410,20 +442,23 @@ def build_server(
                 code="approval_declined",
             )
 
+        who = principal_of(ctx)
+
         def run() -> CallToolResult:
-            return manage.kb_manage(
-                scope,
-                base_id=baseId,
-                action=action,
-                type=type,
-                path=path,
-                url=url,
-                content=content,
-                title=title,
-                concept_ids=conceptIds,
-                tags=tags,
-                metadata=metadata,
-            )
+            with kb.acting_as(who.name, "mcp"):  # its jobs record the key (jobs/actor.py)
+                return manage.kb_manage(
+                    scope.narrowed(who),
+                    base_id=baseId,
+                    action=action,
+                    type=type,
+                    path=path,
+                    url=url,
+                    content=content,
+                    title=title,
+                    concept_ids=conceptIds,
+                    tags=tags,
+                    metadata=metadata,
+                )
 
         return await anyio.to_thread.run_sync(run)
 

@@ -33,7 +33,6 @@ def _client_elicits(ctx: Any) -> bool:
     return e is not None and (e.form is not None or e.url is None)
 
 
-
 def _approval_text(
     b: Base,
     action: str,

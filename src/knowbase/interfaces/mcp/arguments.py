@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from knowbase.interfaces.access import TOOLS
 from knowbase.interfaces.mcp.results import _fail
 
 GUIDANCE = "Fix these arguments and call the tool again; the tool's input schema lists them."
@@ -48,6 +49,11 @@ def invalid_arguments(tool: str, errors: list[Mapping[str, Any]]) -> Any:
     )
 
 
+def _refuse_unruled(name: str) -> Any:
+    """A tool registered without a rule in ``interfaces/access.py`` is refused to everyone."""
+    return _fail(f"{name} has no scope rule; nobody may call it.", code="route_without_scope")
+
+
 def server_class() -> type:
     """``MCPServer`` answering bad arguments as above (the SDK is imported here)."""
     from mcp.server.mcpserver import MCPServer
@@ -55,11 +61,11 @@ def server_class() -> type:
     from pydantic import ValidationError
 
     class CheckedServer(MCPServer):  # type: ignore[misc]
-        async def call_tool(
-            self, name: str, arguments: dict[str, Any], context: Any = None
-        ) -> Any:
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             # the public listing (six tools), not the SDK's private lookup
             schemas = {t.name: t.input_schema for t in await self.list_tools()}
+            if name in schemas and name not in TOOLS:  # fail closed: no rule, no calls
+                return _refuse_unruled(name)
             schema = schemas.get(name)
             if schema is not None:
                 refused = unknown_arguments(name, arguments, schema)

@@ -123,7 +123,7 @@ def capabilities(kb: Knowledge, b: Base, roots: list[Item]) -> dict[str, Any]:
     switch = kb.model_switch(b.id) or {}
     switching = switch.get("status") in ("pending", "running")
     mode = "switching" if switching else ("hybrid" if b.embedding_model_id else "bm25")
-    can = ["keyword", "tree", "read", "grep"]
+    can = ["keyword", "tree", "outline", "read", "grep"]
     if b.embedding_model_id:
         can.insert(1, "vector")
     if b.rerank_model_id:
@@ -177,5 +177,3 @@ def kb_list(
         return _from_error(exc, _not_found_guidance(exc))
     except KnowbaseError as exc:
         return _from_error(exc)
-
-

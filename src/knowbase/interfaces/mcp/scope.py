@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from knowbase.catalog.models import Base
+from knowbase.catalog.models import Base, Principal
 from knowbase.errors import NotFound
 from knowbase.interfaces.mcp.tools import OutOfScope
 from knowbase.service import Knowledge
@@ -38,6 +38,14 @@ class Scope:
             return []
         return [b for b in self.kb.list_bases() if self._allowed is None or b.id in self._allowed]
 
+    def narrowed(self, principal: Principal) -> Scope:
+        """This scope as a key sees it: only the key's bases among the server's."""
+        if principal.base_ids is None:
+            return self
+        mine = principal.base_ids
+        ids = mine if self._allowed is None else mine & self._allowed
+        return Scope(self.kb, sorted(ids))
+
     def base(self, ref: str) -> Base:
         """The base ``ref`` names (name or id) when in scope; else :class:`OutOfScope`."""
         if self.empty:
@@ -51,7 +59,6 @@ class Scope:
         if self._allowed is not None and b.id not in self._allowed:
             raise OutOfScope(ref)
         return b
-
 
 
 def resolve_scope(kb: Knowledge, refs: list[str] | None) -> list[str] | None:

@@ -175,17 +175,18 @@ def kb_search(
         return _ok(
             data,
             f"No passages match {query!r}"
-            + (" within the filters (under/types/since/tags/where); try without them"
-               if filtered else "")
+            + (
+                " within the filters (under/types/since/tags/where); try without them"
+                if filtered
+                else ""
+            )
             + ". Try other words, or call kb_list (with baseId for an outline) to see what "
             "these bases hold.",
         )
     return _ok(data)
 
 
-def scope_notices(
-    targets: list[Base], modes: dict[str, str], filters: dict[str, Any]
-) -> list[str]:
+def scope_notices(targets: list[Base], modes: dict[str, str], filters: dict[str, Any]) -> list[str]:
     """What an agent should know about how its search ran: the filters that narrowed it, and
     the bases that answered keyword-only (no model, or one that cannot read the query)."""
     notices = []
@@ -273,9 +274,7 @@ def kb_read(
 def _partial_text(concept_id: str, pattern: str, found: dict[str, Any]) -> str:
     """What a grep that stopped early covered, and what to do about it."""
     n = len(found["matches"])
-    head = (
-        f"The search of {concept_id!r} for {pattern!r} stopped early: {found.get('reason')}. "
-    )
+    head = f"The search of {concept_id!r} for {pattern!r} stopped early: {found.get('reason')}. "
     if not n:
         return head + (
             "No match was found in the part searched; this does not mean the document has "

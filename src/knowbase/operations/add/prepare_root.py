@@ -19,13 +19,11 @@ from knowbase.jobs.context import JobContext
 from knowbase.operations.common import live_item
 from knowbase.operations.indexing.index_batch import BATCH_MAX
 from knowbase.operations.purge import active_jobs_touching, purge_rows
-from knowbase.operations.scheduling import schedule_item, schedule_items
+from knowbase.operations.scheduling import add_sitemap_pages, schedule_items
 from knowbase.pipeline.processing import processable_extensions
 from knowbase.runtime import Runtime
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from sqlalchemy.engine import Connection
 
     from knowbase.pipeline.sources.directory import ExpandedFile
@@ -330,21 +328,3 @@ def _expand_sitemap(rt: Runtime, ctx: JobContext, base: Base, item: Item) -> Non
         add_sitemap_pages(rt, conn, base, item.id, dict.fromkeys(urls), ctx.job.id)
         item_repo.set_statuses_raw(conn, [item.id], "processing")
     ctx.progress("done", 100, pages=len(urls))
-
-
-def add_sitemap_pages(
-    rt: Runtime, conn: Connection, base: Base, sitemap_id: str, urls: Iterable[str], job_id: str
-) -> None:
-    """One url row per page under the sitemap, each with its index job (the caller's
-    transaction; the caller rolls the sitemap up)."""
-    for url in urls:
-        leaf = item_repo.insert_active(
-            conn,
-            base_id=base.id,
-            type="url",
-            group_id=sitemap_id,
-            reconcile=False,
-            data={"source": url, "url": url},
-            origin=url,
-        )
-        schedule_item(rt, conn, base, leaf, parent_job_id=job_id)

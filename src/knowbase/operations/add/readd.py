@@ -17,6 +17,8 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Item
 from knowbase.operations.add.inputs import AddInput
 from knowbase.operations.reindex.workflow import reindex_items
+from knowbase.operations.sync.resume import unfinished_jobs
+from knowbase.operations.sync.workflow import sync_base
 from knowbase.runtime import Runtime
 
 
@@ -45,8 +47,6 @@ def update_known(rt: Runtime, base_id: str, known: list[Item]) -> tuple[list[str
     """Schedule the update of each re-added root: (job ids, none when up to date; what the sync
     found — files changed, new, vanished, unchanged — how many items are fetched again, and how
     many roots were still being added and resume where they stopped)."""
-    from knowbase.operations.sync.workflow import sync_base
-
     # A file inside a folder that is re-added too is already the folder's sync: updating it
     # alone as well would plan it twice.
     roots = {r.id for r in known if r.group_id is None}
@@ -88,20 +88,8 @@ def update_known(rt: Runtime, base_id: str, known: list[Item]) -> tuple[list[str
         if job_id:
             jobs.append(job_id)
     if resumed:
-        jobs.extend(unfinished_jobs(rt, base_id))
+        jobs.extend(j.id for j in unfinished_jobs(rt, base_id))
     return jobs, found
-
-
-def unfinished_jobs(rt: Runtime, base_id: str) -> list[str]:
-    """The base's unfinished jobs, after the recovery sweep put a dead process's running jobs
-    back in the queue: what a caller waits on (its workers run them) to resume an import."""
-    from knowbase.jobs.listing import ACTIVE
-    from knowbase.operations.recovery import sweep
-    from knowbase.runtime import queue_of
-
-    sweep(rt)
-    found = rt.jobs.list_jobs(queue=queue_of(base_id), statuses=list(ACTIVE), limit=1_000_000)
-    return [j.id for j in found]
 
 
 def _under(item: Item, roots: set[str], known: list[Item]) -> bool:

@@ -16,7 +16,7 @@ from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.labels import label_fields
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import InvalidInput
-from knowbase.files import BaseStorage, artifact_path, reserve_relative_path, sanitize_filename
+from knowbase.files import BaseStorage, artifact_path, reserve_free_path, sanitize_filename
 from knowbase.files.staging import Staging
 from knowbase.operations.add.conflicts import ConflictInfo, find_conflicts
 from knowbase.operations.add.inputs import AddInput, validate
@@ -192,22 +192,6 @@ def _refuse_forbidden_urls(rt: Runtime, base: Base, inputs: list[AddInput]) -> N
             check_url(inp.url or "", allow_local=allow)
         except Unavailable:
             continue
-
-
-def reserve_free_path(
-    storage: BaseStorage, name: str, reserved: set[str], *, reserve_artifact: bool = False
-) -> str:
-    """:func:`reserve_relative_path`, also skipping names something already occupies on disk.
-
-    A crash between copying a file and committing its row leaves an unowned file behind; the
-    catalog cannot know it, so without this check that name would fail every later copy.
-    """
-    while True:
-        rel = reserve_relative_path(name, reserved, reserve_artifact=reserve_artifact)
-        taken = storage.exists(rel) or (reserve_artifact and storage.exists(artifact_path(rel)))
-        if not taken:
-            return rel
-        log.warning("skipping %s: the file exists but no item owns it", rel)
 
 
 def _stage(staging: Staging, inp: AddInput) -> dict[str, Path]:

@@ -1,4 +1,4 @@
-"""``knowledge.index-documents`` for many items at once: the batch handler (DESIGN, turn 3).
+"""``knowledge.index-documents`` for many items at once: the kind's one handler (DESIGN, turn 3).
 
 One claim hands the worker up to :data:`BATCH_MAX` index jobs of one base
 (:meth:`~knowbase.jobs.claims.Claims.claim_groups`); they run here together, in slices of at most
@@ -10,7 +10,7 @@ transaction per step, a child round trip, a lock handoff — is now paid once pe
 
 Every job keeps its own attempt, progress and outcome. The fences are per item: an item deleted,
 cancelled or superseded meanwhile is skipped at write time (``ctx.complete_in`` is the attempt
-fence, as in :func:`~knowbase.operations.indexing.handler.index_documents`); one item's error (an
+fence); one item's error (an
 unreadable file, no text, a failed write) is that item's, never its batch-mates'. A crash
 leaves every job of the batch ``running`` under a dead owner: recovery puts each back to
 pending on its own attempt count (``indexing_interrupted`` after the kind's last attempt).
@@ -36,7 +36,7 @@ from knowbase.jobs.context import JobContext
 from knowbase.jobs.model import Cancelled
 from knowbase.jobs.retry import is_transient
 from knowbase.operations.indexing import group_commit
-from knowbase.operations.indexing import handler as index_documents
+from knowbase.operations.indexing import handler as documents
 from knowbase.operations.indexing.handler import READ_SEATS, chunk_settings
 from knowbase.operations.indexing.snapshots import (
     ensure_snapshot,
@@ -216,7 +216,7 @@ def _embed_runs(entries: list[_Entry]) -> list[list[_Entry]]:
 
 
 def _prepare(rt: Runtime, base: Base, entry: _Entry) -> None:
-    """Snapshots and re-acquisition, as :func:`index_documents` does them."""
+    """Snapshots and re-acquisition of each item before it is read."""
     entry.ctx.check_cancelled()
     item = entry.item
     assert item is not None
@@ -274,9 +274,7 @@ def _read(rt: Runtime, base: Base, entries: list[_Entry]) -> None:
             item = entry.item
             _guard(
                 entry,
-                lambda e=entry, i=item: setattr(
-                    e, "documents", index_documents.read_item(rt, base, i)
-                ),
+                lambda e=entry, i=item: setattr(e, "documents", documents.read_item(rt, base, i)),
             )
 
 
@@ -360,7 +358,7 @@ def _write(rt: Runtime, base: Base, entries: list[_Entry], embeddings: dict) -> 
                 entry.fail(changed)
             return
         current = item_repo.find_many(conn, [e.ctx.payload["item_id"] for e in entries])
-        if rt.catalog.is_sqlite and hasattr(store, "rebuild_materials"):
+        if rt.catalog.is_sqlite and store.writes_batches:
             _write_sqlite(conn, store, entries, current, embeddings)
             return
         for entry in entries:

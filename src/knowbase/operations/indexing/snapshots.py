@@ -13,8 +13,7 @@ from pathlib import Path
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import EmptyContent, OriginMissing, Unavailable
-from knowbase.files import note_snapshot_slug, url_snapshot_slug
-from knowbase.operations.add.workflow import reserve_free_path
+from knowbase.files import note_snapshot_slug, reserve_free_path, url_snapshot_slug
 from knowbase.operations.common import iso_now
 from knowbase.runtime import Runtime
 

@@ -77,13 +77,13 @@ def switch_model(rt: Runtime, ctx: JobContext) -> None:
             part = hashes[i : i + BATCH]
             vectors = embed_unique(
                 {h: todo[h] for h in part},
-                existing=lambda hs: store.existing_vectors(plan.to_model, hs),  # type: ignore[attr-defined]
+                existing=lambda hs: store.models.existing_vectors(plan.to_model, hs),
                 provider=provider,
                 dims=plan.dims,
                 check_cancelled=ctx.check_cancelled,
             )
             with rt.lock(base.id):
-                store.put_vectors(plan.to_model, plan.dims, vectors)  # type: ignore[attr-defined]
+                store.models.put_vectors(plan.to_model, plan.dims, vectors)
             done += len(part)
             rate = done / max(1e-6, time.monotonic() - started)
             ctx.progress(

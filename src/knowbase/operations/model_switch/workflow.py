@@ -16,7 +16,7 @@ A switch never re-reads a source or re-parses a file: it works from what the ind
    re-chunked units (one index transaction), then the base's model, dims and chunking (one
    catalog transaction), then — a grace of :data:`SWAP_GRACE_S` later — the old set is
    dropped. An index job that embedded with the old model and writes after the swap is
-   refused and retried (``operations/indexing/handler.py``).
+   refused and retried (``operations/indexing/index_batch.py``).
 4. A cancelled or failed switch drops its shadow set and leaves the old model serving; the
    job's status and error say why (:func:`switch_status`). A worker killed mid-switch leaves the
    job to lease recovery, which runs it again (``retry``): the shadow vectors already written
@@ -153,7 +153,7 @@ class ShadowChunks:
         self._by_material: dict[str, tuple[str | None, MaterialInput]] = {}
 
     def refresh(self, store: Any) -> list[MaterialInput]:
-        current = {m.material_id: m for m in store.stored_materials()}
+        current = {m.material_id: m for m in store.models.stored_materials()}
         for mid in set(self._by_material) - set(current):
             del self._by_material[mid]
         for mid, m in current.items():
@@ -172,13 +172,13 @@ def missing_bodies(store: Any, plan: SwitchPlan, shadow: ShadowChunks | None) ->
     contextual unit text of re-chunked units and, for unchanged chunking, of the stored units
     the store says lack a vector (it answers with their bare bodies)."""
     if shadow is None:
-        return _in_context(store, store.bodies_without_vectors(plan.to_model))
+        return _in_context(store, store.models.bodies_without_vectors(plan.to_model))
     bodies = {
         text_hash(c.text): unit_text(m.title, c.locator, c.text)  # what the model reads
         for m in shadow.refresh(store)
         for c in m.chunks
     }
-    have = store.existing_vectors(plan.to_model, bodies)
+    have = store.models.existing_vectors(plan.to_model, bodies)
     return {h: b for h, b in bodies.items() if h not in have}
 
 
@@ -189,7 +189,7 @@ def _in_context(store: Any, bodies: dict[str, str]) -> dict[str, str]:
     todo = set(bodies)
     if not todo:
         return out
-    for m in sorted(store.stored_materials(), key=lambda m: m.relative_path):
+    for m in sorted(store.models.stored_materials(), key=lambda m: m.relative_path):
         for u in store.list_units(m.material_id):
             h = text_hash(u.text)
             if h in todo:
@@ -205,8 +205,7 @@ def start_switch(rt: Runtime, base: Base, model_id: str) -> Job | None:
     """Enqueue the switch of ``base`` to ``model_id``; None when the base held no text and was
     swapped at once. Conflict while another switch of the base is in flight or an item is
     still being indexed; InvalidInput for the model the base already serves."""
-    from knowbase.operations.bases import probe_model
-    from knowbase.providers.registry import check_base_models
+    from knowbase.providers.registry import check_base_models, probe_model
 
     if model_id == base.embedding_model_id:
         raise InvalidInput(f"base {base.name!r} already uses {model_id}", base_id=base.id)
@@ -287,7 +286,7 @@ def swap(rt: Runtime, plan: SwitchPlan, rechunked: Sequence[MaterialInput]) -> B
         base = base_repo.get(conn, plan.base_id)
     store = rt.store(base)
     if rechunked:
-        store.replace_units(rechunked, plan.to_model)  # type: ignore[attr-defined]
+        store.models.replace_units(rechunked, plan.to_model)
     with rt.catalog.write_tx() as conn:
         base = base_repo.update(
             conn,
@@ -316,7 +315,7 @@ def drop_old_set(rt: Runtime, plan: SwitchPlan) -> None:
             base = base_repo.find(conn, plan.base_id)
         if base is None or base.embedding_model_id != plan.to_model:
             return
-        rt.store(base).drop_vectors(plan.from_model)  # type: ignore[attr-defined]
+        rt.store(base).models.drop_vectors(plan.from_model)
 
 
 def drop_shadow(rt: Runtime, plan: SwitchPlan) -> None:
@@ -329,6 +328,6 @@ def drop_shadow(rt: Runtime, plan: SwitchPlan) -> None:
                 return  # gone, or the swap happened: the set serves now
             store = rt.store_if_exists(base)
             if store is not None:
-                store.drop_vectors(plan.to_model)  # type: ignore[attr-defined]
+                store.models.drop_vectors(plan.to_model)
     except Exception:
         log.exception("could not drop the shadow vectors of base %s", plan.base_id)

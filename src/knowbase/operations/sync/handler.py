@@ -28,7 +28,7 @@ from knowbase.errors import KnowbaseError
 from knowbase.files import reserve_relative_path
 from knowbase.jobs.context import JobContext
 from knowbase.operations import kinds
-from knowbase.operations.scheduling import schedule_item
+from knowbase.operations.scheduling import add_sitemap_pages, schedule_item
 from knowbase.operations.sync.workflow import FETCHED_KEY, STAMP_KEY
 from knowbase.runtime import Runtime, queue_of
 
@@ -325,7 +325,6 @@ def _apply_sitemaps(
 ) -> tuple[int, list[str]]:
     """Add the pages a sitemap gained (not those a user deleted); return (added, the ids of
     pages it no longer lists). An empty listing is never read as "every page dropped"."""
-    from knowbase.operations.add.prepare_root import add_sitemap_pages
     from knowbase.operations.delete.workflow import SYNC_EXCLUDED_KEY
 
     added, dropped = 0, []

@@ -21,6 +21,7 @@ from knowbase.catalog.schema import knowledge_item as item_t
 from knowbase.errors import BaseBusy
 from knowbase.jobs.listing import ACTIVE
 from knowbase.jobs.liveness import parse_worker_id
+from knowbase.jobs.model import Job
 from knowbase.operations.recovery import sweep
 from knowbase.runtime import Runtime, queue_of
 
@@ -37,6 +38,13 @@ def has_active_items(rt: Runtime, base_id: str) -> bool:
         return conn.execute(q.limit(1)).first() is not None
 
 
+def unfinished_jobs(rt: Runtime, base_id: str) -> list[Job]:
+    """The base's unfinished jobs, after the recovery sweep put a dead process's running jobs
+    back in the queue: what a caller waits on (its workers run them) to resume an import."""
+    sweep(rt)
+    return rt.jobs.list_jobs(queue=queue_of(base_id), statuses=list(ACTIVE), limit=MAX_JOBS)
+
+
 def unfinished_before_sync(rt: Runtime, base_id: str) -> list[str]:
     """The base's jobs to finish before a sync plans (empty when no item is active).
 
@@ -45,8 +53,7 @@ def unfinished_before_sync(rt: Runtime, base_id: str) -> list[str]:
     """
     if not has_active_items(rt, base_id):
         return []
-    sweep(rt)
-    jobs = rt.jobs.list_jobs(queue=queue_of(base_id), statuses=list(ACTIVE), limit=MAX_JOBS)
+    jobs = unfinished_jobs(rt, base_id)
     own = rt.jobs.worker_id
     elsewhere = [j for j in jobs if j.status == "running" and j.locked_by not in (None, own)]
     if elsewhere:
@@ -67,4 +74,4 @@ def _describe(worker_id: str) -> str:
     return f"pid {parsed.pid} on {parsed.host}" if parsed else worker_id
 
 
-__all__ = ["has_active_items", "unfinished_before_sync"]
+__all__ = ["has_active_items", "unfinished_before_sync", "unfinished_jobs"]

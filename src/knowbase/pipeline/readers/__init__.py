@@ -42,7 +42,7 @@ from knowbase.pipeline.readers.content import (
     read_compressed,
     text_verdict,
 )
-from knowbase.pipeline.readers.formats import TEXT_EXTENSIONS, is_text_name
+from knowbase.pipeline.readers.formats import IMAGE_EXTENSIONS, TEXT_EXTENSIONS, is_text_name
 from knowbase.pipeline.readers.isolation import read_file_isolated, read_files_isolated
 from knowbase.pipeline.readers.markdown import (
     PROCESSED_MARKER,
@@ -68,7 +68,6 @@ __all__ = [
     "read_processed_markdown",
 ]
 
-IMAGE_EXTENSIONS: frozenset[str] = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff"})
 PROCESSABLE_EXTENSIONS: frozenset[str] = frozenset({".pdf"}) | IMAGE_EXTENSIONS
 """Extensions a file processor (OCR) handles; with one set they reserve a ``<stem>.md`` slot."""
 

@@ -14,24 +14,13 @@ import os
 import resource
 import sys
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from knowbase.pipeline.readers.request import Request
+
 _MIB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Request:
-    """One call: ``func`` is a name in :data:`FUNCTIONS`, never an arbitrary callable."""
-
-    func: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    memory_mb: int | None
-    test_delay_s: float = 0.0  # test hook: sleep before reading (time-cap tests)
-    test_alloc_mb: int = 0  # test hook: allocate before reading (memory-cap tests)
 
 
 def _read_file(path: str, max_bytes: int | None, as_text: bool = False) -> Any:

@@ -7,7 +7,7 @@ UTF-16 or a detected legacy encoding, without NUL bytes or a run of control char
 read as plain text. ``.gz``, ``.bz2`` and ``.xz`` files holding one text stream are read
 decompressed, inside the same bounds as zip containers (:mod:`.sniff`): at most
 :data:`~knowbase.pipeline.readers.sniff.MAX_RATIO` times the file's size once past a small
-floor, and never more than the reader's text limit (:data:`MAX_TEXT_BYTES`).
+floor, and never more than the reader's text limit (:data:`.text.MAX_TEXT_BYTES`).
 
     >>> text_verdict_of(b"GNU GENERAL PUBLIC LICENSE\\n   Version 3\\n")
     >>> text_verdict_of(b"\\x7fELF\\x02\\x01\\x01\\x00\\x00\\x00")
@@ -28,20 +28,12 @@ from typing import IO
 
 from knowbase.errors import FileTooLarge, UnreadableFile
 from knowbase.pipeline.readers.sniff import MAX_RATIO, sniff_head
+from knowbase.pipeline.readers.text import MAX_TEXT_BYTES, decode_text
 
 HEAD_BYTES = 8 * 1024
 """How much of an unknown file is looked at to decide whether it is text: git's 8,000-byte
 rule of thumb. A folder walk reads this much of every file no reader claims by name, so it
 stays small (a tree of 100k images costs 800 MB of reads at 8 KiB, 6.4 GB at 64 KiB)."""
-
-MAX_TEXT_BYTES = 32 * 1024 * 1024
-"""The most text one item may produce (decoded file, decompressed stream, rendered table).
-
-The text crosses from the reader child to the indexer, which holds it several times over
-while chunking and writing it: measured on ``kb add`` of CSVs (BM25 base, issue 41), 28 MB of
-Markdown peaked at 271 MB of RSS, 33 MB at 307 MB, 65 MB at 529 MB. 32 MiB keeps an item near
-300 MB; a file past it fails ``too_large`` (``tests/pipeline/readers/test_readers_memory.py``).
-"""
 
 _RATIO_FLOOR = 1024 * 1024  # small files compress far better than big ones; no ratio below this
 
@@ -89,8 +81,6 @@ def text_verdict_of(head: bytes) -> str | None:
 
     The head may end inside a multi-byte character; that is not held against it.
     """
-    from knowbase.pipeline.readers.text import decode_text
-
     if head.startswith(_PROGRAM_MAGIC):
         return _PROGRAM
     kind = sniff_head(head)

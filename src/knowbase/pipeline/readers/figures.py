@@ -53,7 +53,7 @@ Part = Document | Figure
 def read_with_figures(path: Path) -> list[Part]:
     """``path``'s documents (as :func:`~knowbase.pipeline.readers.read_file` reads them) with
     its figures between them, in reading order; an image file is one figure."""
-    from knowbase.pipeline.readers import IMAGE_EXTENSIONS
+    from knowbase.pipeline.readers.formats import IMAGE_EXTENSIONS
     from knowbase.pipeline.readers.sniff import check_signature
 
     path = Path(path)

@@ -29,6 +29,9 @@ class Format:
     locator: str
 
 
+IMAGE_EXTENSIONS: frozenset[str] = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff"})
+"""Images: read by OCR or a caption, never as text."""
+
 CODE_EXTENSIONS: tuple[str, ...] = (
     ".py", ".pyi", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".java", ".kt", ".kts",
     ".scala", ".go", ".rs", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".cs", ".fs",

@@ -26,6 +26,7 @@ from typing import Any
 import knowbase
 from knowbase.errors import KnowbaseError, UnreadableFile, all_error_classes
 from knowbase.pipeline.documents import Document
+from knowbase.pipeline.readers.request import Request
 
 _START_TIMEOUT_S = 60.0  # interpreter start + imports; not charged to the read's own cap
 _POOL_SIZE = 2
@@ -95,8 +96,6 @@ class ReaderPool:
         self, func: str, *args: Any, timeout_s: float, memory_mb: int | None, **kwargs: Any
     ) -> Any:
         """Run ``child.FUNCTIONS[func](*args, **kwargs)`` in a child and return its result."""
-        from knowbase.pipeline.readers.child import Request
-
         req = Request(
             func,
             args,

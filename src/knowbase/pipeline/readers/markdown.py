@@ -201,3 +201,37 @@ def escape_page_headings(text: str) -> str:
     return "\n".join(
         "\\" + ln if _PAGE.match(ln) or _LOCATOR.match(ln) else ln for ln in text.split("\n")
     )
+
+
+def heading_offsets(text: str) -> list[tuple[int, str, int]]:
+    """``(level, title, char offset of the heading's first line)`` of every heading in
+    ``text``, by the same rules the sections follow (ATX and setext; none inside fenced code
+    or front matter). Offsets index ``text`` itself, line ends as they are.
+
+    >>> heading_offsets("# A\\nx\\n\\nB\\n-\\n")
+    [(1, 'A', 0), (2, 'B', 7)]
+    """
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    found: list[tuple[int, str, int]] = []
+    fence: str | None = None
+    i = _front_matter_end(lines)
+    while i < len(lines):
+        marker = _FENCE.match(lines[i])
+        if fence is not None or marker:
+            if fence is None:
+                fence = marker.group(1)  # type: ignore[union-attr]
+            elif marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                fence = None
+            i += 1
+            continue
+        heading = _heading(lines, i)
+        if heading is None:
+            i += 1
+            continue
+        level, title, used = heading
+        found.append((level, title, starts[i]))
+        i += used
+    return found

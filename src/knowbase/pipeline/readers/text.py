@@ -17,7 +17,15 @@ from typing import Any
 
 from knowbase.errors import FileTooLarge, UnreadableFile
 from knowbase.pipeline.documents import Document
-from knowbase.pipeline.readers.content import MAX_TEXT_BYTES
+
+MAX_TEXT_BYTES = 32 * 1024 * 1024
+"""The most text one item may produce (decoded file, decompressed stream, rendered table).
+
+The text crosses from the reader child to the indexer, which holds it several times over
+while chunking and writing it: measured on ``kb add`` of CSVs (BM25 base, issue 41), 28 MB of
+Markdown peaked at 271 MB of RSS, 33 MB at 307 MB, 65 MB at 529 MB. 32 MiB keeps an item near
+300 MB; a file past it fails ``too_large`` (``tests/pipeline/readers/test_readers_memory.py``).
+"""
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),

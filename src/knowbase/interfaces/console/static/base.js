@@ -10,6 +10,7 @@ import {
   ACTIVE, CONTAINERS, PAGE_SIZE, countItems, leavesByFolder, treeRows,
 } from "./tree.js";
 import { followChunks } from "./chunks.js";
+import { loadChanges, scheduleChanges } from "./changes.js";
 
 const BASE = document.body.dataset.base;
 const view = { title, words: "", status: "", folded: new Map(), page: 0 };
@@ -308,6 +309,7 @@ function onEvent(name, data) {
     }
     scheduleRender();
   } else if (name === "job") {
+    if (jobs.get(data.id) !== data.status) scheduleChanges(baseId, showError);
     jobs.set(data.id, data.status);
     scheduleRender();
   } else if (name === "base" && data.status === "deleted") {
@@ -544,5 +546,6 @@ start(async () => {
   wireTree();
   wireSettings(baseId, showBase).catch(showError);
   await loadItems();
+  loadChanges(baseId).catch(showError);
   follow();
 });

@@ -19,8 +19,10 @@ export function el(tag, attrs = {}, ...children) {
 }
 
 function headers(extra = {}) {
+  // the surface header labels the jobs the console starts (who asked: the key, via console)
   const token = sessionStorage.getItem(TOKEN_KEY);
-  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+  const mine = { ...extra, "X-Knowbase-Surface": "console" };
+  return token ? { ...mine, Authorization: `Bearer ${token}` } : mine;
 }
 
 let asking = null;

@@ -1,0 +1,59 @@
+"""Registers ``kb_outline`` on the server (its body is :func:`.outline.kb_outline`).
+
+Why a tool of its own rather than ``kb_read`` with ``outline: true``: both were tried with the
+SDK's client (docs/mcp.md, "Outlines and sections"). As a flag it made ``kb_read`` a four-mode
+tool whose ``outline`` quietly outranked ``pattern`` and ``charStart``; as a tool it is named in
+``tools/list`` for what it answers and has only the arguments an outline uses.
+"""
+
+# No `from __future__ import annotations`: the SDK evaluates tool annotations.
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from knowbase.interfaces.mcp import budget
+from knowbase.interfaces.mcp import outline as mcp_outline
+from knowbase.interfaces.mcp.scope import Scope
+
+
+def register(server: Any, scope: Scope) -> None:
+    """Add ``kb_outline`` to ``server``, answering within ``scope``."""
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    @server.tool(
+        name="kb_outline",
+        title="Sections of a document",
+        description=(
+            "The outline of one document, by conceptId: its sections (headings; slides, sheets "
+            "or pages where it has no headings) depth-first, each with an id, title, locator, "
+            "character range, token count and the tables and figures under it. Read a section "
+            "whole with kb_read (section=<id>). depth limits the levels (1: the top level); "
+            "under=<id> shows one section's subsections."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+    )
+    def kb_outline(
+        baseId: Annotated[str, Field(min_length=1, max_length=200)],
+        conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
+        depth: Annotated[int | None, Field(ge=1, le=64, description="Levels shown")] = None,
+        under: Annotated[
+            str | None,
+            Field(min_length=1, max_length=1000, description="A section id or heading path"),
+        ] = None,
+        maxChars: Annotated[
+            int,
+            Field(
+                ge=budget.MIN_MAX_CHARS,
+                le=budget.MAX_MAX_CHARS,
+                description="The reply's size in characters (fewer levels shown past it)",
+            ),
+        ] = budget.DEFAULT_MAX_CHARS,
+    ) -> CallToolResult:
+        return mcp_outline.kb_outline(
+            scope,
+            base_id=baseId,
+            concept_id=conceptId,
+            depth=depth,
+            under=under,
+            max_chars=maxChars,
+        )
