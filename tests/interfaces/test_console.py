@@ -181,6 +181,7 @@ def test_embedding_models_come_from_the_configured_providers(
         models = {m["id"]: m for m in httpx.get(u + "/embedding-models").json()}
         assert list(models) == [
             "local:all-minilm-l6-v2",
+            "local:all-minilm-l6-v2-int8",
             "local:multilingual-e5-small",
             "hash:d64",
             "ollama:",

@@ -301,6 +301,7 @@ TOOL_PROBES: dict[str, dict[str, Any]] = {
     "kb_grep": {"baseId": "a", "conceptId": "Note.md", "pattern": "owl"},
     "kb_search": {"query": "owls", "baseIds": ["a"]},
     "kb_read": {"baseId": "a", "conceptId": "Note.md"},
+    "kb_outline": {"baseId": "a", "conceptId": "Note.md"},
     "kb_manage": {"baseId": "a", "action": "add", "type": "note", "content": "Owls are birds."},
 }
 

@@ -71,6 +71,7 @@ ROUTES: dict[tuple[str, str], Rule] = {
     ("GET", "/bases/{base}/concepts/read"): R,
     ("GET", "/bases/{base}/concepts/grep"): R,
     ("GET", "/bases/{base}/concepts/tree"): R,
+    ("GET", "/bases/{base}/concepts/{concept_id}/outline"): R,
     ("POST", "/bases/{base}/concepts/delete"): W,
     ("POST", "/bases/{base}/concepts/refresh"): W,
     # jobs, events, status
@@ -105,6 +106,7 @@ TOOLS: dict[str, Rule] = {
     "kb_grep": Rule("read", "body"),
     "kb_search": Rule("read", "body"),
     "kb_read": Rule("read", "body"),
+    "kb_outline": Rule("read", "body"),
     "kb_manage": Rule("write", "body"),
 }
 

@@ -363,12 +363,9 @@ class Worker:
                 job, self.worker_id, decision, error=error, progress=progress
             )
             took = self.manager.clock() - att.started
-            if after is None and att.ctx.completing:
-                # the handler's transaction had committed the completion before it raised
+            if after is None and att.ctx.completing:  # committed, then the handler raised
                 log.warning(
-                    "%s completed; an error after its final transaction is ignored: %s",
-                    job.call_string,
-                    error,
+                    "%s completed; the error after it is ignored: %s", job.call_string, error
                 )
             elif after is None:
                 log.warning("%s ended after its attempt was superseded; dropped", job.call_string)

@@ -7,6 +7,7 @@ tool whose ``outline`` quietly outranked ``pattern`` and ``charStart``; as a too
 """
 
 # No `from __future__ import annotations`: the SDK evaluates tool annotations.
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -16,8 +17,10 @@ from knowbase.interfaces.mcp import outline as mcp_outline
 from knowbase.interfaces.mcp.scope import Scope
 
 
-def register(server: Any, scope: Scope) -> None:
-    """Add ``kb_outline`` to ``server``, answering within ``scope``."""
+def register(server: Any, scope_of: Callable[[Any], Scope]) -> None:
+    """Add ``kb_outline`` to ``server``, answering within ``scope_of(ctx)``: the server's
+    scope as the calling key sees it."""
+    from mcp.server.mcpserver import Context
     from mcp.types import CallToolResult, ToolAnnotations
 
     @server.tool(
@@ -33,6 +36,7 @@ def register(server: Any, scope: Scope) -> None:
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
     )
     def kb_outline(
+        ctx: Context,
         baseId: Annotated[str, Field(min_length=1, max_length=200)],
         conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
         depth: Annotated[int | None, Field(ge=1, le=64, description="Levels shown")] = None,
@@ -50,7 +54,7 @@ def register(server: Any, scope: Scope) -> None:
         ] = budget.DEFAULT_MAX_CHARS,
     ) -> CallToolResult:
         return mcp_outline.kb_outline(
-            scope,
+            scope_of(ctx),
             base_id=baseId,
             concept_id=conceptId,
             depth=depth,
