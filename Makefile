@@ -16,7 +16,7 @@ setup-test: $(VENV)/bin/python
 	$(PIP) install -q torch==2.13.0 -e ".[local,multilingual,server,postgres,test]"
 
 demo: setup
-	$(KB) base create samples --embedding local:all-minilm-l6-v2 --if-not-exists
+	$(KB) base create samples --embedding local:all-minilm-l6-v2-int8 --if-not-exists
 	$(KB) add samples samples --conflict replace
 	$(KB) search samples "what happens to my import if the computer crashes?"
 	$(KB) search samples "how do I bake bread with wild yeast"

@@ -220,6 +220,24 @@ api_key = sa.Table(
     sa.CheckConstraint(_in("access", KEY_ACCESS), name="api_key_access_check"),
 )
 
+#: Changes to a base that start no job (0009b): created, settings changed, deleted, with who
+#: asked (as ``job.by_key``/``by_surface``). No foreign key: a deleted base keeps its record.
+BASE_CHANGE_ACTIONS = ("create", "settings", "delete")
+base_change = sa.Table(
+    "base_change",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("base_id", sa.String(36), nullable=False),
+    sa.Column("base_name", sa.String(200), nullable=False),
+    sa.Column("action", sa.String(16), nullable=False),
+    sa.Column("details", sa.Text, nullable=True),
+    sa.Column("by_key", sa.String(64), nullable=True),
+    sa.Column("by_surface", sa.String(16), nullable=True),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.CheckConstraint(_in("action", BASE_CHANGE_ACTIONS), name="base_change_action_check"),
+    sa.Index("base_change_base_idx", "base_id", "at"),
+)
+
 worker = sa.Table(
     "worker",
     metadata,

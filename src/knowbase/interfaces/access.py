@@ -78,6 +78,7 @@ ROUTES: dict[tuple[str, str], Rule] = {
     # jobs, events, status
     ("GET", "/jobs"): Rule("read", "query"),
     ("GET", "/bases/{base}/jobs"): R,
+    ("GET", "/bases/{base}/changes"): R,
     ("POST", "/bases/{base}/jobs/cancel"): W,
     ("GET", "/jobs/{job_id}"): Rule("read", "job"),
     ("GET", "/bases/{base}/events"): R,

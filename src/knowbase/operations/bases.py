@@ -10,9 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sqlalchemy.engine import Connection
+
+from knowbase.catalog import base_changes
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput
+from knowbase.jobs.actor import current as current_actor
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.processing import check_processor_id
 from knowbase.providers.registry import check_base_models, probe_model
@@ -73,7 +77,25 @@ def create_base(
     except BaseException:
         _undo_create(rt, base.id)
         raise
+    with rt.catalog.write_tx() as conn:  # recorded once the base exists whole
+        record_change(conn, base, "create")
     return base
+
+
+def record_change(
+    conn: Connection, base: Base, action: str, details: dict[str, Any] | None = None
+) -> None:
+    """Record a change that starts no job with who asked (``jobs/actor.py``)."""
+    who = current_actor()
+    base_changes.record(
+        conn,
+        base_id=base.id,
+        base_name=base.name,
+        action=action,
+        by_key=who.key,
+        by_surface=who.surface,
+        details=details,
+    )
 
 
 def _undo_create(rt: Runtime, base_id: str) -> None:
@@ -97,14 +119,21 @@ def update_base(rt: Runtime, base_id: str, **patch: Any) -> Base:
     check_base_models(rt.settings, rerank_model_id=patch.get("rerank_model_id"))
     check_processor_id(patch.get("file_processor_id"), rt.settings)
     with rt.catalog.write_tx() as conn:
-        return base_repo.update(conn, base_id, **patch)
+        base = base_repo.update(conn, base_id, **patch)
+        record_change(conn, base, "settings", patch)
+        return base
 
 
 def delete_base(rt: Runtime, base_id: str) -> None:
     """Cancel the base's jobs, remove its directory, then its row (items cascade)."""
+    with rt.catalog.read() as conn:
+        base = base_repo.find(conn, base_id)
     cancel_base_jobs(rt, base_id)
     with rt.lock(base_id):
         remove_base(rt, base_id)
+    if base is not None:
+        with rt.catalog.write_tx() as conn:
+            record_change(conn, base, "delete")
 
 
 def cancel_base_jobs(rt: Runtime, base_id: str) -> None:

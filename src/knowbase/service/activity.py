@@ -54,6 +54,14 @@ class Activity:
             queues=None if base_ids is None else [queue_of(b) for b in base_ids],
         )
 
+    def base_changes(self, base: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The base's changes that start no job (created, settings, deleted), newest first,
+        each with who asked (``by_key``, ``by_surface``)."""
+        from knowbase.catalog import base_changes
+
+        with self.rt.catalog.read() as conn:
+            return base_changes.recent(conn, base_repo.resolve(conn, base).id, limit)
+
     def count_jobs(self, *, base: str | None = None, statuses: Iterable[str] | None = None) -> int:
         return self.rt.jobs.count_jobs(queue=self._queue(base), statuses=statuses)
 

@@ -37,7 +37,7 @@ def base_create(
     embedding: Annotated[
         str | None,
         typer.Option(
-            help="Embedding model id, e.g. local:all-minilm-l6-v2 or ollama:bge-m3. "
+            help="Embedding model id, e.g. local:all-minilm-l6-v2-int8 or ollama:bge-m3. "
             "Without it the base is BM25-only (keyword search)."
         ),
     ] = None,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel
 
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
@@ -114,3 +115,24 @@ def model_switch(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     if status is None:
         raise NotFound(f"base {base!r} has no model switch", base=base)
     return dict(status)
+
+
+class BaseChangeOut(BaseModel):
+    """A change to the base that started no job, and who asked for it."""
+
+    action: Literal["create", "settings", "delete"]
+    base_name: str
+    details: dict[str, Any]
+    by_key: str | None
+    by_surface: str | None
+    at: int  # epoch milliseconds
+
+
+@router.get("/bases/{base}/changes", response_model=list[BaseChangeOut])
+def list_base_changes(
+    base: str, limit: int = Query(20, ge=1, le=500), kb: Knowledge = Depends(get_kb)
+) -> list[dict[str, Any]]:
+    """The base's changes that start no job (created, settings changed) newest first, each
+    with the API key and surface that asked; its jobs carry theirs (``GET /bases/{base}/jobs``).
+    """
+    return kb.activity.base_changes(base, limit)

@@ -1,5 +1,6 @@
-// A base's recent changes: its newest jobs with who asked for each (the API key and the
-// surface: http, console, mcp or cli), from GET /bases/{base}/jobs.
+// A base's recent changes with who asked for each (the API key and the surface: http, console,
+// mcp or cli): its newest jobs (GET /bases/{base}/jobs) and the changes that start no job
+// (created, settings changed: GET /bases/{base}/changes), newest first.
 import { api, el, enc } from "./common.js";
 
 const SHOWN = 20;
@@ -14,13 +15,25 @@ function who(job) {
 }
 
 export async function loadChanges(baseId) {
-  const jobs = await api(`/bases/${enc(baseId)}/jobs?limit=${SHOWN}`);
+  const [jobs, changes] = await Promise.all([
+    api(`/bases/${enc(baseId)}/jobs?limit=${SHOWN}`),
+    api(`/bases/${enc(baseId)}/changes?limit=${SHOWN}`),
+  ]);
   // only what someone asked for: the jobs those jobs start carry the same key
-  const rows = jobs.filter((j) => !j.parent_id).map((j) => el("tr", {},
-    el("td", {}, when(j.created_at)),
-    el("td", {}, j.kind.replace(/^knowledge\./, "")),
-    el("td", {}, j.status),
-    el("td", { class: "by" }, who(j)),
+  const entries = jobs.filter((j) => !j.parent_id).map((j) => ({
+    at: j.created_at, what: j.kind.replace(/^knowledge\./, ""), status: j.status, by: who(j),
+  })).concat(changes.map((c) => ({
+    at: c.at,
+    what: c.action === "settings" ? `settings: ${Object.keys(c.details).join(", ")}` : c.action,
+    status: "done",
+    by: who(c),
+  })));
+  entries.sort((a, b) => b.at - a.at);
+  const rows = entries.slice(0, SHOWN).map((e) => el("tr", {},
+    el("td", {}, when(e.at)),
+    el("td", {}, e.what),
+    el("td", {}, e.status),
+    el("td", { class: "by" }, e.by),
   ));
   document.querySelector("#changes-table tbody").replaceChildren(...rows);
   document.getElementById("changes-empty").hidden = rows.length > 0;
