@@ -79,7 +79,11 @@ def test_the_defaults_agree_with_the_query_layer() -> None:
     [
         ({"chunk_size": 0}, "chunk_size must be a positive number of tokens"),
         ({"chunk_overlap": -1}, "chunk_overlap must be 0 or more"),
-        ({"chunk_size": 10, "chunk_overlap": 10}, "chunk_overlap must be smaller than chunk_size"),
+        (
+            {"chunk_size": 10, "chunk_overlap": 10},
+            "chunk_overlap (10 tokens) must be smaller than chunk_size (10 tokens): lower the"
+            " overlap as well, e.g. to 2",
+        ),
         ({"chunk_strategy": "words"}, "chunk_strategy must be 'structured' or 'delimiter'"),
         (
             {"chunk_strategy": "delimiter", "chunk_separator": ""},

@@ -223,7 +223,8 @@ def test_console_import_search_view_delete(browser, tmp_path: Path, shots: Path)
 
         wait_until(copy_settled, 60, interval_s=0.2)
         goto(page, url + "/console/search")
-        page.get_by_label("Bases").select_option(label=["docs", "docs-copy"])
+        page.get_by_label("docs", exact=True).check()  # the bases are checkboxes (issue 42)
+        page.get_by_label("docs-copy", exact=True).check()
         page.get_by_label("Query").fill("harbour tides")
         page.get_by_role("button", name="Search").click()
         bases_seen = page.locator('.result[data-concept="papers/sub/notes.md"] .base')
@@ -484,9 +485,11 @@ def test_the_settings_form_saves_every_declared_setting(page, served: str) -> No
     """The form is built from catalog/base_settings.py: a select, a checkbox, a number and a
     nullable number emptied (null) all reach the base in one save."""
     expect_ = playwright_api.expect
-    make_base(served, "tuned", None, "Tides turn twice a day.")
+    # a base with a model: fusion applies to it (a BM25-only base does not show it, issue 42)
+    make_base(served, "tuned", "hash:d64", "Tides turn twice a day.")
     httpx.patch(served + "/bases/tuned", json={"url_max_age": 3600}).raise_for_status()
     goto(page, served + "/console/bases/tuned")
+    page.get_by_text("Advanced").click()  # the settings past the basic ones
     expect_(page.get_by_label("Re-fetch pages older than (seconds)")).to_have_value("3600")
     page.get_by_label("Fusion").select_option("rrf")
     page.get_by_label("RRF k").fill("30")

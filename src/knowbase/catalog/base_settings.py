@@ -67,6 +67,8 @@ class BaseSetting:
     flag: str | None = None  # the CLI flag (default --name-with-dashes)
     cli_null: str | int | None = None  # the CLI value that clears it: a word, or -1: negatives
     null_label: str = "none"  # what null means, in words (console placeholder, CLI help)
+    advanced: bool = False  # the console shows it under "Advanced", after the basic ones
+    needs_model: bool = False  # applies only to a base with an embedding model (fusion)
 
     @property
     def cli_flag(self) -> str:
@@ -153,6 +155,7 @@ SETTINGS: tuple[BaseSetting, ...] = (
         input_pattern=_MODEL_ID,
         flag="--rerank",
         cli_null="none",
+        advanced=True,
     ),
     BaseSetting(
         "file_processor_id",
@@ -209,6 +212,7 @@ SETTINGS: tuple[BaseSetting, ...] = (
         choices=("structured", "delimiter"),
         column_length=16,
         check="knowledge_base_strategy_check",
+        advanced=True,
     ),
     BaseSetting(
         "chunk_separator",
@@ -219,6 +223,7 @@ SETTINGS: tuple[BaseSetting, ...] = (
         "0001",
         input_max_length=100,
         column_length=64,
+        advanced=True,
     ),
     BaseSetting(
         "threshold",
@@ -260,6 +265,7 @@ SETTINGS: tuple[BaseSetting, ...] = (
         "kb sync deletes items whose files vanished (without --prune)",
         "Sync deletes items whose files vanished",
         "0003y",
+        advanced=True,
     ),
     BaseSetting(
         "url_max_age",
@@ -274,6 +280,7 @@ SETTINGS: tuple[BaseSetting, ...] = (
         message="url_max_age must be 0 or more seconds",
         cli_null=-1,
         null_label="never",
+        advanced=True,
     ),
     BaseSetting(
         "fusion",
@@ -284,6 +291,8 @@ SETTINGS: tuple[BaseSetting, ...] = (
         "0004e",
         choices=("rrf", "convex"),
         column_length=16,
+        advanced=True,
+        needs_model=True,
     ),
     BaseSetting(
         "fusion_alpha",
@@ -294,6 +303,8 @@ SETTINGS: tuple[BaseSetting, ...] = (
         "0004e",
         minimum=0,
         maximum=1,
+        advanced=True,
+        needs_model=True,
     ),
     BaseSetting(
         "rrf_k",
@@ -305,6 +316,8 @@ SETTINGS: tuple[BaseSetting, ...] = (
         minimum=1,
         input_max=100_000,
         message="rrf_k must be a positive integer",
+        advanced=True,
+        needs_model=True,
     ),
 )
 
@@ -333,7 +346,12 @@ def validate(values: Mapping[str, Any]) -> None:
                 raise InvalidInput(why, field=setting.name, value=_shown(values[setting.name]))
     size, overlap = values.get("chunk_size"), values.get("chunk_overlap")
     if size is not None and overlap is not None and overlap >= size:
-        raise InvalidInput("chunk_overlap must be smaller than chunk_size", field="chunk_overlap")
+        # said with both numbers and the way out: "chunk size 5" alone read as a bug (issue 42)
+        raise InvalidInput(
+            f"chunk_overlap ({overlap} tokens) must be smaller than chunk_size ({size} tokens):"
+            f" lower the overlap as well, e.g. to {size // 5}",
+            field="chunk_overlap",
+        )
     if values.get("chunk_strategy") == "delimiter" and not values.get("chunk_separator"):
         raise InvalidInput("a separator is required with the delimiter strategy")
 
@@ -383,6 +401,8 @@ def form_fields() -> list[dict[str, Any]]:
                 "step": "any" if s.type is float else None,
                 "maxlength": s.input_max_length,
                 "suggestions": list(s.suggestions),
+                "advanced": s.advanced,
+                "needs_model": s.needs_model,
             }
         )
     return out

@@ -50,6 +50,7 @@ ROUTES: dict[tuple[str, str], Rule] = {
     ("PATCH", "/bases/{base}"): W,  # settings
     ("DELETE", "/bases/{base}"): A,
     ("POST", "/bases/{base}/restore"): A,  # makes a new base
+    ("POST", "/archives/import"): Rule("admin", "none"),  # makes a new base from an upload
     ("POST", "/bases/{base}/enable-embedding"): W,
     ("POST", "/bases/{base}/embedding-model"): W,
     ("GET", "/bases/{base}/model-switch"): R,
@@ -82,6 +83,7 @@ ROUTES: dict[tuple[str, str], Rule] = {
     ("GET", "/jobs/{job_id}"): Rule("read", "job"),
     ("GET", "/bases/{base}/events"): R,
     ("GET", "/bases/{base}/summary"): R,
+    ("GET", "/bases/{base}/progress"): R,  # the current run in chunks
     ("GET", "/status"): Rule("read", "list"),
     ("GET", "/embedding-models"): Rule("read", "none"),
     # Dify's external knowledge API: its own keys and error shape (interfaces/http/external.py)

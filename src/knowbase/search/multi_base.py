@@ -24,7 +24,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from knowbase.catalog.models import Base
 from knowbase.errors import KnowbaseError
@@ -45,11 +46,13 @@ class MergedResult:
 
 @dataclass(frozen=True)
 class MultiSearch:
-    """The merged results, each searched base's mode, and the bases whose search failed."""
+    """The merged results, each searched base's mode, the bases whose search failed, and
+    each base's threshold cut (its explain's ``threshold``: value, source, hits cut)."""
 
     results: list[MergedResult]
     modes: dict[str, Mode]
     errors: dict[str, KnowbaseError]
+    thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def search_bases(
@@ -86,7 +89,8 @@ def search_bases(
         dedupe_text=dedupe_text,
         same_scale=len({b.rerank_model_id for b, _ in done}) <= 1,
     )
-    return MultiSearch(merged, {b.id: response.mode for b, response in done}, errors)
+    cuts = {b.id: r.explain["threshold"] for b, r in done if "threshold" in (r.explain or {})}
+    return MultiSearch(merged, {b.id: r.mode for b, r in done}, errors, cuts)
 
 
 def merge_rule(

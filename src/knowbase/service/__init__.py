@@ -32,6 +32,7 @@ from knowbase.settings import Settings
 
 if TYPE_CHECKING:
     from knowbase.files.staging import Staging
+    from knowbase.operations.add.cost import ImportCost
     from knowbase.operations.add.workflow import AddResult, Strategy
     from knowbase.operations.recovery import SweepReport
     from knowbase.operations.restore import RestoreResult
@@ -361,6 +362,15 @@ class Knowledge(SearchFacade, LabelsFacade, KeysFacade):
 
         b = base if isinstance(base, Base) else self.get_base(base)
         return model_hint_for(self.rt, b, paths)
+
+    def import_cost(self, base: str | Base, paths: list[str]) -> ImportCost | None:
+        """Chunks and minutes an import of ``paths`` will take to embed, at this machine's
+        measured rate; None when it is short or the base is BM25-only
+        (``operations/add/cost.py``)."""
+        from knowbase.operations.add.cost import import_cost
+
+        b = base if isinstance(base, Base) else self.get_base(base)
+        return import_cost(self.rt, b, paths)
 
 
 __all__ = ["AddInput", "Knowledge", "KnowbaseError"]

@@ -15,6 +15,7 @@ from knowbase.catalog.feed import ChangeFeed
 from knowbase.errors import NotFound
 from knowbase.jobs.liveness import LiveWorker, list_live_workers
 from knowbase.jobs.model import Job
+from knowbase.operations.indexing.progress import ChunkProgress, chunk_progress
 from knowbase.runtime import Runtime, queue_of
 
 
@@ -73,6 +74,30 @@ class Activity:
     def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
         """The jobs and all their descendants (parent links)."""
         return self.rt.jobs.tree(job_ids)
+
+    def chunk_progress(self, job_ids: Iterable[str]) -> ChunkProgress:
+        """Chunks of the index jobs under ``job_ids``: known so far, and embedded (done)."""
+        return chunk_progress(self.rt.jobs.tree(job_ids))
+
+    def base_chunk_progress(self, base: str) -> ChunkProgress | None:
+        """Chunks of the base's current run: every index job updated since the oldest job
+        still pending or running was created. None when the base is idle."""
+        queue = self._queue(base)
+        assert queue is not None
+        oldest = next(
+            iter(self.rt.jobs.iter_jobs(queue=queue, statuses=["pending", "running"], page=1)),
+            None,
+        )
+        if oldest is None:
+            return None
+        jobs: list[Job] = []
+        after: tuple[int, str] | None = None
+        while True:
+            page = self.rt.jobs.changed_jobs(queue=queue, since_ms=oldest.created_at, after=after)
+            jobs.extend(page)
+            if not page:
+                return chunk_progress(jobs)
+            after = (page[-1].updated_at, page[-1].id)
 
     def cancel_jobs(self, base: str) -> list[str]:
         """Ask every pending or running job of the base to stop (no wait); their ids."""

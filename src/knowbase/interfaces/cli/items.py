@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from knowbase.interfaces.cli.labels import MetaOpt, TagOpt, parse_meta, split_tags
-from knowbase.interfaces.cli.progress import summarize
+from knowbase.interfaces.cli.progress import say_cost, summarize
 
 if TYPE_CHECKING:
     from knowbase.catalog.models import Base
@@ -120,8 +120,9 @@ def add(
             cli.emit(result, as_json, lambda: _render_conflicts(result))
             raise typer.Exit(EXIT_CONFLICTS)
         roots = [i.id for i in result.items] + [i.id for i in result.updated]
+        rate = None if as_json else say_cost(kb, b, result.items)
         if not no_wait:
-            cli.follow(kb, b.id, result.job_ids, quiet=as_json, root_ids=roots)
+            cli.follow(kb, b.id, result.job_ids, quiet=as_json, root_ids=roots, rate=rate)
         tree = kb.subtree(b.id, roots)
     by_id = {i.id: i for i in tree}
     items = [by_id[i.id] for i in result.items if i.id in by_id]

@@ -1,8 +1,11 @@
-"""``follow``: wait for queued work with progress in files (rate, ETA), and the add summary.
+"""``follow``: wait for queued work with progress (files, chunks, rate, ETA), and the summary.
 
-On a terminal one bar counts the files of the added items (jobs when there are none); piped,
-a line every few seconds says the same, so ``kb add … | tee`` is never silent for minutes.
-Worker log lines do not reach the console meanwhile: the outcome is the summary.
+On a terminal one bar counts the files of the added items (jobs when there are none); on a
+base with a model the line also counts chunks embedded, the real work, and estimates from
+their rate (issue 42). Piped, one line every :data:`PIPED_EVERY_S` at most says the same, so
+``kb add … | tee`` is never silent for minutes nor floods the log. Before a long import,
+:func:`say_cost` says what it will cost. Worker log lines do not reach the console meanwhile:
+the outcome is the summary.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from knowbase.catalog.models import Item
+    from knowbase.catalog.models import Base, Item
     from knowbase.service import Knowledge
 
 err_console = Console(stderr=True)
 PIPED_EVERY_S = 5.0
+RATE_AFTER_S = 10.0  # the chunks/s seen over this long replace the one measured before
+LONG_IMPORT_S = 30.0  # an import estimated to embed this long is announced with its cost
 
 
 @dataclass
@@ -80,10 +85,13 @@ def follow(
     *,
     quiet: bool = False,
     root_ids: list[str] | None = None,
+    rate: float | None = None,
 ) -> None:
     """Run workers here until every job tree in ``job_ids`` has ended, showing progress.
 
-    With ``root_ids`` progress counts those items' files; otherwise jobs.
+    With ``root_ids`` progress counts those items' files (and, on a base with a model, the
+    chunks embedded); otherwise jobs. ``rate``: chunks/s measured before, the estimate's
+    rate until the import's own is seen.
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -93,7 +101,8 @@ def follow(
     started = time.monotonic()
     piped = not err_console.is_terminal
     last_line = started
-    first: dict[str, int] = {}
+    embeds = bool(kb.get_base(base_id).embedding_model_id)
+    first: dict[str, Any] = {"embeds": embeds, "job_ids": job_ids, "probe_rate": rate}
     with quiet_worker_logs():
         try:
             with Progress(
@@ -137,7 +146,7 @@ def _progress_line(
     tree: list[Any],
     root_ids: list[str] | None,
     started: float,
-    first: dict[str, int],
+    first: dict[str, Any],
 ) -> tuple[tuple[str, str], int, int]:
     elapsed = time.monotonic() - started
     if root_ids:
@@ -147,12 +156,70 @@ def _progress_line(
             head = f"files {count.done}/{count.total}{failed}"
             # The rate counts what ended while we watched: an update starts with its files done.
             base = first.setdefault("done", count.done)
+            if first.get("embeds"):
+                detail = _chunk_detail(kb, first["job_ids"], count.total - base, first)
+                return (head, detail), count.done, count.total
             rate = rate_eta(count.done - base, count.total - base, elapsed)
             return (head, rate), count.done, count.total
     ended = sum(1 for j in tree if j.is_terminal)
     live = [j for j in tree if not j.is_terminal]
     stage = (live[-1].progress_stage or live[-1].status) if live else "done"
+    if first.get("embeds") and live:
+        stage = f"{stage} · {_chunk_detail(kb, first['job_ids'], 0, first)}"
     return (f"jobs {ended}/{len(tree)}", stage), ended, len(tree)
+
+
+def _chunk_detail(kb: Knowledge, job_ids: list[str], files: int, first: dict[str, Any]) -> str:
+    """``chunks 410/≈4,000 embedded · 5.6 chunks/s, ~11 min left``: the real work of a base
+    with a model is its chunks; the rate counts from the first chunks seen done, so loading
+    the model and reading files do not make it look slow (issue 42)."""
+    progress = kb.activity.chunk_progress(job_ids)
+    total = progress.estimated_total(files)
+    done = progress.chunks_done
+    if not progress.files_chunked:
+        return "reading and chunking"
+    approx = "" if progress.files_chunked + progress.files_failed >= files else "≈"
+    text = f"chunks {done:,}/{approx}{total:,} embedded"
+    now = time.monotonic()
+    mark = first.get("chunks_at")
+    if done and mark is None:
+        first["chunks_at"] = (now, done)
+    last = first.get("chunks_last")
+    if last is None or done > last[1]:
+        first["chunks_last"] = last = (now, done)
+    # The import's own rate once it has run a while; the measured one (or none) before.
+    # Chunks arrive in runs (64 at a time): the rate is measured between the first and the
+    # latest run seen, so it does not sag while the next run embeds; the wait since the
+    # latest run comes off the time left.
+    rate: float | None = first.get("probe_rate")
+    if mark is not None and last[1] > mark[1] and (last[0] - mark[0] >= RATE_AFTER_S or not rate):
+        rate = (last[1] - mark[1]) / (last[0] - mark[0])
+    since = now - last[0] if last[1] > (mark or (0, 0))[1] else 0.0
+    if rate:
+        text += f" · {rate:.1f} chunks/s"
+        if done < total:
+            text += f", ~{_duration(max((total - done) / rate - since, 1))} left"
+    return text
+
+
+def say_cost(kb: Knowledge, base: Base, items: list[Item]) -> float | None:
+    """Before a long import (:data:`LONG_IMPORT_S` or more), on stderr: chunks, minutes at
+    this machine's rate, and the way out (a BM25-only base now, embeddings later). Returns
+    the measured rate in chunks/s (None: not measured)."""
+    paths = [i.origin for i in items if i.origin and not i.origin.startswith(("http:", "https:"))]
+    cost = kb.import_cost(base, paths)
+    if cost is None:
+        return None
+    if cost.seconds >= LONG_IMPORT_S:
+        err_console.print(
+            f"This import will embed ≈ {cost.chunks:,} chunks from {cost.files:,} file(s): "
+            f"≈ {_duration(cost.seconds)} at this machine's rate ({cost.rate:.1f} chunks/s with "
+            f"{cost.model_id}). A BM25-only base is ready in seconds, and embeddings can be "
+            f"enabled later (kb base enable-embedding {base.name} {cost.model_id}).",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return cost.rate
 
 
 @dataclass

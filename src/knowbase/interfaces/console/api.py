@@ -1,6 +1,7 @@
 """API routes the console needs that the rest of the API did not have: upload a folder keeping
-its relative paths, cancel a base's running work, a base's item counts and index size, and the
-embedding models a base can be given.
+its relative paths, import an uploaded archive as a new base, cancel a base's running work, a
+base's item counts and index size, its current run's progress in chunks, and the embedding
+models a base can be given.
 
 They are ordinary API routes (OpenAPI, bearer token, the error shape), included next to the
 others; any client can use them.
@@ -111,6 +112,25 @@ def upload_folders(
     return response
 
 
+@router.post("/archives/import", status_code=201, responses=BODY_ERRORS, tags=["bases"])
+def import_archive(
+    file: UploadFile = File(description="an archive written by kb export (or GET …/export)"),
+    name: str | None = Form(None, max_length=200, description="the new base's name"),
+    kb: Knowledge = Depends(get_kb),
+) -> dict[str, Any]:
+    """A new base from an uploaded archive, verified first; nothing is re-embedded (what
+    ``kb import`` does with a file on the server's disk). The upload is staged in the home and
+    removed afterwards."""
+    stage = Path(kb.settings.home) / UPLOADS_DIR / f"{uuid.uuid4().hex}.zip"
+    stage.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with stage.open("wb") as out:
+            shutil.copyfileobj(file.file, out, length=1024 * 1024)
+        return kb.import_base(stage, (name or "").strip() or None).to_dict()
+    finally:
+        stage.unlink(missing_ok=True)
+
+
 @router.post("/bases/{base}/jobs/cancel", response_model=Cancelled, tags=["jobs"])
 def cancel_base_jobs(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Cancel every pending or running job of the base (items end ``failed``/cancelled)."""
@@ -136,6 +156,27 @@ def base_summary(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
         "index_bytes": kb.index_bytes(b.id),
         "model_switch": kb.model_switch(b.id),
     }
+
+
+class ChunkProgressOut(BaseModel):
+    busy: bool = Field(description="pending or running jobs on the base")
+    files: int = Field(0, description="index jobs of the current run")
+    files_chunked: int = Field(0, description="of which the chunk count is known")
+    files_done: int = Field(0, description="of which ended (completed or failed)")
+    chunks_known: int = Field(0, description="chunks of the files chunked so far")
+    chunks_done: int = Field(0, description="chunks embedded and written (completed files)")
+    chunks_estimated: int = Field(0, description="known + the rest at the mean so far")
+    files_failed: int = Field(0, description="of which failed or were cancelled")
+
+
+@router.get("/bases/{base}/progress", response_model=ChunkProgressOut, tags=["bases"])
+def base_progress(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
+    """The base's current run counted in chunks (issue 42): on a base with a model the work
+    is embedding chunks, and a count of files stands still for minutes. The run is every
+    index job updated since the oldest job still pending or running was created; an idle
+    base answers ``busy: false`` and zeros. A client takes the rate from two answers."""
+    progress = kb.activity.base_chunk_progress(kb.get_base(base).id)
+    return {"busy": False} if progress is None else {"busy": True, **progress.to_dict()}
 
 
 class EmbeddingModelOut(BaseModel):

@@ -286,40 +286,6 @@ class MultiSearchRequest(SearchRequest):
     bases: list[str] = Field(min_length=1, max_length=50, description="base names or ids")
 
 
-class SearchResultOut(BaseModel):
-    rank: int
-    chunk_id: str
-    item_id: str
-    concept_id: str | None
-    title: str | None
-    item_type: str
-    source: str | None
-    score: float
-    score_kind: Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
-    text: str
-    unit_index: int
-    char_start: int
-    char_end: int
-    locator: dict[str, Any] = Field(default_factory=dict)
-    context: dict[str, Any] | None = None
-    citations: list[dict[str, Any]] | None = None
-    base_id: str
-    base_name: str
-
-
-class SearchOut(BaseModel):
-    results: list[SearchResultOut]
-    mode: Literal["hybrid", "bm25"]
-    explain: dict[str, Any]
-
-
-class MultiSearchOut(BaseModel):
-    """Results of several bases in one list: by rank, by score when all are relevance scores."""
-
-    results: list[SearchResultOut]
-    modes: dict[str, Literal["hybrid", "bm25"]] = Field(description="base id → mode")
-
-
 # --- jobs --------------------------------------------------------------------------------------
 class ProgressOut(BaseModel):
     stage: str | None

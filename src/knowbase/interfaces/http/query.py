@@ -17,15 +17,14 @@ from knowbase.interfaces.http.models import (
     ConceptIdsRequest,
     JobOut,
     JobStatus,
-    MultiSearchOut,
     MultiSearchRequest,
-    SearchOut,
     SearchRequest,
     StatusOut,
     TreeOut,
 )
 from knowbase.interfaces.http.outline import SectionReadOut
 from knowbase.interfaces.http.scopes import principal_of, visible_base, visible_ids
+from knowbase.interfaces.http.search_models import MultiSearchOut, SearchOut
 from knowbase.jobs.model import Job
 from knowbase.service import Knowledge
 
@@ -158,7 +157,7 @@ def search_many(
         {**vars(m.result), "base_id": m.base_id, "base_name": names[m.base_id], "rank": m.rank}
         for m in found.results
     ]
-    return {"results": results, "modes": found.modes}
+    return {"results": results, "modes": found.modes, "thresholds": found.thresholds}
 
 
 # --- concepts ----------------------------------------------------------------------------------

@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX = 64  # jobs per claim: the base's grouped write takes 64 per transaction
 BATCH_BYTES = 16 * 2**20  # source bytes read and held at once; a bigger batch runs in slices
+# chunks embedded before their files are written: a model batch or two, so the chunks done
+# move every few seconds on a laptop CPU (MiniLM: ~20-60 chunks/s on two cores); a write
+# of this many chunks costs a few ms against seconds of embedding
+EMBED_RUN_CHUNKS = 64
 
 
 @dataclass(eq=False)
@@ -187,10 +191,28 @@ def _index_slice(rt: Runtime, base: Base, entries: list[_Entry]) -> None:
 
         _guard(entry, chunk)
     _set_status(rt, base.id, entries, "embedding")
-    embeddings = (
-        _embed(rt, base, _live(entries)) if embedder is not None and base.dimensions else {}
-    )
-    _write(rt, base, _live(entries), embeddings)
+    if embedder is None or not base.dimensions:
+        _write(rt, base, _live(entries), {})
+        return
+    # Embedded and written in runs, the first file alone: an import shows its first file done
+    # (and its chunk count moving) within seconds, not after the whole batch (issue 42).
+    for run in _embed_runs(_live(entries)):
+        embeddings = _embed(rt, base, _live(run)) if _live(run) else {}
+        _write(rt, base, _live(run), embeddings)
+
+
+def _embed_runs(entries: list[_Entry]) -> list[list[_Entry]]:
+    """The first entry alone, then runs of at most :data:`EMBED_RUN_CHUNKS` chunks (one entry
+    at least)."""
+    out: list[list[_Entry]] = []
+    size = 0
+    for n, entry in enumerate(entries):
+        if n <= 1 or size + len(entry.chunks) > EMBED_RUN_CHUNKS:
+            out.append([])
+            size = 0
+        out[-1].append(entry)
+        size += len(entry.chunks)
+    return out
 
 
 def _prepare(rt: Runtime, base: Base, entry: _Entry) -> None:
@@ -307,7 +329,7 @@ def _write(rt: Runtime, base: Base, entries: list[_Entry], embeddings: dict) -> 
         return
     store = rt.store(base)
     for entry in entries:
-        entry.ctx.note_progress("saving", 80)
+        entry.ctx.note_progress("saving", 80, chunks=len(entry.chunks))
 
     def write_one(conn: Connection, entry: _Entry, current: Item | None) -> None:
         if current is None or current.status == "deleting":

@@ -1,17 +1,24 @@
 // One base: the item tree with status badges, failures with code and message, retry and
-// delete; adding by drop (files and folders), URL and note; live progress from the SSE stream.
+// delete; adding by drop (files and folders), URL and note; live progress from the SSE stream,
+// in chunks too (issue 42). The tree folds, filters and pages (tree.js): a base of thousands
+// of files draws one page of rows.
 import {
   api, badge, el, enc, errorText, notify, request, showError, start, streamEvents, ApiError,
 } from "./common.js";
 import { fillSettings, wireSettings } from "./base_settings.js";
+import {
+  ACTIVE, CONTAINERS, PAGE_SIZE, countItems, leavesByFolder, treeRows,
+} from "./tree.js";
+import { followChunks } from "./chunks.js";
 import { loadChanges, scheduleChanges } from "./changes.js";
 
 const BASE = document.body.dataset.base;
-const ACTIVE = new Set(["idle", "preparing", "processing", "reading", "embedding"]);
-const CONTAINERS = new Set(["directory", "sitemap"]);
+const view = { title, words: "", status: "", folded: new Map(), page: 0 };
+let leaves = new Map(); // folder id → the files under it (redrawn with the tree)
 const items = new Map(); // id → item (from the list route; statuses patched by events)
 const jobs = new Map(); // id → job status
 let baseId = null;
+let embeds = false; // the base has an embedding model: its chunks are "embedded"
 let tracking = null; // {t0, done0} from the moment work was first seen active
 const importTracking = new Map(); // root id → {t0, done0}
 const selected = new Set(); // item ids ticked in the tree
@@ -46,35 +53,34 @@ async function remove(item) {
   }
 }
 
-function leavesUnder(root) {
-  const out = [];
-  for (const item of items.values()) {
-    if (CONTAINERS.has(item.type) || item.status === "deleting") continue;
-    let cur = item;
-    while (cur.group_id && cur.group_id !== root.id && items.has(cur.group_id)) {
-      cur = items.get(cur.group_id);
-    }
-    if (cur.group_id === root.id) out.push(item);
-  }
-  return out;
-}
-
 // A folder whose own work succeeded but some of whose files failed: not "failed child_failed",
 // but how many of its files failed (the failed files carry their own errors).
 function partlyBadge(folder) {
-  const leaves = leavesUnder(folder);
-  const failed = leaves.filter((i) => i.status === "failed").length;
+  const under = leaves.get(folder.id) || [];
+  const failed = under.filter((i) => i.status === "failed").length;
   // amber, never green: a failure is never shown as success (issue 42)
   const node = badge("partly");
-  node.textContent = `${failed} of ${leaves.length} files failed`;
+  node.textContent = `${failed} of ${under.length} files failed`;
   return node;
 }
 
-function row(item, depth) {
+function foldButton(item, open) {
+  const under = (leaves.get(item.id) || []).length;
+  return el("button", {
+    type: "button", class: "fold", "aria-expanded": String(open),
+    "aria-label": `${open ? "Fold" : "Unfold"} ${title(item)} (${under} files)`,
+    onclick: () => {
+      view.folded.set(item.id, open);
+      render();
+    },
+  }, open ? "▾" : "▸");
+}
+
+function row(item, depth, open) {
   const name = title(item);
   const partly = CONTAINERS.has(item.type) && item.status === "failed"
     && item.error_code === "child_failed";
-  const status = el("td", {}, partly ? partlyBadge(item) : badge(item.status));
+  const status = el("td", { class: "status" }, partly ? partlyBadge(item) : badge(item.status));
   if (item.status === "failed" && !partly) {
     status.append(
       el("div", { class: "failure" },
@@ -110,7 +116,12 @@ function row(item, depth) {
       "Delete", el("span", { class: "sr-only" }, ` ${name}`)));
   }
   const label = el("span", { class: "title" }, name);
-  const cell = el("th", { scope: "row", class: CONTAINERS.has(item.type) ? "folder" : "" }, label);
+  const folder = CONTAINERS.has(item.type);
+  const cell = el("th", { scope: "row", class: folder ? "folder" : "" },
+    folder ? foldButton(item, open) : null, label);
+  if (folder) {
+    cell.append(el("span", { class: "muted" }, ` ${(leaves.get(item.id) || []).length} files`));
+  }
   // CSSOM, not a style attribute: the page's CSP refuses inline styles
   cell.style.paddingLeft = `${0.5 + depth * 1.25}rem`;
   if (item.concept_id) cell.append(el("div", { class: "concept" }, item.concept_id));
@@ -123,24 +134,55 @@ function row(item, depth) {
     "aria-level": depth + 1 }, el("td", {}, tick), cell, el("td", { class: "type" }, item.type), status, actions);
 }
 
-function render() {
-  const children = new Map();
-  for (const item of items.values()) {
-    const key = item.group_id && items.has(item.group_id) ? item.group_id : "";
-    if (!children.has(key)) children.set(key, []);
-    children.get(key).push(item);
-  }
-  const rows = [];
-  const walk = (key, depth) => {
-    const list = (children.get(key) || []).sort((a, b) => title(a).localeCompare(title(b)));
-    for (const item of list) {
-      rows.push(row(item, depth));
-      walk(item.id, depth + 1);
-    }
+// Files by status and the folders, at the top of the list; each is a filter (press again: all).
+const COUNTED = [
+  ["completed", "completed", "s-completed"], ["failed", "failed", "s-failed"],
+  ["active", "in progress", "s-embedding"], ["folder", "folders", "s-deleting"],
+];
+
+function renderCounts() {
+  const counts = countItems(items);
+  document.getElementById("item-counts").replaceChildren(...COUNTED.map(([key, word, cls]) =>
+    el("li", {}, el("button", {
+      type: "button", "data-status": key, "aria-pressed": String(view.status === key),
+      onclick: () => {
+        view.status = view.status === key ? "" : key;
+        view.page = 0;
+        render();
+        document.getElementById("items-title").scrollIntoView();
+      },
+    }, el("span", { class: `badge ${cls}` }, word), ` ${counts[key] || 0}`))));
+}
+
+function renderPager(total) {
+  const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
+  view.page = Math.min(view.page, pages - 1);
+  const first = view.page * PAGE_SIZE;
+  const pager = document.getElementById("items-pager");
+  pager.hidden = total <= PAGE_SIZE;
+  const go = (delta) => () => {
+    view.page += delta;
+    render();
+    document.getElementById("items-title").scrollIntoView();
   };
-  walk("", 0);
+  pager.replaceChildren(
+    el("button", { type: "button", disabled: view.page === 0, onclick: go(-1) }, "Previous"),
+    el("span", { id: "items-range" },
+      `Rows ${total ? first + 1 : 0}–${Math.min(total, first + PAGE_SIZE)} of ${total}`
+      + ` · page ${view.page + 1} of ${pages}`),
+    el("button", { type: "button", disabled: view.page >= pages - 1, onclick: go(1) }, "Next"));
+  return first;
+}
+
+function render() {
+  leaves = leavesByFolder(items);
+  const all = treeRows(items, view);
+  const first = renderPager(all.length);
+  const rows = all.slice(first, first + PAGE_SIZE).map((r) => row(r.item, r.depth, r.open));
   document.querySelector("#items-table tbody").replaceChildren(...rows);
-  document.getElementById("items-empty").hidden = rows.length > 0;
+  document.getElementById("items-empty").hidden = items.size > 0;
+  document.getElementById("items-none").hidden = items.size === 0 || all.length > 0;
+  renderCounts();
   updateSelection();
   renderProgress();
 }
@@ -213,6 +255,7 @@ function renderProgress() {
     + `${active} active`;
   if (folders) text += ` · ${folders} folder(s)`;
   if (busy) text += rateText(tracking, done, total, now);
+  if (busy) followChunks(baseId, embeds);
   renderImports(now);
   if (!busy) {
     tracking = null;
@@ -424,6 +467,15 @@ async function onSelection(action) {
   }
 }
 
+function wireTree() {
+  const filter = document.getElementById("items-filter");
+  filter.addEventListener("input", () => {
+    view.words = filter.value;
+    view.page = 0;
+    render();
+  });
+}
+
 function wireAdding() {
   document.getElementById("delete-selected").addEventListener("click", () => onSelection("delete"));
   document.getElementById("reindex-selected")
@@ -462,6 +514,7 @@ function wireAdding() {
 }
 
 function showBase(base) {
+  embeds = Boolean(base.embedding_model_id);
   // the base's own status only when it is not the usual one (the items' state is below)
   const status = base.status === "completed" ? "" : `${base.status} · `;
   document.getElementById("base-info").textContent =
@@ -490,6 +543,7 @@ start(async () => {
   baseId = base.id;
   showBase(base);
   wireAdding();
+  wireTree();
   wireSettings(baseId, showBase).catch(showError);
   await loadItems();
   loadChanges(baseId).catch(showError);

@@ -5,7 +5,9 @@
 // switches through POST /bases/{b}/embedding-model (202, a model-switch job). Either way the
 // stored chunks are embedded in the background (no source re-read) and GET
 // /bases/{b}/model-switch says how far it is; the old model (or BM25 alone) serves until the swap.
-import { api, enc, fillModels, notify, showError } from "./common.js";
+import {
+  api, enc, fillModels, notify, request, showError, ApiError,
+} from "./common.js";
 
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 const POLL_MS = 1000;
@@ -25,11 +27,27 @@ function settingValue(el) {
   return el.dataset.kind === "number" ? Number(raw) : raw;
 }
 
+// Only what applies: fusion settings need a model (a BM25-only base has one lane), the vector
+// weight is convex fusion's and k is RRF's.
+function showApplicable(hasModel) {
+  const fusion = document.querySelector('#settings-form [name="fusion"]');
+  for (const label of document.querySelectorAll("#settings-form [data-needs-model]")) {
+    const input = label.querySelector("[data-kind]");
+    let shown = hasModel;
+    if (input.name === "fusion_alpha") shown = shown && fusion.value === "convex";
+    if (input.name === "rrf_k") shown = shown && fusion.value === "rrf";
+    label.hidden = !shown;
+    input.disabled = !shown; // a hidden field is not sent
+  }
+}
+
 export function fillSettings(base) {
   for (const el of settingFields()) {
     if (el.dataset.kind === "checkbox") el.checked = Boolean(base[el.name]);
     else el.value = base[el.name] ?? "";
   }
+  showApplicable(Boolean(base.embedding_model_id));
+  document.getElementById("settings-form").dataset.model = base.embedding_model_id || "";
   const button = document.getElementById("embedding-button");
   button.textContent = base.embedding_model_id ? "Switch embedding model" : "Enable embedding";
   document.getElementById("embedding-form").dataset.model = base.embedding_model_id || "";
@@ -116,8 +134,22 @@ export async function wireSettings(baseId, onBase) {
     e.preventDefault();
     const patch = {};
     for (const el of settingFields()) {
+      if (el.disabled) continue;
       const value = settingValue(el);
       if (value !== undefined) patch[el.name] = value;
+    }
+    const error = document.getElementById("settings-error");
+    error.hidden = true;
+    if (patch.chunk_size !== undefined && patch.chunk_overlap !== undefined
+      && patch.chunk_overlap >= patch.chunk_size) {
+      // said before asking the server, in the form's own words
+      error.textContent = `A chunk of ${patch.chunk_size} tokens cannot share `
+        + `${patch.chunk_overlap} tokens with the one before: make the chunk overlap smaller `
+        + `than the chunk size (e.g. ${Math.floor(patch.chunk_size / 5)}), or the chunk size `
+        + "larger.";
+      error.hidden = false;
+      document.getElementById("set-chunk-overlap").focus();
+      return;
     }
     try {
       onBase(await api(`/bases/${enc(baseId)}`, { method: "PATCH", json: patch }));
@@ -131,6 +163,27 @@ export async function wireSettings(baseId, onBase) {
     const model = document.getElementById("set-embedding").value.trim();
     try {
       await changeModel(baseId, onBase, model);
+    } catch (err) {
+      showError(err);
+    }
+  });
+  document.querySelector('#settings-form [name="fusion"]').addEventListener("change", () => {
+    showApplicable(Boolean(document.getElementById("settings-form").dataset.model));
+  });
+  document.getElementById("import-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const file = document.getElementById("import-file").files[0];
+    if (!file) return;
+    const form = new FormData();
+    form.append("file", file, file.name);
+    const name = document.getElementById("import-name").value.trim();
+    if (name) form.append("name", name);
+    try {
+      const response = await request("/archives/import", { method: "POST", body: form });
+      const body = await response.json();
+      if (!response.ok) throw new ApiError(response.status, body);
+      notify(`Imported ${body.items} item(s) into the new base ${body.base.name}.`, false);
+      e.target.reset();
     } catch (err) {
       showError(err);
     }
