@@ -280,7 +280,9 @@ def create_app(
         from knowbase.interfaces.http.external import build_router
 
         app.include_router(build_router(external_keys))
-    openapi.install(app, dify=bool(external_keys) or (kb is not None and bool(token)))
+    openapi.install(
+        app, dify=bool(external_keys) or (kb is not None and bool(token)), token=bool(token)
+    )
     return app
 
 

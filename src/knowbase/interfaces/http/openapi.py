@@ -1,7 +1,8 @@
 """What FastAPI cannot infer for ``/openapi.json``: the Dify routes' body (read by hand, after
 the key check) and who guards which route.
 
-- ``HTTPBearer`` (``KNOWBASE_API_TOKEN``) on every route when the server has a token;
+- ``HTTPBearer`` (``KNOWBASE_API_TOKEN`` or a scoped key) on every route; optional (an empty
+  requirement beside it) on a server without a token, which stays open until a key exists;
 - ``DifyKey`` (one of ``KNOWBASE_EXTERNAL_API_KEYS``) on the retrieval routes alone, which the
   server's token does not guard (and so never answer 401).
 
@@ -23,20 +24,33 @@ DIFY_SCHEME = {
 TOKEN_DESCRIPTION = "KNOWBASE_API_TOKEN (kb serve's token)"
 
 
-def install(app: FastAPI, *, dify: bool) -> None:
-    """Replace ``app.openapi`` by one that completes FastAPI's document once, then caches it."""
+def install(app: FastAPI, *, dify: bool, token: bool = True) -> None:
+    """Replace ``app.openapi`` by one that completes FastAPI's document once, then caches it.
+    ``token``: the server has an admin token (else bearer auth is declared optional)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
         doc = generate()
+        if not token:
+            _bearer_optional(doc)
         if dify:
             _add_dify(doc)
         app.openapi_schema = doc
         return doc
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _bearer_optional(doc: dict[str, Any]) -> None:
+    """No token: requests without one are answered (until ``kb keys create`` makes the first
+    key), so each route's bearer requirement gets an empty alternative, and no 401 promise."""
+    for methods in doc.get("paths", {}).values():
+        for operation in methods.values():
+            security = operation.get("security")
+            if security and {} not in security:
+                security.append({})
 
 
 def _add_dify(doc: dict[str, Any]) -> None:
