@@ -13,21 +13,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from knowbase.interfaces.cli import options as cli
 from knowbase.interfaces.cli.base_settings import setting_options
-
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
 
 base_app = typer.Typer(no_args_is_help=True, help="Create, list, show, delete, restore bases.")
-
-
-def _cli() -> Any:
-    from knowbase.interfaces import cli
-
-    return cli
 
 
 @base_app.command("create")
@@ -56,7 +46,6 @@ def base_create(
     settings: dict[str, Any],
 ) -> None:
     """Create a knowledge base (its settings: one option each, catalog/base_settings.py)."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         if if_not_exists:
             existing = [b for b in kb.list_bases() if b.name.casefold() == name.strip().casefold()]
@@ -84,7 +73,6 @@ def base_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """List bases with their state (empty, processing, ready, failures) and file counts."""
     from knowbase.interfaces.cli.items import base_state
 
-    cli = _cli()
     with cli.open_kb(home) as kb:
         bases = kb.list_bases()
         rows = [(b, kb.counts(b.id)) for b in bases]
@@ -108,7 +96,6 @@ def base_show(base: str, home: HomeOpt = None, as_json: JsonOpt = False) -> None
     """Show a base's settings, state and file counts."""
     from knowbase.interfaces.cli.items import base_state
 
-    cli = _cli()
     with cli.open_kb(home) as kb:
         b = kb.get_base(base)
         counts = kb.counts(b.id)
@@ -137,7 +124,6 @@ def base_delete(
     home: HomeOpt = None,
 ) -> None:
     """Delete a base and everything in it."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         b = kb.get_base(base)
         if not yes:
@@ -156,7 +142,6 @@ def base_restore(
     as_json: JsonOpt = False,
 ) -> None:
     """Build a new base NAME from SOURCE's stored copies."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         result = kb.restore_base(source, name, embedding_model_id=embedding)
         if not no_wait and result.job_ids:
@@ -193,7 +178,6 @@ def base_enable_embedding(
     as_json: JsonOpt = False,
 ) -> None:
     """:data:`ENABLE_EMBEDDING_HELP`; says when the chunk size changed."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         before = kb.get_base(base)
         b = kb.enable_embedding_model(base, model)
@@ -232,7 +216,6 @@ def base_set_embedding(
     The new vectors are built beside the old ones from the stored chunks (no source re-read);
     searches use the old model until the swap.
     """
-    cli = _cli()
     with cli.open_kb(home) as kb:
         status = kb.set_embedding_model(base, model)
         if not no_wait and status.get("status") in ("pending", "running"):
@@ -264,7 +247,6 @@ def base_set(
     base: str, home: HomeOpt = None, as_json: JsonOpt = False, *, settings: dict[str, Any]
 ) -> None:
     """Change a base's settings (no reindex)."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         b = kb.update_base(base, **settings)
     cli.emit(b, as_json, lambda: cli.console.print(f"updated {b.name}"))

@@ -13,17 +13,14 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+from knowbase.interfaces.cli import options as cli
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
+
 NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="Return once queued.")]
 
 
 def _cli() -> Any:
     # Imported late: cli.py imports this module while it is still being initialised.
-    from knowbase.interfaces import cli
 
     return cli
 
@@ -35,7 +32,6 @@ def tree(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a base's items as a tree, with the Concept ID of each readable document."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         data = kb.concepts.organization_tree(base, max_depth=max_depth)
 
@@ -85,7 +81,6 @@ def read(
 ) -> None:
     """Print a document by Concept ID (≤ 20,000 chars per call), one section of it
     (--section, see kb outline), or grep it."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         if section is not None or cursor is not None:
             if grep is not None or char_from is not None or char_to is not None:
@@ -143,7 +138,6 @@ def outline(
 ) -> None:
     """Show a document's outline: its sections (headings, slides, sheets, pages…) with ids,
     tokens, tables and figures; read one with kb read --section ID."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         data = kb.concepts.outline(base, concept_id, depth=depth, under=under)
 
@@ -204,7 +198,6 @@ def reindex(
 def _batch(
     action: str, base: str, concept_ids: list[str], no_wait: bool, home: str | None, as_json: bool
 ) -> None:
-    cli = _cli()
     with cli.open_kb(home) as kb:
         b = kb.get_base(base)
         if action == "delete":

@@ -13,18 +13,8 @@ import typer
 from rich.markup import escape
 
 from knowbase.errors import InvalidInput
-
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
-
-
-def _cli() -> Any:
-    from knowbase.interfaces import cli  # late: cli.py imports this module while initialising
-
-    return cli
+from knowbase.interfaces.cli import options as cli
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
 
 
 def eval_command(
@@ -52,7 +42,6 @@ def eval_command(
     from knowbase.eval import judged as ev
     from knowbase.eval.beir import read_qrels, read_queries, write_run
 
-    cli = _cli()
     judged = read_qrels(qrels)
     asked = read_queries(queries)
     with cli.open_kb(home) as kb:
@@ -123,7 +112,6 @@ def import_beir(
     from knowbase.eval.beir import file_name, read_corpus
     from knowbase.operations.add.inputs import AddInput
 
-    cli = _cli()
     folder = corpus if corpus.is_dir() else corpus.parent
     with cli.open_kb(home) as kb:
         try:

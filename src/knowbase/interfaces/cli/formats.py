@@ -6,11 +6,10 @@ Registered on the main app by ``interfaces/cli/``; it needs no home and opens no
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
 import typer
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+from knowbase.interfaces.cli.options import JsonOpt
 
 
 def register(app: typer.Typer) -> None:

@@ -19,7 +19,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from knowbase.interfaces.cli import options as cli
 from knowbase.interfaces.cli.labels import MetaOpt, TagOpt, parse_meta, split_tags
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
 from knowbase.interfaces.cli.progress import say_cost, summarize
 
 if TYPE_CHECKING:
@@ -27,22 +29,11 @@ if TYPE_CHECKING:
     from knowbase.operations.add.inputs import AddInput
     from knowbase.service import Knowledge
 
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="Return once queued.")]
 
 EXIT_CONFLICTS = 3
 EXIT_ITEMS_FAILED = 4
 FAILED_SHOWN = 20
-
-
-def _cli() -> Any:
-    from knowbase.interfaces import cli
-
-    return cli
 
 
 def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list[AddInput]:
@@ -103,7 +94,6 @@ def add(
     The summary gives files indexed, skipped (by reason) and failed (named); exit code 4 when
     any item failed.
     """
-    cli = _cli()
     inputs = _inputs_for(targets or [], note, title)
     if tag or meta:
         labels = (split_tags(tag), parse_meta(meta))
@@ -219,11 +209,11 @@ def _warn_model_cannot_read(kb: Knowledge, b: Base, targets: list[str]) -> None:
     local = [t for t in targets if not t.startswith(("http://", "https://"))]
     hint = kb.model_hint(b, local)
     if hint:
-        _cli().err_console.print(f"[yellow]hint:[/] {escape(hint)}", soft_wrap=True)
+        cli.err_console.print(f"[yellow]hint:[/] {escape(hint)}", soft_wrap=True)
 
 
 def _render_conflicts(result: Any) -> None:
-    console = _cli().console
+    console = cli.console
     console.print("[yellow]conflicts — nothing was added:[/]")
     for c in result.conflicts:
         console.print(f"  {c.type}: {c.title}")
@@ -250,7 +240,6 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """Items by status with errors and item ids (for a base), or readiness of every part."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         if base is None:
             from knowbase.interfaces.readiness import readiness
@@ -310,13 +299,12 @@ def status(
         for folder, report in skipped.items():
             parts = ", ".join(f"{r}: {v['count']}" for r, v in report.items())
             console.print(f"  skipped in {escape(folder)}: {parts}")
-        cli._render_workers([w.to_dict() for w in workers])
+        cli.render_workers([w.to_dict() for w in workers])
 
     cli.emit(data, as_json, render)
 
 
 def _render_readiness(report: dict[str, Any], live: dict[str, Any] | None) -> None:
-    cli = _cli()
     colour = {"ready": "green", "degraded": "yellow"}
     cli.console.print(f"home: [bold]{report['status']}[/]")
     table = Table("component", "base", "status", "detail", box=None)
@@ -330,7 +318,7 @@ def _render_readiness(report: dict[str, Any], live: dict[str, Any] | None) -> No
         )
     cli.console.print(table)
     if live:
-        cli._render_workers(live["details"].get("workers", []))
+        cli.render_workers(live["details"].get("workers", []))
 
 
 def retry(
@@ -340,7 +328,6 @@ def retry(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-run the failed items of a base (rebuilt from the stored copies)."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         b = kb.get_base(base)
         job_id = kb.retry_failed(b.id)

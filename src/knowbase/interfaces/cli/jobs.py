@@ -11,20 +11,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from knowbase.interfaces.cli import options as cli
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
+
 if TYPE_CHECKING:
     from knowbase.service import Knowledge
-
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
-
-
-def _cli() -> Any:
-    from knowbase.interfaces import cli
-
-    return cli
 
 
 WIDE_JOBS = 140  # columns below which kb jobs prints two lines a job instead of a table
@@ -46,7 +37,6 @@ def jobs(
 ) -> None:
     """List active and failed jobs, newest first: base, what each works on, progress, and
     who asked for it (the API key and surface)."""
-    cli = _cli()
     statuses = None if all_jobs else ["pending", "running", "failed"]
     with cli.open_kb(home) as kb:
         found = kb.activity.list_jobs(

@@ -19,22 +19,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from knowbase.errors import InvalidInput
-
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+from knowbase.interfaces.cli import options as cli
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
 
 keys_app = typer.Typer(
     no_args_is_help=True, help="Create, list and revoke scoped API keys (kb serve, kb mcp --http)."
 )
-
-
-def _cli() -> Any:
-    from knowbase.interfaces import cli
-
-    return cli
 
 
 def parse_expiry(text: str) -> int:
@@ -92,7 +82,6 @@ def keys_create(
     if names is not None and not names:
         raise InvalidInput("--bases names no base")
     expires_at = None if expires is None else parse_expiry(expires)
-    cli = _cli()
     with cli.open_kb(home) as kb:
         key, token = kb.create_key(name, write=write, bases=names, expires_at_ms=expires_at)
         base_names = _base_names(kb, key.base_ids)
@@ -114,7 +103,6 @@ def keys_create(
 @keys_app.command("list")
 def keys_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Every key with its access, bases, expiry and state (never a token)."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         found = kb.list_keys()
         states = {k.name: kb.key_state(k) for k in found}
@@ -145,7 +133,6 @@ def keys_list(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
 def keys_revoke(name: str, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
     """Revoke a key: servers refuse it from their next request on. Its name stays (jobs keep
     naming it) and is never given to another key."""
-    cli = _cli()
     with cli.open_kb(home) as kb:
         key = kb.revoke_key(name)
     cli.emit(

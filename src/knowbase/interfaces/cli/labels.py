@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from knowbase.errors import InvalidInput
+from knowbase.interfaces.cli import options as cli
 
 TagOpt = Annotated[
     list[str] | None,
@@ -80,7 +81,6 @@ def label(
     """Show or change an item's tags and metadata (a folder's apply to everything under it).
 
     No reindex: the next search sees the change. Without options it shows the labels."""
-    from knowbase.interfaces import cli
 
     merge = {**parse_meta(meta), **{k: None for k in unset or []}}
     with cli.open_kb(home) as kb:

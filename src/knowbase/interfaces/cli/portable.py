@@ -10,13 +10,10 @@ from typing import Annotated
 
 import typer
 
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
+
 # Defined here, not imported from cli.py: run as ``python -m``, cli.py is ``__main__`` and a
 # module-level import of it would re-import it half-built (typer reads these at run time).
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 DatabaseOpt = Annotated[
     str | None,
     typer.Option(
@@ -44,7 +41,7 @@ def register(app: typer.Typer) -> None:
         from knowbase.catalog.db import Catalog
         from knowbase.catalog.migrate import migrate as run
         from knowbase.catalog.migrate import migration_state
-        from knowbase.interfaces.cli import console, emit
+        from knowbase.interfaces.cli.options import console, emit
         from knowbase.settings import load_settings
 
         settings = load_settings(home, database_url=database_url)
@@ -82,7 +79,7 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export(base: str, file: str, home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         """Write one base to one archive file (settings, items, raw/ files, chunks, vectors)."""
-        from knowbase.interfaces.cli import console, emit, open_kb
+        from knowbase.interfaces.cli.options import console, emit, open_kb
 
         with open_kb(home) as kb:
             report = kb.export_base(base, file)
@@ -103,7 +100,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Make a new base from an archive; verified first, nothing is re-embedded."""
-        from knowbase.interfaces.cli import console, emit, open_kb
+        from knowbase.interfaces.cli.options import console, emit, open_kb
 
         with open_kb(home) as kb:
             report = kb.import_base(file, name_opt or name, index_backend=backend)
@@ -121,7 +118,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Copy this home (every base, jobs at rest) into a PostgreSQL deployment; verify it."""
-        from knowbase.interfaces.cli import console, emit, open_kb
+        from knowbase.interfaces.cli.options import console, emit, open_kb
 
         with open_kb(home) as kb:
             report = kb.copy_home(to, to_home)

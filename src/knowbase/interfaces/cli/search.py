@@ -12,16 +12,13 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from knowbase.interfaces.cli import options as cli
 from knowbase.interfaces.cli.labels import TagOpt, WhereOpt, split_tags
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
 from knowbase.search.snippet import mark_spans, passage
 
 __all__ = ["passage", "register"]  # passage: the sentence trim, now in search/snippet.py
 
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
 MARK = "bold yellow"  # a matched word
 
@@ -127,7 +124,6 @@ def search(
 
     --tag keeps documents carrying every tag given (a folder's tags count for its files);
     --where filters on metadata."""
-    from knowbase.interfaces import cli
 
     with cli.open_kb(home) as kb:
         response = kb.search(

@@ -4,13 +4,10 @@ from typing import Annotated
 
 import typer
 
+from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
+
 # Defined here, not imported from cli.py: run as ``python -m``, cli.py is ``__main__`` and a
 # module-level import of it would re-import it half-built (typer reads these at run time).
-HomeOpt = Annotated[
-    str | None,
-    typer.Option("--home", envvar="KNOWBASE_HOME", help="Home directory (env KNOWBASE_HOME)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +27,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Add new files, reindex changed ones in place, report (or prune) vanished ones."""
-        from knowbase.interfaces.cli import console, emit, err_console, follow, open_kb
+        from knowbase.interfaces.cli.options import console, emit, err_console, follow, open_kb
 
         with open_kb(home) as kb:
             b = kb.get_base(base)
