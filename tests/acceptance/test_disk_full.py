@@ -24,6 +24,7 @@ import pytest
 from test_crash_recovery import assert_consistent
 
 from knowbase.errors import DiskFull
+from knowbase.jobs.liveness import worker_is_dead_here
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 from waiting import wait_until
@@ -206,7 +207,15 @@ def test_a_folder_bigger_than_the_disk_fails_whole_and_leaves_nothing_half_done(
         assert roots[0].error_code == "disk_full", roots[0].error_message
         # The files that could not be staged were not created; none is left half-done.
         assert [i for i in items if i.status not in ("completed", "failed")] == []
-        left = [j for j in after.activity.list_jobs(base="b") if not j.is_terminal]
+        # A job the stopping worker could not release on the full disk stays held by that
+        # worker, now a dead process here: the sweep any next kb command runs releases it
+        # (the message says "the paused work resumes with the next kb add"). Nothing else.
+        held = [j for j in after.activity.list_jobs(base="b") if not j.is_terminal]
+        assert all(j.status == "running" and worker_is_dead_here(j.locked_by) for j in held), [
+            (j.kind, j.status, j.locked_by) for j in held
+        ]
+        after.recover()
+        left = [j for j in after.activity.list_jobs(base="b") if j.status == "running"]
         assert left == [], [(j.kind, j.status) for j in left]
         if earlier == "a note":
             hits = after.search("b", "pangolins", top_k=5).results

@@ -505,4 +505,4 @@ def test_the_settings_form_saves_every_declared_setting(page, served: str) -> No
         None,
     )
     kept = (base["chunk_size"], base["chunk_strategy"], base["fusion_alpha"])
-    assert kept == (1024, "structured", 0.5)
+    assert kept == (1024, "structured", 0.4)  # fusion_alpha kept at the default (issue 40: 0.4)

@@ -219,8 +219,8 @@ def test_the_base_picker_is_checkboxes_and_back_keeps_every_base(page, served) -
     expect_(page.locator(".result")).to_have_count(2)
     # each base's threshold, named, after the merged list
     cut = page.locator("#results .cut")
-    expect_(cut).to_contain_text("first: Threshold 0.2 (the default threshold)")
-    expect_(cut).to_contain_text("second: Threshold 0.2")
+    expect_(cut).to_contain_text("first: Threshold 0.05 (the default threshold)")  # issue 40 floor
+    expect_(cut).to_contain_text("second: Threshold 0.05")
     page.locator(".result a.open").first.click()
     expect_(page.locator("#cited")).to_be_visible()
     page.get_by_role("link", name="Back to search").click()
