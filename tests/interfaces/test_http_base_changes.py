@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from knowbase.catalog import base_changes
 from knowbase.catalog.schema import base_change
 from knowbase.interfaces.http import create_app
+from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
 
 ADMIN = "admin-token-for-changes"
@@ -39,11 +40,16 @@ def test_base_changes_name_the_key_and_the_surface(kb: Knowledge, live_server) -
     # the CLI's and the facade's changes: no key, the surface the caller said
     with kb.acting_as(None, "cli"):
         kb.update_base("b", document_count=3)
+        kb.add("b", [AddInput.note("Pangolins are scaly.", title="pangolins")], wait=True)
+        note = kb.list_items("b")[0]
+        kb.set_labels("b", note.id, tags=["mammals"])
         kb.delete_base("b")
     with kb.rt.catalog.read() as conn:  # b is gone; its record stays
         rows = base_changes.recent(conn, next(iter(_ids_of(conn, "b"))))
+    assert rows[1]["details"]["tags"] == ["mammals"]
     assert [(r["action"], r["by_key"], r["by_surface"]) for r in rows] == [
         ("delete", None, "cli"),
+        ("labels", None, "cli"),
         ("settings", None, "cli"),
         ("create", "admin", "http"),
     ]

@@ -220,9 +220,10 @@ api_key = sa.Table(
     sa.CheckConstraint(_in("access", KEY_ACCESS), name="api_key_access_check"),
 )
 
-#: Changes to a base that start no job (0009b): created, settings changed, deleted, with who
+#: Changes to a base that start no job (0009b): created, settings or an item's labels changed,
+#: deleted, with who
 #: asked (as ``job.by_key``/``by_surface``). No foreign key: a deleted base keeps its record.
-BASE_CHANGE_ACTIONS = ("create", "settings", "delete")
+BASE_CHANGE_ACTIONS = ("create", "settings", "labels", "delete")
 base_change = sa.Table(
     "base_change",
     metadata,

@@ -10,13 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
-from knowbase.catalog import base_changes
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput
-from knowbase.jobs.actor import current as current_actor
+from knowbase.operations.changes import record_change
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.processing import check_processor_id
 from knowbase.providers.registry import check_base_models, probe_model
@@ -80,22 +77,6 @@ def create_base(
     with rt.catalog.write_tx() as conn:  # recorded once the base exists whole
         record_change(conn, base, "create")
     return base
-
-
-def record_change(
-    conn: Connection, base: Base, action: str, details: dict[str, Any] | None = None
-) -> None:
-    """Record a change that starts no job with who asked (``jobs/actor.py``)."""
-    who = current_actor()
-    base_changes.record(
-        conn,
-        base_id=base.id,
-        base_name=base.name,
-        action=action,
-        by_key=who.key,
-        by_surface=who.surface,
-        details=details,
-    )
 
 
 def _undo_create(rt: Runtime, base_id: str) -> None:

@@ -20,6 +20,7 @@ from knowbase.catalog.labels import (
 )
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import NotFound
+from knowbase.operations.changes import record_change
 from knowbase.operations.item_refs import find_items, folder_path
 from knowbase.runtime import Runtime
 
@@ -65,9 +66,11 @@ def set_labels(
         if merge_metadata:
             merged = {**new_meta, **dict(merge_metadata)}
             new_meta = normalize_metadata(merged)
-        return item_repo.update_data(
+        updated = item_repo.update_data(
             conn, item.id, **{TAGS_KEY: new_tags or None, METADATA_KEY: new_meta or None}
         )
+        record_change(conn, base, "labels", {"item": ref, "tags": new_tags, "metadata": new_meta})
+        return updated
 
 
 def label_sources(rt: Runtime, base: Base, ref: str) -> list[dict[str, Any]]:

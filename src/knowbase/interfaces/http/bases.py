@@ -120,7 +120,7 @@ def model_switch(base: str, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
 class BaseChangeOut(BaseModel):
     """A change to the base that started no job, and who asked for it."""
 
-    action: Literal["create", "settings", "delete"]
+    action: Literal["create", "settings", "labels", "delete"]
     base_name: str
     details: dict[str, Any]
     by_key: str | None

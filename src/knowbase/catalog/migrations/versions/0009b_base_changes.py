@@ -31,7 +31,7 @@ def upgrade() -> None:
         sa.Column("by_surface", sa.String(16), nullable=True),
         sa.Column("at", sa.BigInteger, nullable=False),
         sa.CheckConstraint(
-            "action IN ('create', 'settings', 'delete')", name="base_change_action_check"
+            "action IN ('create', 'settings', 'labels', 'delete')", name="base_change_action_check"
         ),
     )
     op.create_index("base_change_base_idx", "base_change", ["base_id", "at"])

@@ -24,7 +24,8 @@ export async function loadChanges(baseId) {
     at: j.created_at, what: j.kind.replace(/^knowledge\./, ""), status: j.status, by: who(j),
   })).concat(changes.map((c) => ({
     at: c.at,
-    what: c.action === "settings" ? `settings: ${Object.keys(c.details).join(", ")}` : c.action,
+    what: c.action === "settings" ? `settings: ${Object.keys(c.details).join(", ")}`
+      : c.action === "labels" ? `labels: ${c.details.item}` : c.action,
     status: "done",
     by: who(c),
   })));
