@@ -110,7 +110,8 @@ class Ledger:
         self.lock = threading.Lock()
         self.entries: dict[str, Entry] = {}
         self.imports: dict[str, dict[str, Any]] = {}  # base name → {state, words}
-        self.switches: dict[str, dict[str, Any]] = {}  # base name → {model, certain}
+        # base name → {model, certain, started, running}
+        self.switches: dict[str, dict[str, Any]] = {}
         self.journal: Path | None = None  # every transition, for whoever reads a lost write
 
     def note(self, line: str) -> None:
@@ -145,6 +146,13 @@ class Ledger:
             entry = rng.choice(pool)
             entry.busy, entry.touched = True, time.time()
             return entry
+
+    def folder_in_flux(self, entry: Entry) -> bool:
+        """Whether ``entry``'s folder is being changed or is gone: an operation on the child may
+        then find it deleted (the folder's delete races it), a documented refusal."""
+        with self.lock:
+            folder = self.entries.get(entry.parent) if entry.parent else None
+            return folder is not None and (folder.busy or folder.state != "live")
 
     def release(self, entry: Entry, state: str | None = None) -> None:
         with self.lock:
@@ -494,11 +502,26 @@ class Soak:
             # cancelled: nothing was acknowledged, like a killed CLI
             self.fig.count(op, "interrupted")
             return "interrupted"
-        self.fig.count(op, f"failed:{code or f'exit {res.rc}'}", res.err.strip()[-400:])
+        detail = res.err.strip()[-400:] or str(res.out)[:400]  # --json commands answer on stdout
+        self.fig.count(op, f"failed:{code or f'exit {res.rc}'}", detail)
         return "failed"
 
-    def http(self, client: Any, op: str, method: str, path: str, **kw: Any) -> tuple[str, Any]:
-        """One HTTP call to the server, counted; waits (bounded) while the server restarts."""
+    def http(
+        self,
+        client: Any,
+        op: str,
+        method: str,
+        path: str,
+        *,
+        also: frozenset[str] = frozenset(),
+        refused_if: Any = None,
+        **kw: Any,
+    ) -> tuple[str, Any]:
+        """One HTTP call to the server, counted; waits (bounded) while the server restarts.
+
+        ``also``: codes that are a refusal here when ``refused_if()`` says so (a state the
+        soak only knows after the call, like a folder deleted at the same time).
+        """
         import httpx
 
         if not self.server.up.wait(90):
@@ -530,6 +553,9 @@ class Soak:
             return "ok", body
         code = body.get("code") if isinstance(body, dict) else None
         if r.status_code in (409, 503) and code in REFUSALS:
+            self.fig.count(op, f"refused:{code}")
+            return "refused", body
+        if code in also and (refused_if is None or refused_if()):
             self.fig.count(op, f"refused:{code}")
             return "refused", body
         if epoch != self.server.epoch:
@@ -862,10 +888,22 @@ class Soak:
             res = self.kb(
                 "reindex", base, entry.concept, "--json", *([] if wait else ["--no-wait"])
             )
-            outcome = self.judge("reindex_cli", res)
+            gone = isinstance(res.out, dict) and entry.concept in res.out.get("not_found", [])
+            if res.rc == 1 and gone and self.ledger.folder_in_flux(entry):
+                # its folder's delete ran at the same time: "not found" (exit 1) is the answer
+                self.fig.count("reindex_cli", "refused:not_found")
+                outcome = "refused"
+            else:
+                outcome = self.judge("reindex_cli", res)
         else:
+            also = frozenset({"not_found"}) if entry.parent else frozenset()
             outcome, _ = self.http(
-                http, "reindex_http", "POST", f"/bases/{base}/items/{entry.item_id}/reindex"
+                http,
+                "reindex_http",
+                "POST",
+                f"/bases/{base}/items/{entry.item_id}/reindex",
+                also=also,
+                refused_if=lambda: self.ledger.folder_in_flux(entry),
             )
         # a reindex re-reads the origin: the item stays, its word stays
         self.ledger.release(entry, "uncertain" if outcome == "failed" else None)
@@ -873,17 +911,28 @@ class Soak:
     def op_switch(self, rng: random.Random, http: Any) -> None:
         base = "soak-hybrid"
         with self.ledger.lock:
-            last = self.ledger.switches.get(base, {"model": MODELS[0], "certain": True})
+            sw = self.ledger.switches.setdefault(
+                base, {"model": MODELS[0], "certain": True, "started": 0, "running": 0}
+            )
+            last = dict(sw)
+            sw["started"] += 1
+            sw["running"] += 1
+            mine = sw["started"]
         model = rng.choice([m for m in MODELS if m != last.get("model")])
         res = self.kb("base", "set-embedding", base, model, "--no-wait", "--json")
-        # after an interrupted switch the base may use this model already: "already uses" then
-        also = frozenset() if last.get("certain") else frozenset({"invalid_input"})
+        with self.ledger.lock:
+            sw["running"] -= 1
+            # two clients may switch at once: the other's model may be the one this asked for
+            overlapped = last["running"] > 0 or sw["started"] != mine
+        # after an interrupted or overlapping switch the base may use this model already
+        certain = last.get("certain") and not overlapped
+        also = frozenset() if certain else frozenset({"invalid_input"})
         outcome = self.judge("model_switch", res, also)
         with self.ledger.lock:
             if outcome == "ok":
-                self.ledger.switches[base] = {"model": model, "certain": True}
-            elif outcome == "interrupted":
-                self.ledger.switches.setdefault(base, {})["certain"] = False
+                sw.update(model=model, certain=not overlapped)
+            elif outcome == "interrupted" or overlapped:
+                sw["certain"] = False
 
     def op_export_import(self, rng: random.Random, http: Any) -> None:
         base = rng.choice(self.bases)
