@@ -1,5 +1,5 @@
-"""The house's layering, checked over every module (AST; imports inside functions count, those
-under ``if TYPE_CHECKING:`` do not).
+"""The house's layering, checked over every module (AST; imports inside functions count; those
+under ``if TYPE_CHECKING:`` count for cycles, not for the room table).
 
 ``MAY_IMPORT`` is the architecture as a table: a room (a subpackage or a top-level module of
 ``knowbase``) may import only the rooms it lists, and every room it lists is imported by one of
@@ -96,13 +96,14 @@ class _Imports(ast.NodeVisitor):
     """``found``: every dotted name an import mentions (its module, and module.name for each
     name); ``statements``: (module, names) per import, ``names`` empty for ``import a.b``."""
 
-    def __init__(self, module: str, is_package: bool) -> None:
+    def __init__(self, module: str, is_package: bool, typing: bool) -> None:
         self.module, self.is_package, self.found = module, is_package, set[str]()
         self.statements: list[tuple[str, tuple[str, ...]]] = []
+        self.typing = typing
 
     def visit_If(self, node: ast.If) -> None:
         name = getattr(node.test, "id", None) or getattr(node.test, "attr", None)
-        if name == "TYPE_CHECKING":
+        if name == "TYPE_CHECKING" and not self.typing:
             for child in node.orelse:
                 self.visit(child)
             return
@@ -126,8 +127,9 @@ class _Imports(ast.NodeVisitor):
         self.statements.append((target, tuple(a.name for a in node.names)))
 
 
-def _visit(path: Path, module: str) -> _Imports:
-    visitor = _Imports(module, path.name == "__init__.py")
+def _visit(path: Path, module: str, *, typing: bool = False) -> _Imports:
+    """The imports of one module; ``typing``: those under ``if TYPE_CHECKING:`` too."""
+    visitor = _Imports(module, path.name == "__init__.py", typing)
     visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
     return visitor
 
@@ -210,7 +212,7 @@ def module_graph(package: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         targets = set()
-        for target, names in _visit(path, module).statements:
+        for target, names in _visit(path, module, typing=True).statements:
             for name in names or ("",):
                 full = f"{target}.{name}" if name else target
                 targets.add(full if full in modules else existing(target))
@@ -375,3 +377,15 @@ def test_the_check_fails_on_an_allowance_no_import_uses(tmp_path: Path) -> None:
     })
     table = {"errors": set(), "ids": set(), "catalog": {"errors", "ids"}}
     assert unused_allowances(package, table) == ["catalog -> ids"]
+
+
+def test_a_cycle_through_a_type_only_import_is_a_cycle(tmp_path: Path) -> None:
+    # a protocol breaks such a circle (jobs/context.py, catalog/feed.py, index/qdrant/access.py)
+    package = _plant(tmp_path, {
+        "__init__.py": "",
+        "jobs/__init__.py": "",
+        "jobs/context.py": "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from knowbase.jobs.manager import JobManager\n",
+        "jobs/manager.py": "from knowbase.jobs.context import JobContext\n",
+    })
+    assert find_cycles(module_graph(package)) != []

@@ -24,10 +24,10 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from knowbase.catalog.db import Catalog
+    from sqlalchemy.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,20 @@ PG_FALLBACK_S = 5.0  # how often the LISTEN loop checks for close; the retry del
 _HISTORY = 4096  # publications remembered for their floors
 
 
+class FeedSource(Protocol):
+    """What the feed reads of its catalog (:class:`~knowbase.catalog.db.Catalog`): which
+    database it is and where, to watch other processes' commits. A protocol, so that the
+    catalog, which owns a feed, is the only one of the two that imports the other."""
+
+    is_sqlite: bool
+    url: str
+    engine: Engine
+
+
 class ChangeFeed:
     """A counter of publications with their floors; thread-safe. One per ``Catalog``."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: FeedSource) -> None:
         self._catalog = catalog
         self._cond = threading.Condition()
         self._seq = 0

@@ -4,17 +4,42 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy.engine import Connection
 
 from knowbase.jobs.model import Cancelled, Job
 
-if TYPE_CHECKING:
-    from knowbase.jobs.manager import JobManager
-
 #: At most one progress UPDATE per job per this many seconds (DESIGN, "SQLite connections").
 PROGRESS_INTERVAL_S = 1.0
+
+
+class AttemptRows(Protocol):
+    """The attempt fence's writes a context makes (:class:`~knowbase.jobs.attempts.Attempts`)."""
+
+    def owns(self, job: Job, worker_id: str, *, conn: Connection | None = None) -> bool: ...
+
+    def write_progress(
+        self, job: Job, worker_id: str, stage: str, percent: float | None, details: dict
+    ) -> None: ...
+
+    def complete_in(
+        self, conn: Connection, job: Job, worker_id: str, stage: str, details: dict[str, Any]
+    ) -> bool: ...
+
+    def complete_many_in(
+        self, conn: Connection, done: list[tuple[Job, dict[str, Any]]], worker_id: str
+    ) -> int: ...
+
+
+class JobOwner(Protocol):
+    """What a context needs of the job manager (:class:`~knowbase.jobs.manager.JobManager`):
+    its clock and its attempt rows. A protocol, so that this module, which the registry and
+    the attempts import, imports neither the manager nor the attempts."""
+
+    attempts: AttemptRows
+
+    def clock(self) -> float: ...
 
 
 class JobContext:
@@ -27,7 +52,7 @@ class JobContext:
     state.
     """
 
-    def __init__(self, job: Job, manager: JobManager, worker_id: str) -> None:
+    def __init__(self, job: Job, manager: JobOwner, worker_id: str) -> None:
         self.job = job
         self.payload: dict[str, Any] = job.payload
         self.manager = manager
@@ -84,7 +109,7 @@ class JobContext:
             stage, percent, details = self._pending
             self._pending = None
             self._last_flush = now
-        self.manager._write_progress(self.job, self.worker_id, stage, percent, details)
+        self.manager.attempts.write_progress(self.job, self.worker_id, stage, percent, details)
         return True
 
     def take_pending_progress(self) -> tuple[str, float | None, dict[str, Any]] | None:
@@ -97,7 +122,7 @@ class JobContext:
         """True while this attempt still owns the job: status running, locked by this worker,
         attempts unchanged. Pass the connection of the write transaction that holds the final
         writes, so the check and the writes commit together."""
-        return self.manager._owns(self.job, self.worker_id, conn=conn)
+        return self.manager.attempts.owns(self.job, self.worker_id, conn=conn)
 
     @staticmethod
     def complete_all_in(conn: Connection, done: list[tuple[JobContext, dict[str, Any]]]) -> None:
@@ -135,7 +160,7 @@ class JobContext:
         with self.fence:
             if self.worker_ended:  # timed out or lost its lease: the worker decides it
                 return False
-            self.completing = self.manager.complete_in(
+            self.completing = self.manager.attempts.complete_in(
                 conn, self.job, self.worker_id, stage, details
             )
             return self.completing

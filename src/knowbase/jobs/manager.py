@@ -293,14 +293,6 @@ class JobManager:
         """See :meth:`Attempts.owned_ids`."""
         return self.attempts.owned_ids(conn, jobs, worker_id)
 
-    def _owns(self, job: Job, worker_id: str, *, conn: Connection | None = None) -> bool:
-        return self.attempts.owns(job, worker_id, conn=conn)
-
-    def _write_progress(
-        self, job: Job, worker_id: str, stage: str, percent: float | None, details: dict
-    ) -> None:
-        self.attempts.write_progress(job, worker_id, stage, percent, details)
-
     def finish(
         self,
         job: Job,
@@ -312,12 +304,6 @@ class JobManager:
     ) -> Job | None:
         """See :meth:`Attempts.finish`."""
         return self.attempts.finish(job, worker_id, decision, error=error, progress=progress)
-
-    def complete_in(
-        self, conn: Connection, job: Job, worker_id: str, stage: str, details: dict[str, Any]
-    ) -> bool:
-        """See :meth:`Attempts.complete_in`."""
-        return self.attempts.complete_in(conn, job, worker_id, stage, details)
 
     # --- workers, leases and recovery (recovery.py) --------------------------------------
     def register_worker(self, worker_id: str) -> None:

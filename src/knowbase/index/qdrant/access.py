@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from knowbase.index.qdrant.points import _COLLECTION, BATCH, PAGE, unavailable
 from knowbase.pipeline.indexing.hashing import text_hash
 
 if TYPE_CHECKING:
-    from knowbase.index.qdrant.store import QdrantIndexStore
+    from knowbase.index.base import IndexStore
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,24 @@ def payload(
     return payload
 
 
+class PointsOwner(Protocol):
+    """What the points read of the store that owns them
+    (:class:`~knowbase.index.qdrant.store.QdrantIndexStore`): a protocol, so that the store
+    imports this module and not the other way round."""
+
+    base_id: str
+    model_id: str
+    collection: str | None
+    inner: IndexStore
+
+    @property
+    def client(self) -> Any: ...
+
+
 class QdrantPoints:
     """The points of one store's base; see the module docstring."""
 
-    def __init__(self, store: QdrantIndexStore) -> None:
+    def __init__(self, store: PointsOwner) -> None:
         self._store = store
         self._seen: Units | None = None
 

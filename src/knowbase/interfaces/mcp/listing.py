@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import KnowbaseError, NotFound
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
-from knowbase.interfaces.mcp.tools import SAMPLE_SOURCES, OutOfScope, _not_found_guidance
+from knowbase.interfaces.mcp.scope import OutOfScope
+from knowbase.interfaces.mcp.tools import SAMPLE_SOURCES, _not_found_guidance
 
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp.scope import Scope

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from knowbase.catalog.models import Base
 from knowbase.errors import KnowbaseError, NotFound
 from knowbase.interfaces.mcp.results import _fail, _from_error, _ok
-from knowbase.interfaces.mcp.tools import OutOfScope, _not_found_guidance
+from knowbase.interfaces.mcp.scope import OutOfScope
+from knowbase.interfaces.mcp.tools import _not_found_guidance
 from knowbase.operations.add.inputs import AddInput
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from knowbase.interfaces.mcp.approval import Approve, _approval_text, _client_el
 from knowbase.interfaces.mcp.keys import principal_of
 from knowbase.interfaces.mcp.manage import _add_input, _manage_problem
 from knowbase.interfaces.mcp.paths import check_local_file
-from knowbase.interfaces.mcp.scope import Scope
-from knowbase.interfaces.mcp.tools import MANAGE_MAX_IDS, NOTE_MAX_CHARS, OutOfScope, _fail
+from knowbase.interfaces.mcp.scope import OutOfScope, Scope
+from knowbase.interfaces.mcp.tools import MANAGE_MAX_IDS, NOTE_MAX_CHARS, _fail
 from knowbase.service import Knowledge
 
 

@@ -51,7 +51,7 @@ def kb_outline(
 ) -> Any:
     """The document's outline within ``max_chars``: ``depth`` levels at most, fewer when the
     reply would not fit (:func:`_fit_nodes`; a notice says how many nodes were left out)."""
-    from knowbase.interfaces.mcp.tools import OutOfScope
+    from knowbase.interfaces.mcp.scope import OutOfScope
 
     try:
         b = scope.base(base_id)
@@ -89,7 +89,7 @@ def read_section(
 ) -> Any:
     """One section of a document, ``max_tokens`` at a time, with a cite id. ``slice_args``
     (``charStart``, ``charEnd``, ``pattern``) given with it are refused, not quietly dropped."""
-    from knowbase.interfaces.mcp.tools import OutOfScope
+    from knowbase.interfaces.mcp.scope import OutOfScope
 
     names = ("charStart", "charEnd", "pattern")
     mixed = [name for name, value in zip(names, slice_args, strict=True) if value is not None]

@@ -1,8 +1,7 @@
 """Which bases an MCP server may see (``kb mcp --base``), and how a tool asks for one.
 
-``Scope.base`` raises :class:`~knowbase.interfaces.mcp.tools.OutOfScope` for a base outside
-the scope (the answer is the same whether it exists or not: a scoped server does not reveal the
-others).
+``Scope.base`` raises :class:`OutOfScope` for a base outside the scope (the answer is the same
+whether it exists or not: a scoped server does not reveal the others).
 """
 
 from __future__ import annotations
@@ -12,10 +11,16 @@ from dataclasses import dataclass, field
 
 from knowbase.catalog.models import Base, Principal
 from knowbase.errors import NotFound
-from knowbase.interfaces.mcp.tools import OutOfScope
 from knowbase.service import Knowledge
 
 log = logging.getLogger(__name__)
+
+
+class OutOfScope(Exception):
+    """A base this assistant may not see (or that does not exist: the two read the same)."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f'Knowledge base "{ref}" is not available to this assistant.')
 
 
 @dataclass

@@ -15,6 +15,7 @@ from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
 from knowbase.interfaces.mcp import budget
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
+from knowbase.interfaces.mcp.scope import OutOfScope
 
 # --- result shapes (the JSON helpers live in mcp_results.py) ------------------------------------
 
@@ -31,11 +32,6 @@ MANAGE_MAX_IDS = 100
 NOTE_MAX_CHARS = 1_000_000
 QUERY_MIN_CHARS = 2
 QUERY_MAX_CHARS = 200
-
-
-class OutOfScope(Exception):
-    def __init__(self, ref: str) -> None:
-        super().__init__(f'Knowledge base "{ref}" is not available to this assistant.')
 
 
 def _not_found_guidance(exc: NotFound) -> str:

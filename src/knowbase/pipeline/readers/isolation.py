@@ -23,7 +23,6 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import knowbase
 from knowbase.errors import KnowbaseError, UnreadableFile, all_error_classes
 from knowbase.pipeline.documents import Document
 from knowbase.pipeline.readers.request import Request
@@ -40,7 +39,8 @@ _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kb-reader-spawn
 class _Child:
     def __init__(self) -> None:
         env = dict(os.environ)
-        src = str(Path(knowbase.__file__).resolve().parents[1])
+        # the folder that holds the package (src/ in a checkout): knowbase/pipeline/readers/here
+        src = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "knowbase.pipeline.readers.child"],
