@@ -207,7 +207,7 @@ def lanes(name: str) -> None:
     from knowbase.index.sqlite.store import SqliteIndexStore
     from knowbase.pipeline.indexing.context import chunk_text
     from knowbase.pipeline.indexing.hashing import text_hash
-    from knowbase.search.search import script_coverage
+    from knowbase.search.coverage import script_coverage
 
     provider = _provider(name)
     cache = _cache(name)

@@ -35,7 +35,7 @@ def unmatched_queries(lang: str) -> dict[str, str]:
 def features(name: str) -> None:
     """Lanes of the unmatched queries on set ``name``'s cached index (``{qid: (v, k)}``)."""
     from knowbase.index.sqlite.store import SqliteIndexStore
-    from knowbase.search.search import script_coverage
+    from knowbase.search.coverage import script_coverage
 
     provider = _provider(name)
     path = CACHE / name / "index.sqlite"

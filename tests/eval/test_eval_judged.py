@@ -15,8 +15,8 @@ import regex
 from judged_sets import JUDGED, build_base, judged_set
 from knowbase.eval import judged as ev
 from knowbase.eval.beir import read_corpus, read_qrels, read_queries
+from knowbase.search.coverage import script_coverage
 from knowbase.search.fusion import FusionSettings
-from knowbase.search.search import script_coverage
 from knowbase.service import Knowledge
 
 # nDCG@10 of the keyword lane measured when the sets were written (docs/eval.md): SQLite FTS5

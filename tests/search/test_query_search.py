@@ -20,8 +20,9 @@ from knowbase.index.sqlite.store import SqliteIndexStore
 from knowbase.pipeline.documents import Chunk
 from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.base import RerankResult
+from knowbase.search.coverage import script_coverage
 from knowbase.search.fusion import FusionSettings
-from knowbase.search.search import SearchConfig, VisibleItem, script_coverage, search
+from knowbase.search.search import SearchConfig, VisibleItem, search
 
 VOCAB = ["cat", "dog", "fish", "bird"]
 

@@ -28,20 +28,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from knowbase.errors import InvalidInput, NoSearchableTokens
 from knowbase.index.base import IndexStore, LaneHit, SearchHit
 from knowbase.index.fts_query import build_keyword_query, extract_tokens
-from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
-from knowbase.search.calibration import calibrate_hits
-from knowbase.search.coverage import script_coverage  # re-exported: callers import it here
-from knowbase.search.fusion import FusionSettings, dense_weight, fuse, score_kind
-from knowbase.search.lane_gaps import cosines_for_missed
-from knowbase.search.matched import FLOOR, Verdict, default_cut, query_matched
+from knowbase.search.fusion import FusionSettings, score_kind
+from knowbase.search.lanes import MAX_LANE, HybridLanes, Mode, choose_mode
+from knowbase.search.matched import FLOOR, Verdict, default_cut
 from knowbase.search.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -50,17 +46,12 @@ MAX_QUERY_CHARS = 1000
 DEFAULT_TOP_K = 10
 DEFAULT_RERANK_TOP_N = 6  # the origin's DEFAULT_DOCUMENT_COUNT, deliberately not 10
 MAX_CANDIDATES = 200
-MAX_LANE = 1000
 #: Runs of one search at most while re-indexes swap its hits' units under it (see search()).
 #: A group commit swaps a batch of documents one index transaction each, back to back, so a
 #: search inside that burst can lose a hit on several runs in a row: with 3 runs about 1 in 20
 #: runs of tests/operations/test_ingestion_sync_visibility.py still lost a document, with 6
 #: none of 25.
 SWAP_RUNS = 6
-# Keyword lanes that run while the query is embedded (one per concurrent hybrid search).
-_LANES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kb-keyword-lane")
-
-Mode = Literal["hybrid", "bm25"]
 ScoreKind = Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
 ABSOLUTE: frozenset[str] = frozenset({"hybrid", "keyword", "vector"})
 # Reported as the default threshold: without a base threshold, hybrid and vector hits the
@@ -197,26 +188,8 @@ def _search_once(
     within = None if scope is None else scope.within
     if scope is not None:
         explain["filters"] = scope.explain()
-    mode: Mode = "hybrid" if embedder is not None and config.dims else "bm25"
-    if embedder is not None and not config.dims:
-        explain["dense_lane"] = {"used": False, "reason": "base_has_no_dims"}
-    if mode == "hybrid":
-        assert embedder is not None
-        coverage = script_coverage(q, embedder.scripts)
-        if not coverage["covered"]:
-            mode = "bm25"
-            explain["dense_lane"] = {
-                "used": False,
-                "reason": "query_script_not_covered",
-                "detail": f"{coverage['uncovered']} of {coverage['letters']} letters are in "
-                f"scripts {embedder.model_id} does not read",
-                **coverage,
-            }
     fusion = config.fusion or FusionSettings()
-    if mode == "hybrid" and fusion.alpha == 0:
-        mode = "bm25"
-        explain["dense_lane"] = {"used": False, "reason": "fusion_alpha_zero"}
-    explain["mode"] = mode
+    mode, coverage = choose_mode(q, config.dims, embedder, fusion, explain)
     if within is not None and not within:  # the filters allow no material: nothing to rank
         explain["lanes"] = {"skipped": "filters_match_nothing"}
         return SearchResponse(results=[], mode=mode, explain=explain), False
@@ -226,35 +199,8 @@ def _search_once(
     verdict: Verdict | None = None  # hybrid: did the query match the base at all
     if mode == "hybrid":
         assert embedder is not None and config.dims
-        # Embed and run the vector lane on this thread (the model's) while a pool thread runs
-        # the keyword lane: torch, numpy and SQLite all release the GIL, so on two cores the
-        # keyword lane costs no extra wall time (with a cached query vector either).
-        keyword = _LANES.submit(store.keyword_lane, q, lane_limit, within=within)
-        try:
-            vector = cached_query(q, embedder, config.dims)
-            if vector is None:
-                vector = embed_query(q, embedder, config.dims)
-            vhits = store.vector_lane(vector, lane_limit, within=within)
-        finally:
-            khits = keyword.result()
-        verdict = query_matched([h.score for h in vhits], [h.score for h in khits])
-        explain["matched"] = verdict.explain()
-        vhits += cosines_for_missed(store, vector, vhits, khits, within, MAX_LANE)
-        vhits = calibrate_hits(vhits, embedder.model_id)  # one scale for every model
-        lane: dict[str, LaneHit] = {}
-        for h in [*vhits, *khits]:
-            lane.setdefault(h.unit_id, h)
-        lexical = {h.unit_id for h in khits}
-        fused = fuse(
-            [(h.unit_id, h.score) for h in vhits],
-            [(h.unit_id, h.score) for h in khits],
-            fusion,
-            dense=dense_weight(coverage),
-        )[:candidates]
-        explain["dense_lane"] = {"used": True, "hits": len(vhits)}
-        explain["fusion"] = {"method": fusion.method, "alpha": fusion.alpha, "rrf_k": fusion.rrf_k}
-        explain["lanes"] = {"vector": len(vhits), "keyword": len(khits), "lane_limit": lane_limit}
-        ranked = [(lane[uid], score) for uid, score in fused]
+        lanes = HybridLanes(store, q, embedder, config.dims, within)
+        ranked, lexical, verdict = lanes.rank(fusion, coverage, candidates, lane_limit, explain)
     else:
         # Without a reranker only top_k hits are shown: ask the lane for that many first and
         # widen to the candidate limit only when hidden items leave a gap (below). The lane's
