@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import item_changes
@@ -81,7 +82,7 @@ def _is_covered(item: Item, covered: set[str], parents: dict[str, str | None]) -
 def sweep(rt: Runtime) -> SweepReport:
     """Recover lapsed jobs, fail uncovered active items, re-enqueue orphaned deletes; then
     housekeeping: prune old terminal jobs (``job_retention_days``), remove orphan base
-    folders."""
+    folders. Each step runs whatever the one before it did: a failure is logged, not raised."""
     report = SweepReport()
     try:
         rt.jobs.recover()
@@ -89,47 +90,7 @@ def sweep(rt: Runtime) -> SweepReport:
         _log_failure("job recovery failed", exc)
     try:
         with rt.catalog.write_tx() as conn:
-            # Items first, then the jobs that cover them: an item and its job commit together,
-            # so a job of every item read here is visible to the later read. The other order
-            # (PostgreSQL, READ COMMITTED) failed an item added between the two reads.
-            active = item_repo.active_items(conn)
-            deleting = item_repo.deleting_roots(conn)
-            # Most sweeps find nothing active: then no job needs reading at all.
-            covered = _covered_ids(rt) if active or deleting else set()
-            if active:
-                parents = _parents(conn, active)
-                uncovered = [i for i in active if not _is_covered(i, covered, parents)]
-                # A ``processing`` container is a roll-up of its children, not a job's work:
-                # no job names it once its expansion is done. Failing it would report a live
-                # import as interrupted; re-derive it from its children instead.
-                rolled_up = {i.id for i in uncovered if i.is_container and i.status == "processing"}
-                lost = [i.id for i in uncovered if i.id not in rolled_up]
-                if lost:
-                    report.interrupted = item_repo.fail_items(
-                        conn,
-                        lost,
-                        "indexing_interrupted",
-                        "Indexing was interrupted (the process running it stopped)",
-                        # one whose job ended between the two reads is no longer active
-                        only_statuses=ACTIVE_STATUSES,
-                    )
-                for container_id in rolled_up:
-                    item_repo.reconcile_containers(conn, container_id)
-            roots_by_base: dict[str, list[str]] = {}
-            for root in deleting:
-                if root.id not in covered:
-                    roots_by_base.setdefault(root.base_id, []).append(root.id)
-            for base_id, roots in roots_by_base.items():
-                for i in range(0, len(roots), DELETE_CHUNK):
-                    part = roots[i : i + DELETE_CHUNK]
-                    rt.jobs.enqueue(
-                        conn,
-                        kinds.DELETE_SUBTREE.name,
-                        {"base_id": base_id, "root_item_ids": part},
-                        queue=queue_of(base_id),
-                        idempotency_key=kinds.delete_key(base_id, part),
-                    )
-                    report.deletes_enqueued += 1
+            _recover_items(rt, conn, report)
     except Exception as exc:
         _log_failure("item recovery failed", exc)
     try:
@@ -166,6 +127,51 @@ def sweep(rt: Runtime) -> SweepReport:
             report.jobs_pruned,
         )
     return report
+
+
+def _recover_items(rt: Runtime, conn: Connection, report: SweepReport) -> None:
+    """Fail the active items no job covers, and re-enqueue the deletes no job covers."""
+    # Items first, then the jobs that cover them: an item and its job commit together, so a
+    # job of every item read here is visible to the later read. The other order (PostgreSQL,
+    # READ COMMITTED) failed an item added between the two reads.
+    active = item_repo.active_items(conn)
+    deleting = item_repo.deleting_roots(conn)
+    # Most sweeps find nothing active: then no job needs reading at all.
+    covered = _covered_ids(rt) if active or deleting else set()
+    if active:
+        parents = _parents(conn, active)
+        uncovered = [i for i in active if not _is_covered(i, covered, parents)]
+        # A ``processing`` container is a roll-up of its children, not a job's work: no job
+        # names it once its expansion is done. Failing it would report a live import as
+        # interrupted; re-derive it from its children instead.
+        rolled_up = {i.id for i in uncovered if i.is_container and i.status == "processing"}
+        lost = [i.id for i in uncovered if i.id not in rolled_up]
+        if lost:
+            report.interrupted = item_repo.fail_items(
+                conn,
+                lost,
+                "indexing_interrupted",
+                "Indexing was interrupted (the process running it stopped)",
+                # one whose job ended between the two reads is no longer active
+                only_statuses=ACTIVE_STATUSES,
+            )
+        for container_id in rolled_up:
+            item_repo.reconcile_containers(conn, container_id)
+    roots_by_base: dict[str, list[str]] = {}
+    for root in deleting:
+        if root.id not in covered:
+            roots_by_base.setdefault(root.base_id, []).append(root.id)
+    for base_id, roots in roots_by_base.items():
+        for i in range(0, len(roots), DELETE_CHUNK):
+            part = roots[i : i + DELETE_CHUNK]
+            rt.jobs.enqueue(
+                conn,
+                kinds.DELETE_SUBTREE.name,
+                {"base_id": base_id, "root_item_ids": part},
+                queue=queue_of(base_id),
+                idempotency_key=kinds.delete_key(base_id, part),
+            )
+            report.deletes_enqueued += 1
 
 
 def _log_failure(what: str, exc: Exception) -> None:
