@@ -182,7 +182,7 @@ _SLOW_MODULES = {
     "test_search_filter_surfaces.py",
     "test_serve_watch.py",
     "test_mcp_stdio.py",
-    "test_ingestion_state_machine.py",
+    "test_item_state_machine.py",
     "test_readers_legacy_office.py",
 }
 

@@ -49,7 +49,7 @@ MAX_CANDIDATES = 200
 #: Runs of one search at most while re-indexes swap its hits' units under it (see search()).
 #: A group commit swaps a batch of documents one index transaction each, back to back, so a
 #: search inside that burst can lose a hit on several runs in a row: with 3 runs about 1 in 20
-#: runs of tests/operations/test_ingestion_sync_visibility.py still lost a document, with 6
+#: runs of tests/operations/sync/test_sync_visibility.py still lost a document, with 6
 #: none of 25.
 SWAP_RUNS = 6
 ScoreKind = Literal["hybrid", "keyword", "vector", "rrf", "relevance"]
