@@ -1,13 +1,14 @@
-"""The worker end to end on a real SQLite catalog: outcomes, backoff, timeout, cancel, stop."""
+"""The worker end to end on every catalog backend (``backend_catalog``: a SQLite file, the
+embedded PostgreSQL): outcomes, backoff, timeout, cancel, stop."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from knowbase.catalog.db import Catalog
 from knowbase.clock import ManualClock as FakeClock
@@ -19,11 +20,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def catalog(tmp_path: Path) -> Catalog:
-    cat = Catalog(f"sqlite:///{tmp_path}/catalog.sqlite")
-    cat.create_schema()
-    yield cat
-    cat.dispose()
+def catalog(backend_catalog: Catalog) -> Catalog:
+    return backend_catalog
 
 
 @pytest.fixture
@@ -432,8 +430,8 @@ def test_complete_in_is_the_attempt_fence(manager: JobManager, catalog: Catalog)
 
     def work(ctx: JobContext) -> None:
         with catalog.write_tx() as conn:  # a newer attempt took the job meanwhile
-            conn.exec_driver_sql(
-                "UPDATE job SET attempts = attempts + 1 WHERE id = ?", (ctx.job_id,)
+            conn.execute(
+                sa.text("UPDATE job SET attempts = attempts + 1 WHERE id = :id"), {"id": ctx.job_id}
             )
             ran.append(ctx.complete_in(conn))
 

@@ -1,6 +1,6 @@
 """JobManager on PostgreSQL 18, what needs its concurrency: enqueue races (ON CONFLICT), caps
-under concurrent claims, backoff through a worker, cooperative cancel, lease recovery. The
-queue's contract runs on every backend in ``tests/jobs/test_jobs_manager.py``."""
+under concurrent claims, lease recovery. The queue's contract and the worker run on every
+backend in ``tests/jobs/test_jobs_manager.py`` and ``tests/jobs/test_jobs_worker.py``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 
 from knowbase.catalog.db import Catalog
 from knowbase.clock import ManualClock as FakeClock
-from knowbase.errors import ProviderUnavailable
-from knowbase.jobs import Job, JobContext, JobKind, JobManager, Worker
+from knowbase.jobs import Job, JobKind, JobManager
 from knowbase.jobs.retry import Decision
 
 pytestmark = pytest.mark.timeout(60)
@@ -105,53 +104,6 @@ def test_caps_hold_under_concurrent_claims(catalog: Catalog, clock: FakeClock) -
     m.finish(done, done.locked_by, Decision("completed"))
     (next_job,) = m.claim("w9", limit=50)
     assert next_job.queue == "base.one"
-
-
-def test_backoff_series_then_failed(manager: JobManager, clock: FakeClock) -> None:
-    calls: list[float] = []
-
-    def flaky(ctx: JobContext) -> None:
-        calls.append(clock())
-        raise ProviderUnavailable("endpoint down")
-
-    manager.register(JobKind("t.flaky", 3, 2, 60, 60, "abandon"), flaky)
-    job = manager.enqueue_now("t.flaky", {}, queue="q")
-    t0 = clock()
-    w = Worker(manager, poll_s=0.02)
-    w.run_until_idle(timeout_s=20)
-    j = manager.get(job.id)
-    assert (j.status, j.attempts, j.error_code) == ("pending", 1, "provider_unavailable")
-    assert j.run_at == int((t0 + 2) * 1000)
-    clock.advance(1.9)
-    w.run_until_idle(timeout_s=20)
-    assert manager.get(job.id).attempts == 1  # not due yet
-    clock.advance(0.1)
-    w.run_until_idle(timeout_s=20)
-    j = manager.get(job.id)
-    assert (j.status, j.attempts, j.run_at) == ("pending", 2, int((t0 + 2 + 4) * 1000))
-    clock.advance(4)
-    w.run_until_idle(timeout_s=20)
-    j = manager.get(job.id)
-    assert (j.status, j.attempts, j.error_code) == ("failed", 3, "provider_unavailable")
-    assert [c - t0 for c in calls] == [0, 2, 6]
-
-
-def test_cooperative_cancel_of_a_running_job(manager: JobManager) -> None:
-    started = threading.Event()
-
-    def slow(ctx: JobContext) -> None:
-        started.set()
-        while not ctx.cancel_event.wait(0.02):
-            pass
-        ctx.check_cancelled()
-
-    manager.register(JobKind("t.slow", 1, 1, 30, 60, "abandon"), slow)
-    job = manager.enqueue_now("t.slow", {}, queue="q")
-    with Worker(manager, poll_s=0.02):
-        assert started.wait(10)
-        manager.cancel_and_wait([job.id], timeout_s=20)
-    j = manager.get(job.id)
-    assert (j.status, j.error_code) == ("cancelled", "cancelled")
 
 
 def test_lease_lapse_abandon_cancels_and_retry_requeues(manager, clock: FakeClock) -> None:
