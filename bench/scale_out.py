@@ -308,7 +308,7 @@ def claim_latency(args: argparse.Namespace) -> None:
                 time.sleep(rng.uniform(0.05, 0.3))  # land anywhere in the poll cycle
                 ran.clear()
                 with theirs.write_tx() as conn:
-                    job = sender.enqueue(conn, kind.name, {}, queue="bench")
+                    job = sender.enqueuer.enqueue(conn, kind.name, {}, queue="bench")
                 committed = time.perf_counter()
                 ran.wait(10)
                 lat.append(started_at[job.id] - committed)

@@ -211,7 +211,7 @@ def test_delete_base_cancels_every_active_job(knowledge):
     with knowledge.rt.catalog.write_tx() as conn:
         for base_id, n in ((base.id, 1_205), (keep.id, 3)):
             for i in range(n):
-                knowledge.rt.jobs.enqueue(
+                knowledge.rt.jobs.enqueuer.enqueue(
                     conn,
                     kinds.DELETE_SUBTREE.name,
                     {"base_id": base_id, "root_item_ids": [], "i": i},
@@ -220,8 +220,8 @@ def test_delete_base_cancels_every_active_job(knowledge):
     assert knowledge.activity.count_jobs(base=base.id, statuses=["pending"]) == 1_205
     knowledge.delete_base(base.id)
     jobs = knowledge.rt.jobs
-    assert jobs.count_jobs(queue=queue_of(base.id), statuses=["pending", "running"]) == 0
-    assert jobs.count_jobs(queue=queue_of(base.id), statuses=["cancelled"]) == 1_205
+    assert jobs.queries.count_jobs(queue=queue_of(base.id), statuses=["pending", "running"]) == 0
+    assert jobs.queries.count_jobs(queue=queue_of(base.id), statuses=["cancelled"]) == 1_205
     assert knowledge.activity.count_jobs(base=keep.id, statuses=["pending"]) == 3
 
 

@@ -82,18 +82,22 @@ def test_a_claim_moves_its_jobs_by_id(catalog: Catalog) -> None:
     jobs = JobManager(catalog, clock=ManualClock())
     jobs.register(KIND, lambda ctx: None, batch_handler=lambda ctxs: {}, batch_max=64)
     with catalog.write_tx() as conn:
-        jobs.enqueue_many(conn, KIND.name, [({"i": i}, None) for i in range(200)], queue="q")
-    plans = plans_of_updates(catalog, lambda: jobs.claim_groups("w", limit=1))
+        jobs.enqueuer.enqueue_many(
+            conn, KIND.name, [({"i": i}, None) for i in range(200)], queue="q"
+        )
+    plans = plans_of_updates(catalog, lambda: jobs.claims.claim_groups("w", limit=1))
     assert all(by_primary_key(p) for p in plans), plans
-    assert [len(g) for g in jobs.claim_groups("w", limit=1)] == [64]
+    assert [len(g) for g in jobs.claims.claim_groups("w", limit=1)] == [64]
 
 
 def test_cancelling_pending_jobs_finds_them_by_id(catalog: Catalog) -> None:
     jobs = JobManager(catalog, clock=ManualClock())
     jobs.register(KIND, lambda ctx: None)
     with catalog.write_tx() as conn:
-        jobs.enqueue_many(conn, KIND.name, [({"i": i}, None) for i in range(50)], queue="q")
-    ids = [j.id for j in jobs.list_jobs(queue="q")][:20]
-    plans = plans_of_updates(catalog, lambda: jobs.request_cancel(ids))
+        jobs.enqueuer.enqueue_many(
+            conn, KIND.name, [({"i": i}, None) for i in range(50)], queue="q"
+        )
+    ids = [j.id for j in jobs.queries.list_jobs(queue="q")][:20]
+    plans = plans_of_updates(catalog, lambda: jobs.cancels.request_cancel(ids))
     assert all(by_primary_key(p) for p in plans), plans
-    assert {j.status for j in jobs.list_jobs(queue="q") if j.id in ids} == {"cancelled"}
+    assert {j.status for j in jobs.queries.list_jobs(queue="q") if j.id in ids} == {"cancelled"}

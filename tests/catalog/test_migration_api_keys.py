@@ -50,10 +50,10 @@ def test_down_and_up_again(catalog: Catalog) -> None:
     catalog.create_schema()  # to head
     table, columns = _has(catalog)
     assert table and {"by_key", "by_surface"} <= columns
-    old = jobs.get("old")
+    old = jobs.queries.get("old")
     assert old is not None and old.by_key is None and old.by_surface is None
     with acting(Actor("ci", "http")):
-        new = jobs.enqueue_now(KIND.name, {}, queue="q")
+        new = jobs.enqueuer.enqueue_now(KIND.name, {}, queue="q")
     assert (new.by_key, new.by_surface) == ("ci", "http")
     with catalog.write_tx() as conn:
         key, token = keys.create(

@@ -36,11 +36,11 @@ def test_down_and_up_again(catalog: Catalog) -> None:
     jobs = JobManager(catalog, clock=ManualClock())
     jobs.register(KIND, lambda ctx: None)
     for queue in ("base.a", "base.b"):
-        jobs.enqueue_now(KIND.name, {}, queue=queue)
+        jobs.enqueuer.enqueue_now(KIND.name, {}, queue=queue)
     command.downgrade(alembic_config(catalog.engine), "0006c")  # a catalog made before 0007p
     assert "job_pending_order_idx" in _job_indexes(catalog)
     assert "job_pending_pair_idx" not in _job_indexes(catalog)
     catalog.create_schema()  # to head
     assert "job_pending_pair_idx" in _job_indexes(catalog)
     assert "job_pending_order_idx" not in _job_indexes(catalog)
-    assert sorted(j.queue for j in jobs.claim("w", limit=5)) == ["base.a", "base.b"]
+    assert sorted(j.queue for j in jobs.claims.claim("w", limit=5)) == ["base.a", "base.b"]

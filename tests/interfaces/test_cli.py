@@ -78,7 +78,7 @@ def test_cli_jobs_newest_first_and_status_counts_every_active_job(run, tmp_path)
         base = kb.create_base("queued")
         with kb.rt.catalog.write_tx() as conn:
             ids = [
-                kb.rt.jobs.enqueue(
+                kb.rt.jobs.enqueuer.enqueue(
                     conn,
                     kinds.DELETE_SUBTREE.name,
                     {"base_id": base.id, "root_item_ids": []},

@@ -28,11 +28,11 @@ def manager(catalog: Catalog, **caps: int) -> JobManager:
 def test_a_claim_groups_batch_mates_of_one_kind_and_queue(backend_catalog: Catalog) -> None:
     m = manager(backend_catalog)
     for _ in range(6):
-        m.enqueue_now(BATCHED.name, {}, queue="base.a")
-    m.enqueue_now(SINGLE.name, {}, queue="base.a")
+        m.enqueuer.enqueue_now(BATCHED.name, {}, queue="base.a")
+    m.enqueuer.enqueue_now(SINGLE.name, {}, queue="base.a")
     for _ in range(2):
-        m.enqueue_now(BATCHED.name, {}, queue="base.b")
-    groups = m.claim_groups("w1", limit=10)
+        m.enqueuer.enqueue_now(BATCHED.name, {}, queue="base.b")
+    groups = m.claims.claim_groups("w1", limit=10)
     shapes = sorted((g[0].queue, g[0].kind, len(g)) for g in groups)
     assert shapes == [
         ("base.a", BATCHED.name, 2),
@@ -43,28 +43,28 @@ def test_a_claim_groups_batch_mates_of_one_kind_and_queue(backend_catalog: Catal
     for group in groups:
         assert len({(j.queue, j.kind) for j in group}) == 1
         assert all((j.status, j.attempts, j.locked_by) == ("running", 1, "w1") for j in group)
-    assert m.claim_groups("w2", limit=10) == []  # every job is claimed exactly once
+    assert m.claims.claim_groups("w2", limit=10) == []  # every job is claimed exactly once
 
 
 def test_caps_count_batches_and_batch_room_bounds_them(backend_catalog: Catalog) -> None:
     m = manager(backend_catalog, queue_concurrency=2, global_concurrency=50)
     for _ in range(20):
-        m.enqueue_now(BATCHED.name, {}, queue="base.a")
-    first = m.claim_groups("w1", limit=10)
+        m.enqueuer.enqueue_now(BATCHED.name, {}, queue="base.a")
+    first = m.claims.claim_groups("w1", limit=10)
     # two slots of the queue, each a whole batch: 8 jobs running, not 2
     assert [len(g) for g in first] == [4, 4]
-    assert m.claim_groups("w1", limit=10) == []
+    assert m.claims.claim_groups("w1", limit=10) == []
     m2 = manager(backend_catalog, queue_concurrency=10)
-    roomy = m2.claim_groups("w2", limit=10, batch_room={BATCHED.name: 1})
+    roomy = m2.claims.claim_groups("w2", limit=10, batch_room={BATCHED.name: 1})
     assert [len(g) for g in roomy] == [4]  # the caller may start one batch more
-    assert m2.claim_groups("w2", limit=10, batch_room={BATCHED.name: 0}) == []
+    assert m2.claims.claim_groups("w2", limit=10, batch_room={BATCHED.name: 0}) == []
 
 
 def test_claim_still_returns_a_flat_list(backend_catalog: Catalog) -> None:
     m = manager(backend_catalog)
     for _ in range(5):
-        m.enqueue_now(BATCHED.name, {}, queue="base.a")
-    jobs = m.claim("w1", limit=1)
+        m.enqueuer.enqueue_now(BATCHED.name, {}, queue="base.a")
+    jobs = m.claims.claim("w1", limit=1)
     assert len(jobs) == 4  # one group of batch_max jobs
 
 
@@ -80,10 +80,10 @@ def test_a_full_queues_backlog_stays_unread_and_other_queues_still_claim(
 
     m = manager(backend_catalog, queue_concurrency=1)
     with backend_catalog.write_tx() as conn:
-        m.enqueue_many(
+        m.enqueuer.enqueue_many(
             conn, BATCHED.name, [({"i": i}, None) for i in range(CLAIM_PAGE * 20)], queue="base.a"
         )
-    late = m.enqueue_now(SINGLE.name, {}, queue="base.b")
+    late = m.enqueuer.enqueue_now(SINGLE.name, {}, queue="base.b")
     rows_read = []
 
     def count(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
@@ -92,7 +92,7 @@ def test_a_full_queues_backlog_stays_unread_and_other_queues_still_claim(
 
     sa.event.listen(backend_catalog.engine, "before_cursor_execute", count)
     try:
-        groups = m.claim_groups("w1", limit=10)
+        groups = m.claims.claim_groups("w1", limit=10)
     finally:
         sa.event.remove(backend_catalog.engine, "before_cursor_execute", count)
     assert sorted((g[0].queue, len(g)) for g in groups) == [("base.a", 4), ("base.b", 1)]
@@ -156,7 +156,9 @@ def test_a_claim_picks_what_the_claim_rule_picks(tmp_path, seed: int) -> None:
     for _ in range(rng.randint(20, 400)):
         kind = rng.choice([BATCHED.name, BATCHED.name, SINGLE.name])
         queue = rng.choice(["base.a", "base.b", "base.c", "system"])
-        made.append(m.enqueue_now(kind, {}, queue=queue, delay_s=rng.choice([0, 0, 0, 5, 60])))
+        made.append(
+            m.enqueuer.enqueue_now(kind, {}, queue=queue, delay_s=rng.choice([0, 0, 0, 5, 60]))
+        )
         clock.advance(rng.choice([0, 0.001, 1]))
     clock.advance(30)
     now = clock() * 1000
@@ -168,6 +170,6 @@ def test_a_claim_picks_what_the_claim_rule_picks(tmp_path, seed: int) -> None:
         batch_max={BATCHED.name: 4},
         batch_room=batch_room,
     )
-    got = m.claim_groups("w", limit=room, batch_room=batch_room)
+    got = m.claims.claim_groups("w", limit=room, batch_room=batch_room)
     catalog.dispose()
     assert [[j.id for j in g] for g in got] == want

@@ -45,7 +45,7 @@ def test_a_completed_transaction_is_not_timed_out_after_it(setup, caplog) -> Non
         leave.wait(20)  # what follows the commit (closing files, notifying) outlasts the deadline
 
     manager.register(JobKind("t.commits", 1, 1, 30, 5, "abandon"), handler)
-    job = manager.enqueue_now("t.commits", {}, queue="q")
+    job = manager.enqueuer.enqueue_now("t.commits", {}, queue="q")
     caplog.set_level(logging.INFO, logger="knowbase")
     with Worker(manager, poll_s=0.02):
         assert committed.wait(10)
@@ -55,7 +55,7 @@ def test_a_completed_transaction_is_not_timed_out_after_it(setup, caplog) -> Non
         deadline = time.monotonic() + 10
         while "completed in" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.02)
-    row = manager.get(job.id)
+    row = manager.queries.get(job.id)
     assert (row.status, row.attempts, row.error_code) == ("completed", 1, None)
     assert "superseded" not in caplog.text and "job_timeout" not in caplog.text
     assert "t.commits" in caplog.text and "completed in" in caplog.text

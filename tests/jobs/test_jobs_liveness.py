@@ -31,16 +31,16 @@ def test_live_workers_with_host_heartbeat_age_and_jobs_held(catalog: Catalog) ->
     manager = JobManager(catalog, clock=clock, lease_s=30)
     manager.register(KIND, lambda ctx: None)
     here, remote, stale = manager.worker_id, "build-2:4242:1000", "build-3:7:1000"
-    manager.register_worker(stale)
+    manager.leases.register_worker(stale)
     clock.advance(31)  # stale's heartbeat is now older than the lease
-    manager.register_worker(here)
-    manager.register_worker(remote)
+    manager.leases.register_worker(here)
+    manager.leases.register_worker(remote)
     for _ in range(3):
-        manager.enqueue_now(KIND.name, {}, queue="q")
-    assert len(manager.claim(remote, limit=2)) == 2
-    manager.claim(here, limit=1)
+        manager.enqueuer.enqueue_now(KIND.name, {}, queue="q")
+    assert len(manager.claims.claim(remote, limit=2)) == 2
+    manager.claims.claim(here, limit=1)
     clock.advance(2.5)
-    manager.heartbeat(here, [])  # a fresh beat: age 0
+    manager.leases.heartbeat(here, [])  # a fresh beat: age 0
 
     got = {w.id: w for w in list_live_workers(catalog, now=int(clock() * 1000), lease_s=30)}
     assert set(got) == {here, remote}

@@ -55,18 +55,22 @@ def manager(catalog: Catalog, clock: FakeClock) -> JobManager:
 
 
 def test_lease_lapse_abandon_cancels_and_retry_requeues(manager, clock: FakeClock) -> None:
-    ab = manager.enqueue_now(ABANDON.name, {}, queue="q", idempotency_key="a")
-    re = manager.enqueue_now(RETRY.name, {}, queue="q", idempotency_key="r")
-    untouched = manager.enqueue_now(RETRY.name, {}, queue="q")
+    ab = manager.enqueuer.enqueue_now(ABANDON.name, {}, queue="q", idempotency_key="a")
+    re = manager.enqueuer.enqueue_now(RETRY.name, {}, queue="q", idempotency_key="r")
+    untouched = manager.enqueuer.enqueue_now(RETRY.name, {}, queue="q")
     # A worker of a remote host: only its lease can tell that it is gone.
     remote = "elsewhere:4242:1"
-    manager.claim(remote, limit=2)
+    manager.claims.claim(remote, limit=2)
     clock.advance(29)
-    assert manager.recover().count == 0  # lease still valid
+    assert manager.leases.recover().count == 0  # lease still valid
     clock.advance(2)
-    report = manager.recover()
+    report = manager.leases.recover()
     assert (report.cancelled, report.requeued) == ((ab.id,), (re.id,))
-    a, r, p = manager.get(ab.id), manager.get(re.id), manager.get(untouched.id)
+    a, r, p = (
+        manager.queries.get(ab.id),
+        manager.queries.get(re.id),
+        manager.queries.get(untouched.id),
+    )
     assert (a.status, a.error_code, a.finished_at is not None) == (
         "cancelled",
         "job_interrupted",
@@ -77,47 +81,49 @@ def test_lease_lapse_abandon_cancels_and_retry_requeues(manager, clock: FakeCloc
     assert (p.status, p.attempts, p.updated_at) == ("pending", 0, untouched.updated_at)
     assert manager.settled == [(ab.id, "cancelled")]  # type: ignore[attr-defined]
     # The abandoned job released its key; the requeued one still holds it.
-    assert manager.enqueue_now(ABANDON.name, {}, queue="q", idempotency_key="a").id != ab.id
-    assert manager.enqueue_now(RETRY.name, {}, queue="q", idempotency_key="r").id == re.id
-    assert manager.recover().count == 0  # idempotent
+    assert (
+        manager.enqueuer.enqueue_now(ABANDON.name, {}, queue="q", idempotency_key="a").id != ab.id
+    )
+    assert manager.enqueuer.enqueue_now(RETRY.name, {}, queue="q", idempotency_key="r").id == re.id
+    assert manager.leases.recover().count == 0  # idempotent
 
 
 def test_pending_jobs_are_never_recovered(manager: JobManager, clock: FakeClock) -> None:
-    jobs = [manager.enqueue_now(ABANDON.name, {}, queue="q") for _ in range(3)]
+    jobs = [manager.enqueuer.enqueue_now(ABANDON.name, {}, queue="q") for _ in range(3)]
     clock.advance(10_000)
-    assert manager.recover().count == 0
-    assert [manager.get(j.id) for j in jobs] == jobs
+    assert manager.leases.recover().count == 0
+    assert [manager.queries.get(j.id) for j in jobs] == jobs
 
 
 def test_retry_policy_with_no_attempts_left_fails(manager: JobManager, clock) -> None:
-    job = manager.enqueue_now(RETRY.name, {}, queue="q")
+    job = manager.enqueuer.enqueue_now(RETRY.name, {}, queue="q")
     for _ in range(3):
-        manager.claim("elsewhere:1:1")
+        manager.claims.claim("elsewhere:1:1")
         clock.advance(31)
-        manager.recover()
-    j = manager.get(job.id)
+        manager.leases.recover()
+    j = manager.queries.get(job.id)
     assert (j.status, j.attempts, j.error_code) == ("failed", 3, "job_interrupted")
     assert manager.settled == [(job.id, "failed")]  # type: ignore[attr-defined]
 
 
 def test_a_cancel_requested_job_is_cancelled_even_with_retry_policy(manager, clock) -> None:
-    job = manager.enqueue_now(RETRY.name, {}, queue="q")
-    manager.claim("elsewhere:1:1")
-    manager.request_cancel([job.id])
+    job = manager.enqueuer.enqueue_now(RETRY.name, {}, queue="q")
+    manager.claims.claim("elsewhere:1:1")
+    manager.cancels.request_cancel([job.id])
     clock.advance(31)
-    assert manager.recover().cancelled == (job.id,)
-    assert manager.get(job.id).error_code == "cancelled"
+    assert manager.leases.recover().cancelled == (job.id,)
+    assert manager.queries.get(job.id).error_code == "cancelled"
 
 
 def test_unknown_kinds_are_left_for_a_process_that_knows_them(catalog, clock) -> None:
     full = JobManager(catalog, clock=clock)
     full.register(ABANDON, lambda ctx: None)
-    job = full.enqueue_now(ABANDON.name, {}, queue="q")
-    full.claim("elsewhere:1:1")
+    job = full.enqueuer.enqueue_now(ABANDON.name, {}, queue="q")
+    full.claims.claim("elsewhere:1:1")
     clock.advance(60)
     partial = JobManager(catalog, clock=clock)
-    assert partial.recover().skipped_unknown_kind == (job.id,)
-    assert partial.get(job.id).status == "running"
+    assert partial.leases.recover().skipped_unknown_kind == (job.id,)
+    assert partial.queries.get(job.id).status == "running"
 
 
 def test_liveness_helpers() -> None:
@@ -160,22 +166,22 @@ def test_dead_pid_on_this_host_is_recovered_at_once(url: str, catalog, kind: Job
     manager = JobManager(catalog)  # real clock: the child's lease (300 s) stays valid
     settled: list[tuple[str, str]] = []
     manager.register(kind, lambda ctx: None, on_settled=lambda j, s, e: settled.append((j.id, s)))
-    job = manager.enqueue_now(kind.name, {}, queue="q")
-    waiting = manager.enqueue_now(kind.name, {}, queue="q")  # the child runs one at a time
+    job = manager.enqueuer.enqueue_now(kind.name, {}, queue="q")
+    waiting = manager.enqueuer.enqueue_now(kind.name, {}, queue="q")  # the child runs one at a time
     child = subprocess.Popen([sys.executable, "-c", CHILD, url, kind.name, kind.recovery])
     try:
         deadline = time.monotonic() + 30
-        while (j := manager.get(job.id)).progress_stage != "working":
+        while (j := manager.queries.get(job.id)).progress_stage != "working":
             assert child.poll() is None, "child died early"
             assert time.monotonic() < deadline, "child never claimed the job"
             time.sleep(0.05)
         assert parse_worker_id(j.locked_by).pid == child.pid
-        assert manager.recover().count == 0  # alive: nothing to do
+        assert manager.leases.recover().count == 0  # alive: nothing to do
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
-    report = manager.recover()
-    after, still = manager.get(job.id), manager.get(waiting.id)
+    report = manager.leases.recover()
+    after, still = manager.queries.get(job.id), manager.queries.get(waiting.id)
     if kind.recovery == "abandon":
         assert report.cancelled == (job.id,)
         assert after.status == "cancelled" and settled == [(job.id, "cancelled")]
@@ -198,8 +204,8 @@ def test_the_sweep_reads_only_orphaned_jobs(
 
     with catalog.write_tx() as conn:
         for i in range(300):
-            manager.enqueue(conn, RETRY.name, {}, queue=f"q{i % 10}")
-    healthy = manager.claim("w-live", limit=300)
+            manager.enqueuer.enqueue(conn, RETRY.name, {}, queue=f"q{i % 10}")
+    healthy = manager.claims.claim("w-live", limit=300)
     assert len(healthy) == 50  # 5 per queue; the rest stay pending
     lapsed = healthy[0]
     with catalog.write_tx() as conn:  # this one's worker stalled: its lease is long gone
@@ -213,6 +219,6 @@ def test_the_sweep_reads_only_orphaned_jobs(
         return job
 
     monkeypatch.setattr(recovery_mod.Job, "from_row", staticmethod(counting))
-    report = manager.recover()
+    report = manager.leases.recover()
     assert report.requeued == (lapsed.id,)
     assert set(loaded) == {lapsed.id}  # the orphan (and its release's RETURNING row) only

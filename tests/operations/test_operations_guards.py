@@ -131,7 +131,7 @@ def test_restore_cleans_up_the_new_base_when_adding_fails(kb: Knowledge, filled)
     def enqueue(*a, **kw):  # type: ignore[no-untyped-def]
         raise KnowbaseError("enqueue failed (injected)")
 
-    kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
+    kb.rt.jobs.enqueuer.enqueue = enqueue  # type: ignore[method-assign]
     with pytest.raises(KnowbaseError, match="injected"):
         kb.restore_base(base.id, "doomed")
     assert [b.name for b in kb.list_bases()] == [base.name]

@@ -33,7 +33,7 @@ class Injected(KnowbaseError):
 
 
 def fail_enqueue_of(kb: Knowledge, kind: str) -> None:
-    real, real_many = kb.rt.jobs.enqueue, kb.rt.jobs.enqueue_many
+    real, real_many = kb.rt.jobs.enqueuer.enqueue, kb.rt.jobs.enqueuer.enqueue_many
 
     def enqueue(conn, job_kind, payload, **kw):  # type: ignore[no-untyped-def]
         if job_kind == kind:
@@ -45,8 +45,8 @@ def fail_enqueue_of(kb: Knowledge, kind: str) -> None:
             raise Injected("could not schedule (injected)")
         return real_many(conn, job_kind, jobs, **kw)
 
-    kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
-    kb.rt.jobs.enqueue_many = enqueue_many  # type: ignore[method-assign]
+    kb.rt.jobs.enqueuer.enqueue = enqueue  # type: ignore[method-assign]
+    kb.rt.jobs.enqueuer.enqueue_many = enqueue_many  # type: ignore[method-assign]
 
 
 def test_cancelled_index_job_fails_the_item_interrupted(
@@ -64,7 +64,7 @@ def test_cancelled_index_job_fails_the_item_interrupted(
     item, job_id = result.items[0], result.job_ids[0]
     kb.start_workers()
     wait_until(lambda: kb.get_item(base.id, item.id).status == "embedding", 20, what="embedding")
-    kb.rt.jobs.cancel_and_wait([job_id], timeout_s=20)
+    kb.rt.jobs.cancels.cancel_and_wait([job_id], timeout_s=20)
     assert kb.activity.get_job(job_id).status == "cancelled"
     # on_settled fails the item in its own transaction just after the job's: wait for it
     wait_until(lambda: kb.get_item(base.id, item.id).status != "embedding", 20, what="item settled")
@@ -127,7 +127,7 @@ def test_a_failed_later_transaction_takes_back_the_earlier_ones(
 ) -> None:
     for i in range(5):
         write(src / "docs" / "sub" / f"f{i}.md", f"file {i}")
-    real = kb.rt.jobs.enqueue_many
+    real = kb.rt.jobs.enqueuer.enqueue_many
     calls = []
 
     def enqueue_many(conn, job_kind, jobs, **kw):  # type: ignore[no-untyped-def]
@@ -137,7 +137,7 @@ def test_a_failed_later_transaction_takes_back_the_earlier_ones(
                 raise Injected("could not schedule (injected)")
         return real(conn, job_kind, jobs, **kw)
 
-    kb.rt.jobs.enqueue_many = enqueue_many  # type: ignore[method-assign]
+    kb.rt.jobs.enqueuer.enqueue_many = enqueue_many  # type: ignore[method-assign]
     result = kb.add(bm25_base.id, [AddInput.directory(src / "docs")], wait=True, timeout_s=30)
     rows = all_rows(kb, bm25_base)
     assert [r.id for r in rows] == [result.items[0].id]  # the first transaction's rows are gone
@@ -160,7 +160,7 @@ def test_index_job_skips_a_completed_or_deleting_item(
 ) -> None:
     item = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True).items[0]
     before = kb.get_item(bm25_base.id, item.id)
-    job = kb.rt.jobs.enqueue_now(
+    job = kb.rt.jobs.enqueuer.enqueue_now(
         kinds.INDEX_DOCUMENTS.name,
         {"base_id": bm25_base.id, "item_id": item.id},
         queue=f"base.{bm25_base.id}",
@@ -170,7 +170,7 @@ def test_index_job_skips_a_completed_or_deleting_item(
     assert kb.get_item(bm25_base.id, item.id).updated_at == before.updated_at
     with kb.rt.catalog.write_tx() as conn:
         item_repo.mark_deleting(conn, [item.id])
-    job = kb.rt.jobs.enqueue_now(
+    job = kb.rt.jobs.enqueuer.enqueue_now(
         kinds.INDEX_DOCUMENTS.name,
         {"base_id": bm25_base.id, "item_id": item.id},
         queue=f"base.{bm25_base.id}",
@@ -183,7 +183,7 @@ def test_delete_job_without_deleting_rows_is_a_no_op(
     kb: Knowledge, bm25_base: Base, src: Path
 ) -> None:
     item = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))], wait=True).items[0]
-    job = kb.rt.jobs.enqueue_now(
+    job = kb.rt.jobs.enqueuer.enqueue_now(
         kinds.DELETE_SUBTREE.name,
         {"base_id": bm25_base.id, "root_item_ids": [item.id]},
         queue=f"base.{bm25_base.id}",
@@ -219,7 +219,7 @@ def test_idempotency_key_dedupes_a_second_add_of_the_same_job(
     result = kb.add(bm25_base.id, [AddInput.file(write(src / "a.md", "alpha"))])
     item = result.items[0]
     payload = {"base_id": bm25_base.id, "item_id": item.id}
-    again = kb.rt.jobs.enqueue_now(
+    again = kb.rt.jobs.enqueuer.enqueue_now(
         kinds.INDEX_DOCUMENTS.name,
         payload,
         queue=f"base.{bm25_base.id}",

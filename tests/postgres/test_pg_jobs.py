@@ -51,13 +51,15 @@ def test_concurrent_enqueue_of_one_key(manager: JobManager, catalog, first_commi
     the winner's job, or inserts its own when the first rolled back."""
     first = catalog.engine.connect()
     tx = first.begin()
-    mine = manager.enqueue(first, KIND.name, {"who": 1}, queue="q", idempotency_key="same")
+    mine = manager.enqueuer.enqueue(first, KIND.name, {"who": 1}, queue="q", idempotency_key="same")
     got: list[Job | BaseException] = []
 
     def second() -> None:
         try:
             got.append(
-                manager.enqueue_now(KIND.name, {"who": 2}, queue="q", idempotency_key="same")
+                manager.enqueuer.enqueue_now(
+                    KIND.name, {"who": 2}, queue="q", idempotency_key="same"
+                )
             )
         except BaseException as exc:  # pragma: no cover - reported below
             got.append(exc)
@@ -75,62 +77,69 @@ def test_concurrent_enqueue_of_one_key(manager: JobManager, catalog, first_commi
         assert job.id == mine.id and job.payload == {"who": 1}
     else:
         assert job.id != mine.id and job.payload == {"who": 2}
-    assert [j.id for j in manager.list_jobs()] == [job.id]
+    assert [j.id for j in manager.queries.list_jobs()] == [job.id]
 
 
 def test_caps_hold_under_concurrent_claims(catalog: Catalog, clock: FakeClock) -> None:
     m = JobManager(catalog, clock=clock, queue_concurrency=5, global_concurrency=7)
     m.register(KIND, lambda ctx: None)
     for _ in range(10):
-        m.enqueue_now(KIND.name, {}, queue="base.one")
+        m.enqueuer.enqueue_now(KIND.name, {}, queue="base.one")
     for _ in range(3):
-        m.enqueue_now(KIND.name, {}, queue="base.two")
+        m.enqueuer.enqueue_now(KIND.name, {}, queue="base.two")
     results: list[list[Job]] = []
     start = threading.Barrier(4)
 
     def run(worker: str) -> None:
         start.wait()
-        results.append(m.claim(worker, limit=50))
+        results.append(m.claims.claim(worker, limit=50))
 
     threads = [threading.Thread(target=run, args=(f"w{i}",)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    running = m.list_jobs(statuses=["running"])
+    running = m.queries.list_jobs(statuses=["running"])
     assert len(running) == sum(len(r) for r in results) == 7  # global cap
     assert [j.queue for j in running].count("base.one") == 5  # per-queue cap
     done = next(j for j in running if j.queue == "base.one")
-    m.finish(done, done.locked_by, Decision("completed"))
-    (next_job,) = m.claim("w9", limit=50)
+    m.attempts.finish(done, done.locked_by, Decision("completed"))
+    (next_job,) = m.claims.claim("w9", limit=50)
     assert next_job.queue == "base.one"
 
 
 def test_lease_lapse_abandon_cancels_and_retry_requeues(manager, clock: FakeClock) -> None:
-    ab = manager.enqueue_now(KIND.name, {}, queue="q", idempotency_key="a")
-    re = manager.enqueue_now(RETRY_KIND.name, {}, queue="q", idempotency_key="r")
-    untouched = manager.enqueue_now(RETRY_KIND.name, {}, queue="q")
-    manager.claim("elsewhere:4242:1", limit=2)  # a remote host: only its lease tells
+    ab = manager.enqueuer.enqueue_now(KIND.name, {}, queue="q", idempotency_key="a")
+    re = manager.enqueuer.enqueue_now(RETRY_KIND.name, {}, queue="q", idempotency_key="r")
+    untouched = manager.enqueuer.enqueue_now(RETRY_KIND.name, {}, queue="q")
+    manager.claims.claim("elsewhere:4242:1", limit=2)  # a remote host: only its lease tells
     clock.advance(29)
-    assert manager.recover().count == 0
+    assert manager.leases.recover().count == 0
     clock.advance(2)
-    report = manager.recover()
+    report = manager.leases.recover()
     assert (report.cancelled, report.requeued) == ((ab.id,), (re.id,))
-    a, r, p = manager.get(ab.id), manager.get(re.id), manager.get(untouched.id)
+    a, r, p = (
+        manager.queries.get(ab.id),
+        manager.queries.get(re.id),
+        manager.queries.get(untouched.id),
+    )
     assert (a.status, a.error_code) == ("cancelled", "job_interrupted")
     assert (r.status, r.attempts, r.locked_by, r.lease_until) == ("pending", 1, None, None)
     assert p == untouched  # pending jobs are never recovered
     assert manager.settled == [(ab.id, "cancelled")]  # type: ignore[attr-defined]
-    assert manager.enqueue_now(KIND.name, {}, queue="q", idempotency_key="a").id != ab.id
-    assert manager.enqueue_now(RETRY_KIND.name, {}, queue="q", idempotency_key="r").id == re.id
-    assert manager.recover().count == 0  # idempotent
+    assert manager.enqueuer.enqueue_now(KIND.name, {}, queue="q", idempotency_key="a").id != ab.id
+    assert (
+        manager.enqueuer.enqueue_now(RETRY_KIND.name, {}, queue="q", idempotency_key="r").id
+        == re.id
+    )
+    assert manager.leases.recover().count == 0  # idempotent
 
 
 def test_retry_policy_with_no_attempts_left_fails(manager: JobManager, clock) -> None:
-    job = manager.enqueue_now(RETRY_KIND.name, {}, queue="q")
+    job = manager.enqueuer.enqueue_now(RETRY_KIND.name, {}, queue="q")
     for _ in range(3):
-        manager.claim("elsewhere:1:1")
+        manager.claims.claim("elsewhere:1:1")
         clock.advance(31)
-        manager.recover()
-    j = manager.get(job.id)
+        manager.leases.recover()
+    j = manager.queries.get(job.id)
     assert (j.status, j.attempts, j.error_code) == ("failed", 3, "job_interrupted")

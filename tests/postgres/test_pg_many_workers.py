@@ -144,7 +144,7 @@ def test_three_kb_workers_one_killed_everything_settles(tmp_path: Path, pg_serve
         assert all(r.error_code for r in failed)
         completed = {r.id for r in rows if r.status == "completed"}
         assert len(completed) + len(failed) == FILES and len(completed) > FILES // 2
-        taken_over = kb.rt.jobs.get_many(orphans)
+        taken_over = kb.rt.jobs.queries.get_many(orphans)
         # Interrupted item jobs resume (issue 26): once the lease lapsed another worker ran them
         # again (a second attempt), bounded by their attempts.
         summary = {j.id: (j.status, j.attempts, j.error_message) for j in taken_over.values()}

@@ -147,7 +147,7 @@ def test_sweep_recovers_jobs_of_a_dead_local_worker_by_policy(
     item = added.items[0]
     delete_job = kb.delete_items(base.id, [done.id])
     dead = _dead_local_worker_id()
-    claimed = kb.rt.jobs.claim(dead, limit=10)
+    claimed = kb.rt.jobs.claims.claim(dead, limit=10)
     assert {j.kind for j in claimed} == {kinds.INDEX_DOCUMENTS.name, kinds.DELETE_SUBTREE.name}
     kb.recover()
     assert kb.get_item(base.id, item.id).status == "processing"  # re-queued, not failed

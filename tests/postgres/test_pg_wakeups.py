@@ -50,7 +50,7 @@ def test_enqueue_elsewhere_wakes_an_idle_worker_after_the_commit(catalogs) -> No
     worker = listening_worker(manager)
     try:
         with theirs.write_tx() as conn:
-            sender.enqueue(conn, KIND.name, {}, queue="q")
+            sender.enqueuer.enqueue(conn, KIND.name, {}, queue="q")
             # A wake-up sent before the commit would find nothing, and the next look would
             # come only after POLL_S: the job would not run in time below.
             time.sleep(0.5)
@@ -72,9 +72,9 @@ def test_a_finished_job_wakes_a_worker_held_back_by_the_queue_cap(catalogs) -> N
     fast.register(KIND, lambda ctx: ran.set())
     workers = [listening_worker(slow), listening_worker(fast)]
     try:
-        slow.enqueue_now(SLOW.name, {}, queue="q")
-        wait_until(lambda: slow.count_jobs(queue="q", statuses=["running"]) == 1)
-        fast.enqueue_now(KIND.name, {}, queue="q")
+        slow.enqueuer.enqueue_now(SLOW.name, {}, queue="q")
+        wait_until(lambda: slow.queries.count_jobs(queue="q", statuses=["running"]) == 1)
+        fast.enqueuer.enqueue_now(KIND.name, {}, queue="q")
         time.sleep(0.3)
         assert not ran.is_set()  # the cap holds it back
         freed = time.monotonic()
@@ -118,7 +118,7 @@ def test_a_dropped_listen_connection_comes_back(catalogs, pg_server) -> None:
         assert manager.wakeups.listening.wait(10)
         time.sleep(0.2)
         sent = time.monotonic()
-        sender.enqueue_now(KIND.name, {}, queue="q")
+        sender.enqueuer.enqueue_now(KIND.name, {}, queue="q")
         assert ran.wait(5), "no wake-up after the reconnect"
         assert time.monotonic() - sent < 2
     finally:

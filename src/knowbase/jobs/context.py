@@ -127,7 +127,7 @@ class JobContext:
     @staticmethod
     def complete_all_in(conn: Connection, done: list[tuple[JobContext, dict[str, Any]]]) -> None:
         """:meth:`complete_in` of many attempts of one worker, in one statement, for a batch
-        handler that read every fence (:meth:`JobManager.owned_ids`) in this same SQLite
+        handler that read every fence (``Attempts.owned_ids``) in this same SQLite
         write transaction: nothing can have ended them since."""
         if not done:
             return

@@ -1,39 +1,36 @@
 """The durable job manager: one object that composes the job collaborators of this package.
 
 Jobs live in the catalog, so they survive the process and are shared by every process of a
-home. ``enqueue`` joins the caller's transaction (:mod:`~knowbase.jobs.enqueue`); ``claim``
-hands pending jobs to a worker under a lease (:mod:`~knowbase.jobs.claims`); the worker ends
-each attempt with :meth:`JobManager.finish` (:mod:`~knowbase.jobs.attempts`), whose UPDATE is
-conditional on ``locked_by`` + ``attempts`` so a stale attempt never overwrites a newer state.
-:meth:`JobManager.recover` (:mod:`~knowbase.jobs.recovery`) returns orphaned running jobs (lease
-lapsed, or the worker's pid is dead on this host) to their kind's recovery policy. Pending jobs
-belong to the home and are never touched by recovery. Reads and retention are
+home. ``enqueuer.enqueue`` joins the caller's transaction (:mod:`~knowbase.jobs.enqueue`);
+``claims.claim`` hands pending jobs to a worker under a lease (:mod:`~knowbase.jobs.claims`);
+the worker ends each attempt with ``attempts.finish`` (:mod:`~knowbase.jobs.attempts`), whose
+UPDATE is conditional on ``locked_by`` + ``attempts`` so a stale attempt never overwrites a
+newer state. ``leases.recover`` (:mod:`~knowbase.jobs.recovery`) returns orphaned running jobs
+(lease lapsed, or the worker's pid is dead on this host) to their kind's recovery policy.
+Pending jobs belong to the home and are never touched by recovery. Reads and retention are
 :mod:`~knowbase.jobs.listing`, cancels :mod:`~knowbase.jobs.cancel`.
 
-The methods here delegate, one line each: callers keep one object and its signatures.
+The manager builds them and holds them, one attribute each, and callers use them directly:
+``jobs.enqueuer.enqueue(...)``, ``jobs.queries.get(...)``, ``jobs.cancels.request_cancel(...)``,
+``jobs.claims.claim(...)``, ``jobs.attempts.finish(...)``, ``jobs.leases.recover()``,
+``jobs.registry.registration(...)``. What it does itself: registering a kind's handlers.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from collections.abc import Callable
 
 from knowbase.catalog.db import Catalog
 from knowbase.jobs.attempts import Attempts
 from knowbase.jobs.cancel import Cancels
 from knowbase.jobs.claims import GLOBAL_CONCURRENCY, QUEUE_CONCURRENCY, Claims
-from knowbase.jobs.context import JobContext
 from knowbase.jobs.enqueue import Enqueuer, new_job_id
-from knowbase.jobs.listing import PAGE, JobQueries
+from knowbase.jobs.listing import JobQueries
 from knowbase.jobs.liveness import make_worker_id
-from knowbase.jobs.model import Job, JobKind
+from knowbase.jobs.model import JobKind
 from knowbase.jobs.recovery import Leases, RecoveryReport
 from knowbase.jobs.registry import BatchHandler, Handler, JobRegistry, OnSettled, Registration
-from knowbase.jobs.retry import Decision
 from knowbase.jobs.wakeups import JobWakeups
 
 
@@ -113,216 +110,8 @@ class JobManager:
             batch_concurrency=batch_concurrency,
         )
 
-    def registration(self, kind: str) -> Registration:
-        return self.registry.registration(kind)
-
     def kinds(self) -> list[str]:
         return sorted(self.registry.names())
-
-    def call_on_settled(self, job: Job, status: str, error: BaseException | None) -> None:
-        """See :meth:`JobRegistry.call_on_settled`."""
-        self.registry.call_on_settled(job, status, error)
-
-    # --- enqueue (enqueue.py) ------------------------------------------------------------
-    def enqueue(
-        self,
-        conn: Connection,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        queue: str,
-        idempotency_key: str | None = None,
-        parent_id: str | None = None,
-        delay_s: float = 0,
-    ) -> Job:
-        """See :meth:`Enqueuer.enqueue`."""
-        return self.enqueuer.enqueue(
-            conn,
-            kind,
-            payload,
-            queue=queue,
-            idempotency_key=idempotency_key,
-            parent_id=parent_id,
-            delay_s=delay_s,
-        )
-
-    def enqueue_many(
-        self,
-        conn: Connection,
-        kind: str,
-        jobs: Sequence[tuple[dict[str, Any], str | None]],
-        *,
-        queue: str,
-        parent_id: str | None = None,
-    ) -> None:
-        """See :meth:`Enqueuer.enqueue_many`."""
-        self.enqueuer.enqueue_many(conn, kind, jobs, queue=queue, parent_id=parent_id)
-
-    def enqueue_now(self, kind: str, payload: dict[str, Any], **kw: Any) -> Job:
-        """:meth:`enqueue` in a transaction of its own."""
-        return self.enqueuer.enqueue_now(kind, payload, **kw)
-
-    # --- reads and retention (listing.py) ------------------------------------------------
-    def get(self, job_id: str) -> Job | None:
-        return self.queries.get(job_id)
-
-    def get_many(self, job_ids: Iterable[str]) -> dict[str, Job]:
-        return self.queries.get_many(job_ids)
-
-    def children(self, job_id: str) -> list[Job]:
-        """See :meth:`JobQueries.children`."""
-        return self.queries.children(job_id)
-
-    def tree(self, job_ids: Iterable[str]) -> list[Job]:
-        """See :meth:`JobQueries.tree`."""
-        return self.queries.tree(job_ids)
-
-    def tree_active(self, job_ids: Iterable[str]) -> int:
-        """See :meth:`JobQueries.tree_active`."""
-        return self.queries.tree_active(job_ids)
-
-    def any_unfinished(self) -> bool:
-        """See :meth:`JobQueries.any_unfinished`."""
-        return self.queries.any_unfinished()
-
-    def wait_for(
-        self, job_ids: Iterable[str], *, timeout_s: float | None = None, poll_s: float = 0.1
-    ) -> list[Job]:
-        """See :meth:`JobQueries.wait_for`."""
-        return self.queries.wait_for(job_ids, timeout_s=timeout_s, poll_s=poll_s)
-
-    def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        statuses: Iterable[str] | None = None,
-        kind_prefix: str | None = None,
-        limit: int = 1000,
-        before: str | None = None,
-        queues: Iterable[str] | None = None,
-        by_key: str | None = None,
-    ) -> list[Job]:
-        """See :meth:`JobQueries.list_jobs`."""
-        return self.queries.list_jobs(
-            queue=queue,
-            statuses=statuses,
-            kind_prefix=kind_prefix,
-            limit=limit,
-            before=before,
-            queues=queues,
-            by_key=by_key,
-        )
-
-    def iter_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        statuses: Iterable[str] | None = None,
-        columns: Iterable[sa.Column[Any]] | None = None,
-        page: int = PAGE,
-    ) -> Iterator[Any]:
-        """See :meth:`JobQueries.iter_jobs`."""
-        return self.queries.iter_jobs(queue=queue, statuses=statuses, columns=columns, page=page)
-
-    def count_jobs(self, *, queue: str | None = None, statuses: Iterable[str] | None = None) -> int:
-        """See :meth:`JobQueries.count_jobs`."""
-        return self.queries.count_jobs(queue=queue, statuses=statuses)
-
-    def active_job_ids(self, *, queue: str | None = None, limit: int = PAGE) -> list[str]:
-        """See :meth:`JobQueries.active_job_ids`."""
-        return self.queries.active_job_ids(queue=queue, limit=limit)
-
-    def recent_jobs(self, *, queue: str, limit: int) -> list[Job]:
-        """See :meth:`JobQueries.recent_jobs`."""
-        return self.queries.recent_jobs(queue=queue, limit=limit)
-
-    def changed_jobs(
-        self, *, queue: str, since_ms: int, after: tuple[int, str] | None = None, limit: int = PAGE
-    ) -> list[Job]:
-        """See :meth:`JobQueries.changed_jobs`."""
-        return self.queries.changed_jobs(queue=queue, since_ms=since_ms, after=after, limit=limit)
-
-    def prune_terminal(
-        self, *, retention_s: float, min_interval_s: float = 0, page: int = PAGE
-    ) -> int:
-        """See :meth:`JobQueries.prune_terminal`."""
-        return self.queries.prune_terminal(
-            retention_s=retention_s, min_interval_s=min_interval_s, page=page
-        )
-
-    # --- cancel (cancel.py) --------------------------------------------------------------
-    def request_cancel(self, job_ids: Iterable[str]) -> None:
-        """See :meth:`Cancels.request_cancel`."""
-        self.cancels.request_cancel(job_ids)
-
-    def cancel_and_wait(self, job_ids: Iterable[str], *, timeout_s: float = 30) -> None:
-        """See :meth:`Cancels.cancel_and_wait`."""
-        self.cancels.cancel_and_wait(job_ids, timeout_s=timeout_s)
-
-    def cancel_queue(self, queue: str, *, timeout_s: float = 30, page: int = 500) -> int:
-        """See :meth:`Cancels.cancel_queue`."""
-        return self.cancels.cancel_queue(queue, timeout_s=timeout_s, page=page)
-
-    def attach(self, ctx: JobContext) -> None:
-        self.cancels.attach(ctx)
-
-    def detach(self, ctx: JobContext) -> None:
-        self.cancels.detach(ctx)
-
-    # --- claim and attempts (claims.py, attempts.py) -------------------------------------
-    def claim(
-        self, worker_id: str, *, queues: Iterable[str] | None = None, limit: int = 1
-    ) -> list[Job]:
-        """See :meth:`Claims.claim`."""
-        return self.claims.claim(worker_id, queues=queues, limit=limit)
-
-    def claim_groups(
-        self,
-        worker_id: str,
-        *,
-        queues: Iterable[str] | None = None,
-        limit: int = 1,
-        batch_room: Mapping[str, int] | None = None,
-    ) -> list[list[Job]]:
-        """See :meth:`Claims.claim_groups`."""
-        return self.claims.claim_groups(
-            worker_id, queues=queues, limit=limit, batch_room=batch_room
-        )
-
-    def owned_ids(self, conn: Connection, jobs: Sequence[Job], worker_id: str) -> set[str]:
-        """See :meth:`Attempts.owned_ids`."""
-        return self.attempts.owned_ids(conn, jobs, worker_id)
-
-    def finish(
-        self,
-        job: Job,
-        worker_id: str,
-        decision: Decision,
-        *,
-        error: BaseException | None = None,
-        progress: tuple[str, float | None, dict[str, Any]] | None = None,
-    ) -> Job | None:
-        """See :meth:`Attempts.finish`."""
-        return self.attempts.finish(job, worker_id, decision, error=error, progress=progress)
-
-    # --- workers, leases and recovery (recovery.py) --------------------------------------
-    def register_worker(self, worker_id: str) -> None:
-        self.leases.register_worker(worker_id)
-
-    def unregister_worker(self, worker_id: str) -> None:
-        self.leases.unregister_worker(worker_id)
-
-    def heartbeat(self, worker_id: str, job_ids: Iterable[str]) -> tuple[set[str], set[str]]:
-        """See :meth:`Leases.heartbeat`."""
-        return self.leases.heartbeat(worker_id, job_ids)
-
-    def release(self, job: Job, worker_id: str | None, reason: str) -> Job | None:
-        """See :meth:`Leases.release`."""
-        return self.leases.release(job, worker_id, reason)
-
-    def recover(self) -> RecoveryReport:
-        """See :meth:`Leases.recover`."""
-        return self.leases.recover()
 
 
 __all__ = [

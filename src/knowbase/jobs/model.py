@@ -1,7 +1,7 @@
 """Job value objects: the kind a handler is registered under, and one job row.
 
 A :class:`Job` is a frozen snapshot of a ``job`` row; it never changes under the caller. Read a
-fresh one with :meth:`JobManager.get`.
+fresh one with ``JobQueries.get``.
 """
 
 from __future__ import annotations

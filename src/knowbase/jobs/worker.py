@@ -102,10 +102,10 @@ class Worker:
         self._stop.clear()
         self._stop_claiming.clear()
         self._claims_off.clear()
-        self.manager.register_worker(self.worker_id)
+        self.manager.leases.register_worker(self.worker_id)
         if self.wakeups:
             self._unsubscribe = self.manager.wakeups.subscribe(self._on_wakeup)
-        self.manager.recover()
+        self.manager.leases.recover()
         for target, name in ((self._loop, "claim"), (self._heartbeat_loop, "heartbeat")):
             t = threading.Thread(target=target, name=f"kb-worker-{name}", daemon=True)
             t.start()
@@ -130,7 +130,7 @@ class Worker:
         for att in self._snapshot():
             if att.end():
                 try:
-                    self.manager.release(att.job, self.worker_id, "worker stopped")
+                    self.manager.leases.release(att.job, self.worker_id, "worker stopped")
                 except Exception as exc:  # a full disk: the next sweep releases it instead
                     self._log_error(exc, f"releasing {att.job.call_string}")
                 finally:
@@ -148,7 +148,7 @@ class Worker:
             self._run_queue = queue.SimpleQueue()  # a restart never meets those exit markers
             self._idle_runners = 0
         try:
-            self.manager.unregister_worker(self.worker_id)
+            self.manager.leases.unregister_worker(self.worker_id)
         except Exception as exc:  # a dead worker's row is dropped by the next sweep
             self._log_error(exc, "unregistering")
         finally:
@@ -220,7 +220,7 @@ class Worker:
                     # a batch of jobs runs on one thread: a thread is one attempt group
                     free, batch_room = self._room()
                     if free > 0:
-                        claimed = self.manager.claim_groups(
+                        claimed = self.manager.claims.claim_groups(
                             self.worker_id, queues=self.queues, limit=free, batch_room=batch_room
                         )
                         if claimed:
@@ -253,14 +253,14 @@ class Worker:
     def _start_group(self, jobs: list[Job]) -> None:
         group: list[_Attempt] = []
         for job in jobs:
-            reg = self.manager.registration(job.kind)
+            reg = self.manager.registry.registration(job.kind)
             ctx = JobContext(job, self.manager, self.worker_id)
             att = _Attempt(job, ctx, reg, self.manager.clock())
             att.group = group
             group.append(att)
             with self._active_lock:
                 self._active[job.id] = att
-            self.manager.attach(ctx)
+            self.manager.cancels.attach(ctx)
             if job.cancel_requested:
                 ctx.cancel_event.set()
         self._dispatch(group)
@@ -359,7 +359,7 @@ class Worker:
                 return
             decision = decide(att.reg.kind, job.attempts, error, cancel_requested=cancel_requested)
             progress = att.ctx.take_pending_progress()
-            after = self.manager.finish(
+            after = self.manager.attempts.finish(
                 job, self.worker_id, decision, error=error, progress=progress
             )
             took = self.manager.clock() - att.started
@@ -395,7 +395,7 @@ class Worker:
             self._finish_attempt(att)
 
     def _finish_attempt(self, att: _Attempt) -> None:
-        self.manager.detach(att.ctx)
+        self.manager.cancels.detach(att.ctx)
         with self._active_lock:
             if self._active.get(att.job.id) is att:
                 del self._active[att.job.id]
@@ -417,7 +417,7 @@ class Worker:
             try:
                 self._beat()
                 if time.monotonic() >= next_sweep:
-                    self.manager.recover()
+                    self.manager.leases.recover()
                     next_sweep = time.monotonic() + max(self.manager.heartbeat_s * 2, 1.0)
             except Exception as exc:
                 self._log_error(exc, "heartbeat")
@@ -425,7 +425,7 @@ class Worker:
     def _beat(self) -> None:
         # an attempt whose final transaction completes its job has no lease left to renew
         atts = [a for a in self._snapshot() if not a.ending and not a.ctx.completing]
-        owned, cancel = self.manager.heartbeat(self.worker_id, [a.job.id for a in atts])
+        owned, cancel = self.manager.leases.heartbeat(self.worker_id, [a.job.id for a in atts])
         for att in atts:
             if att.job.id not in owned:
                 # Recovered elsewhere (our lease lapsed while we stalled): stop the handler;

@@ -119,7 +119,9 @@ def delete_base(rt: Runtime, base_id: str) -> None:
 
 def cancel_base_jobs(rt: Runtime, base_id: str) -> None:
     """Cancel the base's pending and running jobs and wait (bounded) until they stop."""
-    rt.jobs.cancel_queue(queue_of(base_id), timeout_s=CANCEL_WAIT_S)  # all of them, in pages
+    rt.jobs.cancels.cancel_queue(
+        queue_of(base_id), timeout_s=CANCEL_WAIT_S
+    )  # all of them, in pages
 
 
 def remove_base(rt: Runtime, base_id: str) -> None:

@@ -24,7 +24,7 @@ def active_jobs_touching(
     ids = set(item_ids)
     kinds = {k.name for k in ALL_KINDS}
     found = []
-    for job in rt.jobs.iter_jobs(queue=queue_of(base_id), statuses=_ACTIVE_JOB):
+    for job in rt.jobs.queries.iter_jobs(queue=queue_of(base_id), statuses=_ACTIVE_JOB):
         if job.id == exclude_job_id or job.kind not in kinds:
             continue
         touched = {job.payload.get("item_id"), *job.payload.get("root_item_ids", [])}
@@ -47,7 +47,7 @@ def cancel_subtree_jobs(
         ids = item_repo.subtree_ids(conn, root_ids)
     job_ids = active_jobs_touching(rt, base_id, ids, exclude_job_id=exclude_job_id)
     if job_ids:
-        rt.jobs.cancel_and_wait(job_ids, timeout_s=timeout_s)
+        rt.jobs.cancels.cancel_and_wait(job_ids, timeout_s=timeout_s)
 
 
 def purge_rows(rt: Runtime, conn: Connection, base: Base, rows: list[Item]) -> None:

@@ -85,7 +85,7 @@ def sweep(rt: Runtime) -> SweepReport:
     folders. Each step runs whatever the one before it did: a failure is logged, not raised."""
     report = SweepReport()
     try:
-        rt.jobs.recover()
+        rt.jobs.leases.recover()
     except Exception as exc:
         _log_failure("job recovery failed", exc)
     try:
@@ -94,7 +94,7 @@ def sweep(rt: Runtime) -> SweepReport:
     except Exception as exc:
         _log_failure("item recovery failed", exc)
     try:
-        report.jobs_pruned = rt.jobs.prune_terminal(
+        report.jobs_pruned = rt.jobs.queries.prune_terminal(
             retention_s=rt.settings.job_retention_days * 86_400,
             min_interval_s=JOB_PRUNE_INTERVAL_S,
         )
@@ -164,7 +164,7 @@ def _recover_items(rt: Runtime, conn: Connection, report: SweepReport) -> None:
     for base_id, roots in roots_by_base.items():
         for i in range(0, len(roots), DELETE_CHUNK):
             part = roots[i : i + DELETE_CHUNK]
-            rt.jobs.enqueue(
+            rt.jobs.enqueuer.enqueue(
                 conn,
                 kinds.DELETE_SUBTREE.name,
                 {"base_id": base_id, "root_item_ids": part},

@@ -46,7 +46,7 @@ def schedule_item(
     if plan is None:
         return None
     kind, payload, key = plan
-    return rt.jobs.enqueue(
+    return rt.jobs.enqueuer.enqueue(
         conn, kind, payload, queue=queue_of(base.id), idempotency_key=key, parent_id=parent_job_id
     )
 
@@ -62,7 +62,9 @@ def schedule_items(
             kind, payload, key = plan
             by_kind.setdefault(kind, []).append((payload, key))
     for kind, jobs in by_kind.items():
-        rt.jobs.enqueue_many(conn, kind, jobs, queue=queue_of(base.id), parent_id=parent_job_id)
+        rt.jobs.enqueuer.enqueue_many(
+            conn, kind, jobs, queue=queue_of(base.id), parent_id=parent_job_id
+        )
 
 
 def add_sitemap_pages(

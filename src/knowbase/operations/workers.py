@@ -87,11 +87,11 @@ class WorkerHost:
             count_at = 0.0  # when the tree may be counted again
             while True:
                 # A home with no unfinished job at all is one index seek: the usual end.
-                if not self.rt.jobs.any_unfinished():
+                if not self.rt.jobs.queries.any_unfinished():
                     break
                 asked = time.monotonic()
                 if asked >= count_at:
-                    if not self.rt.jobs.tree_active(roots):
+                    if not self.rt.jobs.queries.tree_active(roots):
                         break
                     # The count walks the whole job tree: over a 100k-file import that took
                     # half the process's CPU at 4 polls/s. Counting at most a tenth of the

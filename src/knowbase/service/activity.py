@@ -45,7 +45,7 @@ class Activity:
         """Jobs newest first; ``before`` (the last job id of a page) reads the next page.
         ``by_key``: only the jobs that API key asked for; ``base_ids``: only these bases' jobs
         (what a scoped key may see)."""
-        return self.rt.jobs.list_jobs(
+        return self.rt.jobs.queries.list_jobs(
             queue=self._queue(base),
             statuses=statuses,
             limit=limit,
@@ -63,21 +63,21 @@ class Activity:
             return base_changes.recent(conn, base_repo.resolve(conn, base).id, limit)
 
     def count_jobs(self, *, base: str | None = None, statuses: Iterable[str] | None = None) -> int:
-        return self.rt.jobs.count_jobs(queue=self._queue(base), statuses=statuses)
+        return self.rt.jobs.queries.count_jobs(queue=self._queue(base), statuses=statuses)
 
     def get_job(self, job_id: str) -> Job:
-        job = self.rt.jobs.get(job_id)
+        job = self.rt.jobs.queries.get(job_id)
         if job is None:
             raise NotFound(f"no job {job_id!r}", job_id=job_id)
         return job
 
     def job_tree(self, job_ids: Iterable[str]) -> list[Job]:
         """The jobs and all their descendants (parent links)."""
-        return self.rt.jobs.tree(job_ids)
+        return self.rt.jobs.queries.tree(job_ids)
 
     def chunk_progress(self, job_ids: Iterable[str]) -> ChunkProgress:
         """Chunks of the index jobs under ``job_ids``: known so far, and embedded (done)."""
-        return chunk_progress(self.rt.jobs.tree(job_ids))
+        return chunk_progress(self.rt.jobs.queries.tree(job_ids))
 
     def base_chunk_progress(self, base: str) -> ChunkProgress | None:
         """Chunks of the base's current run: every index job updated since the oldest job
@@ -85,7 +85,9 @@ class Activity:
         queue = self._queue(base)
         assert queue is not None
         oldest = next(
-            iter(self.rt.jobs.iter_jobs(queue=queue, statuses=["pending", "running"], page=1)),
+            iter(
+                self.rt.jobs.queries.iter_jobs(queue=queue, statuses=["pending", "running"], page=1)
+            ),
             None,
         )
         if oldest is None:
@@ -93,7 +95,9 @@ class Activity:
         jobs: list[Job] = []
         after: tuple[int, str] | None = None
         while True:
-            page = self.rt.jobs.changed_jobs(queue=queue, since_ms=oldest.created_at, after=after)
+            page = self.rt.jobs.queries.changed_jobs(
+                queue=queue, since_ms=oldest.created_at, after=after
+            )
             jobs.extend(page)
             if not page:
                 return chunk_progress(jobs)
@@ -103,12 +107,12 @@ class Activity:
         """Ask every pending or running job of the base to stop (no wait); their ids."""
         from knowbase.catalog.schema import job as job_t
 
-        rows = self.rt.jobs.iter_jobs(
+        rows = self.rt.jobs.queries.iter_jobs(
             queue=self._queue(base), statuses=["pending", "running"], columns=[job_t.c.id]
         )
         ids = [row.id for row in rows]
         for start in range(0, len(ids), 500):
-            self.rt.jobs.request_cancel(ids[start : start + 500])
+            self.rt.jobs.cancels.request_cancel(ids[start : start + 500])
         return ids
 
     # --- workers -------------------------------------------------------------------------------
@@ -147,10 +151,12 @@ class Activity:
 
     def recent_jobs(self, base_id: str, *, limit: int) -> list[Job]:
         """The base's newest ``limit`` jobs and every active one, oldest first."""
-        return self.rt.jobs.recent_jobs(queue=queue_of(base_id), limit=limit)
+        return self.rt.jobs.queries.recent_jobs(queue=queue_of(base_id), limit=limit)
 
     def changed_jobs(
         self, base_id: str, *, since_ms: int, after: tuple[int, str] | None = None
     ) -> list[Job]:
         """A page of the base's jobs with ``updated_at >= since_ms``; ``after`` pages on."""
-        return self.rt.jobs.changed_jobs(queue=queue_of(base_id), since_ms=since_ms, after=after)
+        return self.rt.jobs.queries.changed_jobs(
+            queue=queue_of(base_id), since_ms=since_ms, after=after
+        )

@@ -250,7 +250,7 @@ class Injected(KnowbaseError):
 
 def fail_enqueue_after(kb: Knowledge, n: int, kind: str | None = None) -> list[str]:
     """Make the (n+1)-th enqueue (of ``kind``, when given) raise; returns the kinds enqueued."""
-    real = kb.rt.jobs.enqueue
+    real = kb.rt.jobs.enqueuer.enqueue
     seen: list[str] = []
 
     def enqueue(conn, job_kind, payload, **kw):  # type: ignore[no-untyped-def]
@@ -260,7 +260,7 @@ def fail_enqueue_after(kb: Knowledge, n: int, kind: str | None = None) -> list[s
             seen.append(job_kind)
         return real(conn, job_kind, payload, **kw)
 
-    kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
+    kb.rt.jobs.enqueuer.enqueue = enqueue  # type: ignore[method-assign]
     return seen
 
 

@@ -97,7 +97,7 @@ def test_delete_rolls_back_when_the_enqueue_fails(kb: Knowledge, folder_base) ->
     def enqueue(*a, **kw):  # type: ignore[no-untyped-def]
         raise KnowbaseError("enqueue failed (injected)")
 
-    kb.rt.jobs.enqueue = enqueue  # type: ignore[method-assign]
+    kb.rt.jobs.enqueuer.enqueue = enqueue  # type: ignore[method-assign]
     with pytest.raises(KnowbaseError, match="injected"):
         kb.delete_items(base.id, [folder_id])
     assert statuses(kb, base) == before  # the old statuses, not deleting

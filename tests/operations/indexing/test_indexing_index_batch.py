@@ -56,7 +56,9 @@ def test_one_claim_carries_many_items_and_each_job_keeps_its_outcome(
     items = file_items(kb, bm25_base.id)
     assert {i.status for i in items.values()} == {"completed"}  # type: ignore[attr-defined]
     assert len(items) == 30 and max(batches) > 1 and sum(batches) == 30
-    jobs = [j for j in kb.rt.jobs.tree(result.job_ids) if j.kind == kinds.INDEX_DOCUMENTS.name]
+    jobs = [
+        j for j in kb.rt.jobs.queries.tree(result.job_ids) if j.kind == kinds.INDEX_DOCUMENTS.name
+    ]
     assert len(jobs) == 30 and {(j.status, j.attempts) for j in jobs} == {("completed", 1)}
 
 

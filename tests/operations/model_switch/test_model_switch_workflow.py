@@ -114,7 +114,7 @@ def test_a_cancelled_switch_leaves_the_old_model_serving_and_says_why(kb: Knowle
     kb.start_workers()
     try:
         wait_until(lambda: running_with_progress(kb, base_id), 30, "the switch mid-build")
-        kb.rt.jobs.request_cancel([status["job_id"]])
+        kb.rt.jobs.cancels.request_cancel([status["job_id"]])
         wait_until(lambda: kb.model_switch(base_id)["status"] == "cancelled", 30, "the cancel")  # type: ignore[index]
     finally:
         kb.stop_workers()

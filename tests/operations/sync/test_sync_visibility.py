@@ -39,7 +39,7 @@ def test_documents_reindexed_by_a_sync_never_vanish_from_search(kb: Knowledge, s
     kb.start_workers()
     try:
         deadline = time.monotonic() + 90
-        while kb.rt.jobs.tree_active([report.job_id]):
+        while kb.rt.jobs.queries.tree_active([report.job_id]):
             assert time.monotonic() < deadline, "the sync did not finish"
             reindexing = {i.id for i in kb.list_items(base.id) if i.status in ACTIVE_STATUSES}
             response = kb.search(base.id, "marmots", top_k=50)

@@ -283,7 +283,9 @@ def _purge_children(rt: Runtime, base: Base, item: Item, job_id: str) -> None:
             _purge_expansion_rows(rt, conn, base, item)
         # Cancelling never waits here (the base lock is held): pending jobs end at once,
         # running ones at their next cancel check.
-        rt.jobs.request_cancel(active_jobs_touching(rt, base.id, ids, exclude_job_id=job_id))
+        rt.jobs.cancels.request_cancel(
+            active_jobs_touching(rt, base.id, ids, exclude_job_id=job_id)
+        )
     except Exception as exc:  # the original error is what the job reports; a retry purges again
         if is_disk_full(exc):
             log.error("could not remove the partial expansion of item %s: %s", item.id, exc)

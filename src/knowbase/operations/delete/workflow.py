@@ -35,7 +35,7 @@ def delete_items(rt: Runtime, base_id: str, item_ids: list[str]) -> str | None:
     with rt.lock(base.id), rt.catalog.write_tx() as conn:
         _record_exclusions(conn, roots)
         item_repo.mark_deleting(conn, root_ids)
-        job = rt.jobs.enqueue(
+        job = rt.jobs.enqueuer.enqueue(
             conn,
             kinds.DELETE_SUBTREE.name,
             {"base_id": base.id, "root_item_ids": root_ids},

@@ -386,7 +386,7 @@ def _write_sqlite(
     the conditional UPDATE, and an item whose material failed has written nothing to roll back.
     (PostgreSQL keeps the UPDATE-first order, each item in its own SAVEPOINT.)"""
     manager, worker_id = entries[0].ctx.manager, entries[0].ctx.worker_id
-    owned = manager.owned_ids(conn, [e.ctx.job for e in entries], worker_id)
+    owned = manager.attempts.owned_ids(conn, [e.ctx.job for e in entries], worker_id)
     live: list[tuple[_Entry, Item]] = []
     for entry in entries:
         row = current.get(entry.ctx.payload["item_id"])

@@ -108,7 +108,7 @@ def _enqueue_index(
     rt: Runtime, ctx: JobContext, conn: Connection, base_id: str, item_id: str
 ) -> None:
     """Continue the chain: index the item, as a child of this job (in the caller's tx)."""
-    rt.jobs.enqueue(
+    rt.jobs.enqueuer.enqueue(
         conn,
         INDEX_DOCUMENTS.name,
         {"base_id": base_id, "item_id": item_id},

@@ -230,7 +230,7 @@ def start_switch(rt: Runtime, base: Base, model_id: str) -> Job | None:
             swap(rt, plan, [])
         return None
     with rt.catalog.write_tx() as conn:
-        return rt.jobs.enqueue(
+        return rt.jobs.enqueuer.enqueue(
             conn,
             SWITCH_KIND,
             plan.payload(),

@@ -85,7 +85,9 @@ def make_reindex_on_settled(rt: Runtime):  # type: ignore[no-untyped-def]
         code, message = failure_of(status, error, job.error_code)
         if status != "cancelled":
             message = f"Reindex job {status}: {message}"
-        children = {c.payload.get("item_id") for c in rt.jobs.children(job.id) if not c.is_terminal}
+        children = {
+            c.payload.get("item_id") for c in rt.jobs.queries.children(job.id) if not c.is_terminal
+        }
         with rt.catalog.write_tx() as conn:
             for root in item_repo.find_many(conn, job.payload.get("root_item_ids", [])).values():
                 if root.status in ("preparing", "processing") and root.id not in children:

@@ -27,7 +27,7 @@ def reindex_items(
             return None
         assert_subtrees_terminal(conn, roots)
     root_ids = [r.id for r in roots]
-    job = rt.jobs.enqueue_now(
+    job = rt.jobs.enqueuer.enqueue_now(
         kinds.REINDEX_SUBTREE.name,
         {"base_id": base.id, "root_item_ids": root_ids, "reacquire": reacquire},
         queue=queue_of(base.id),

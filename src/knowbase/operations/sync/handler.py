@@ -73,7 +73,11 @@ def sync_apply(rt: Runtime, ctx: JobContext) -> None:
 
 def _wait_for_children(rt: Runtime, ctx: JobContext) -> None:
     while True:
-        live = [j for j in rt.jobs.tree([ctx.job.id]) if j.id != ctx.job.id and not j.is_terminal]
+        live = [
+            j
+            for j in rt.jobs.queries.tree([ctx.job.id])
+            if j.id != ctx.job.id and not j.is_terminal
+        ]
         if not live:
             return
         ctx.progress("indexing", 60, waiting=len(live))
@@ -190,7 +194,7 @@ def _prune(conn: Connection, base: Base, job_id: str, item_ids: list[str], rt: R
     item_repo.mark_deleting(conn, roots)
     for parent in {i.group_id for i in doomed if i.id in roots and i.group_id}:
         item_repo.reconcile_containers(conn, parent)
-    rt.jobs.enqueue(
+    rt.jobs.enqueuer.enqueue(
         conn,
         kinds.DELETE_SUBTREE.name,
         {"base_id": base.id, "root_item_ids": roots},

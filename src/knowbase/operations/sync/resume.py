@@ -42,7 +42,7 @@ def unfinished_jobs(rt: Runtime, base_id: str) -> list[Job]:
     """The base's unfinished jobs, after the recovery sweep put a dead process's running jobs
     back in the queue: what a caller waits on (its workers run them) to resume an import."""
     sweep(rt)
-    return rt.jobs.list_jobs(queue=queue_of(base_id), statuses=list(ACTIVE), limit=MAX_JOBS)
+    return rt.jobs.queries.list_jobs(queue=queue_of(base_id), statuses=list(ACTIVE), limit=MAX_JOBS)
 
 
 def unfinished_before_sync(rt: Runtime, base_id: str) -> list[str]:

@@ -299,7 +299,7 @@ def sync_base(
     _restamp(rt, base.id, restamps)
     if report.is_noop:
         return report
-    job = rt.jobs.enqueue_now(
+    job = rt.jobs.enqueuer.enqueue_now(
         kinds.SYNC_BASE.name,
         {
             "base_id": base.id,
