@@ -1,12 +1,19 @@
 """The house's layering, checked over every module (AST; imports inside functions count; those
-under ``if TYPE_CHECKING:`` count for cycles, not for the room table).
+under ``if TYPE_CHECKING:`` count for cycles and for a surface's row, not for the other rows).
 
 ``MAY_IMPORT`` is the architecture as a table: a room (a subpackage or a top-level module of
 ``knowbase``) may import only the rooms it lists, and every room it lists is imported by one of
-its modules (an allowance nothing uses is deleted). ``KNOWN_DEBT`` names, module by module, the
-imports that break the table (empty since the one-house restructure, issue 24). The test
-fails on any import outside table and debt, on a debt entry that no longer exists (delete it),
-and on a cycle between rooms once the debt is set aside.
+its modules (an allowance nothing uses is deleted). The face, ``knowbase/__init__.py``, is a
+room of its own (:data:`FACE`): a module imports it when it takes a name from it (``from
+knowbase import Base``); ``import knowbase`` alone binds the package Python has already run and
+is not counted. ``KNOWN_DEBT`` names, module by module, the imports that break the table (empty
+since the one-house restructure, issue 24). The test fails on any import outside table and
+debt, on a debt entry that no longer exists (delete it), and on a cycle between rooms once the
+debt is set aside.
+
+Surfaces talk to the facade only (issue 38): ``interfaces`` may import the face, ``service``,
+``errors`` and ``settings``, and nothing else, type-only imports included (what a surface names
+in a hint, the face exports).
 
 One level down (issue 38), no cycle either: between the rooms inside a room (``operations/add``
 and ``operations/sync``, ``jobs/attempts`` and ``jobs/registry``), nor between any two modules
@@ -23,6 +30,8 @@ from pathlib import Path
 import knowbase
 
 PACKAGE = Path(knowbase.__file__).parent
+#: The face (``knowbase/__init__.py``) as a room of the table: what the package exports.
+FACE = "knowbase"
 
 # bottom to top: a room imports only rooms listed before it (its row says which, and no more)
 MAY_IMPORT: dict[str, set[str]] = {
@@ -55,14 +64,14 @@ MAY_IMPORT: dict[str, set[str]] = {
         "operations",
     },
     "service": {
-        "errors", "settings", "catalog", "jobs", "files", "index", "runtime", "search",
-        "operations", "eval", "portable",
+        "errors", "settings", "providers", "catalog", "jobs", "files", "pipeline", "index",
+        "runtime", "search", "operations", "eval", "portable",
     },
-    # not yet pruned to what it uses (ALLOWANCES_NOT_CHECKED)
-    "interfaces": {"errors", "ids", "clock", "diskspace", "sqlite_files", "sqlite_faults"}
-    | {"settings", "service", "providers", "files", "pipeline", "catalog", "jobs", "search",
-       "eval", "operations"},
-    "integrations": {"errors"},
+    # the face: the errors at once; the rest it exports by name, each loaded on first use from
+    # the module that defines it (PEP 562: a string, not an import this test sees)
+    FACE: {"errors"},
+    "interfaces": {"errors", "settings", "service", FACE},
+    "integrations": {"errors", FACE},
 }
 
 # (importing module, imported room): breaks of the table to be removed; none since issue 24.
@@ -74,11 +83,6 @@ KNOWN_DEBT: set[tuple[str, str]] = set()
 KNOWN_INNER_DEBT: set[tuple[str, str]] = {
     ("knowbase.interfaces.http", "knowbase.interfaces.console"),
 }
-
-# Rows whose unused allowances are not reported yet: issue 38 item 2 rewrites what a surface
-# may import (the facade, errors, settings and the face only).
-ALLOWANCES_NOT_CHECKED = frozenset({"interfaces"})
-
 
 def room_of(module: str) -> str | None:
     parts = module.split(".")
@@ -94,16 +98,17 @@ def module_name(path: Path, package: Path) -> str:
 
 class _Imports(ast.NodeVisitor):
     """``found``: every dotted name an import mentions (its module, and module.name for each
-    name); ``statements``: (module, names) per import, ``names`` empty for ``import a.b``."""
+    name); ``statements``: (module, names) per import, ``names`` empty for ``import a.b``.
+    ``type_checking``: count the imports under ``if TYPE_CHECKING:`` too."""
 
-    def __init__(self, module: str, is_package: bool, typing: bool) -> None:
+    def __init__(self, module: str, is_package: bool, type_checking: bool = False) -> None:
         self.module, self.is_package, self.found = module, is_package, set[str]()
         self.statements: list[tuple[str, tuple[str, ...]]] = []
-        self.typing = typing
+        self.type_checking = type_checking
 
     def visit_If(self, node: ast.If) -> None:
         name = getattr(node.test, "id", None) or getattr(node.test, "attr", None)
-        if name == "TYPE_CHECKING" and not self.typing:
+        if name == "TYPE_CHECKING" and not self.type_checking:
             for child in node.orelse:
                 self.visit(child)
             return
@@ -127,9 +132,8 @@ class _Imports(ast.NodeVisitor):
         self.statements.append((target, tuple(a.name for a in node.names)))
 
 
-def _visit(path: Path, module: str, *, typing: bool = False) -> _Imports:
-    """The imports of one module; ``typing``: those under ``if TYPE_CHECKING:`` too."""
-    visitor = _Imports(module, path.name == "__init__.py", typing)
+def _visit(path: Path, module: str, type_checking: bool = False) -> _Imports:
+    visitor = _Imports(module, path.name == "__init__.py", type_checking)
     visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
     return visitor
 
@@ -142,27 +146,42 @@ def _modules(package: Path) -> dict[str, Path]:
     }
 
 
-def room_edges(package: Path) -> dict[tuple[str, str], set[str]]:
-    """(from room, to room) -> the modules that import across that edge."""
+def room_edges(
+    package: Path, *, type_checking: bool = False
+) -> dict[tuple[str, str], set[str]]:
+    """(from room, to room) -> the modules that import across that edge. A name taken from the
+    package itself (``knowbase.Base``, not a room) is an import of the face, :data:`FACE`;
+    with ``type_checking`` the imports under ``if TYPE_CHECKING:`` count too."""
     rooms = {p.stem for p in package.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
     edges: dict[tuple[str, str], set[str]] = {}
     for path in sorted(package.rglob("*.py")):
         if "migrations" in path.parts:
             continue
         module = module_name(path, package)
-        source = room_of(module)
+        source = FACE if module == "knowbase" else room_of(module)
         if source is None:
             continue
-        for target in _visit(path, module).found:
+        for target in _visit(path, module, type_checking).found:
             room = room_of(target)
-            if room in rooms and room != source:
+            if room is not None and room not in rooms and target.count(".") == 1:
+                room = FACE  # from knowbase import Base
+            elif room not in rooms:
+                continue
+            if room != source:
                 edges.setdefault((source, room), set()).add(module)
     return edges
 
 
-def violations(package: Path, table: dict[str, set[str]], debt: set[tuple[str, str]]) -> list[str]:
+def violations(
+    package: Path,
+    table: dict[str, set[str]],
+    debt: set[tuple[str, str]],
+    *,
+    type_checking: bool = False,
+) -> list[str]:
     found = []
-    for (source, target), modules in sorted(room_edges(package).items()):
+    edges = room_edges(package, type_checking=type_checking)
+    for (source, target), modules in sorted(edges.items()):
         if source not in table:
             found.append(f"room {source} is not in the layering table")
             continue
@@ -212,7 +231,7 @@ def module_graph(package: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         targets = set()
-        for target, names in _visit(path, module, typing=True).statements:
+        for target, names in _visit(path, module, type_checking=True).statements:
             for name in names or ("",):
                 full = f"{target}.{name}" if name else target
                 targets.add(full if full in modules else existing(target))
@@ -244,7 +263,6 @@ def unused_allowances(package: Path, table: dict[str, set[str]]) -> list[str]:
     return [
         f"{source} -> {target}"
         for source, allowed in sorted(table.items())
-        if source not in ALLOWANCES_NOT_CHECKED
         for target in sorted(allowed)
         if (source, target) not in used
     ]
@@ -272,6 +290,14 @@ def test_no_cycle_between_rooms() -> None:
 
 def test_every_allowance_is_used() -> None:
     assert unused_allowances(PACKAGE, MAY_IMPORT) == [], "delete these allowances from MAY_IMPORT"
+
+
+def test_surfaces_import_only_the_face_the_facade_errors_and_settings() -> None:
+    assert MAY_IMPORT["interfaces"] == {FACE, "service", "errors", "settings"}
+    found = violations(PACKAGE, MAY_IMPORT, KNOWN_DEBT, type_checking=True)
+    assert [v for v in found if v.startswith("knowbase.interfaces.")] == [], (
+        "a surface names only what the face exports, type hints included: export it there"
+    )
 
 
 def test_no_cycle_between_rooms_one_level_down_but_the_known_debt() -> None:
@@ -310,6 +336,55 @@ def test_the_check_fails_on_a_planted_upward_import(tmp_path: Path) -> None:
     table = {"errors": set(), "catalog": {"errors"}, "service": {"catalog", "errors"}}
     assert violations(package, table, set()) == ["knowbase.catalog.items imports service"]
     assert violations(package, table, {("knowbase.catalog.items", "service")}) == []
+
+
+def test_the_check_fails_on_a_surface_that_reaches_past_the_face(tmp_path: Path) -> None:
+    package = _plant(
+        tmp_path,
+        {
+            "__init__.py": "from knowbase.errors import NotFound\n",
+            "errors.py": "",
+            "catalog/__init__.py": "",
+            "catalog/models.py": "from knowbase.errors import NotFound\n",
+            "service/__init__.py": "from knowbase.catalog.models import Base\n",
+            "interfaces/__init__.py": "",
+            "interfaces/mcp/__init__.py": "",
+            "interfaces/mcp/tools.py": (
+                "from typing import TYPE_CHECKING\n"
+                "from knowbase import Base, passage\n"
+                "from knowbase.errors import NotFound\n"
+                "from knowbase.service import Knowledge\n"
+                "if TYPE_CHECKING:\n"
+                "    from knowbase.catalog.models import Item\n"
+                "def f():\n"
+                "    from knowbase.catalog.models import Base\n"
+            ),
+            "interfaces/mcp/listing.py": "import knowbase\nfrom ... import Item\n",
+        },
+    )
+    table = {
+        "errors": set(),
+        "catalog": {"errors"},
+        "service": {"errors", "catalog"},
+        FACE: {"errors"},
+        "interfaces": {"errors", "service", FACE},
+    }
+    assert violations(package, table, set()) == ["knowbase.interfaces.mcp.tools imports catalog"]
+    assert violations(package, table, set(), type_checking=True) == [
+        "knowbase.interfaces.mcp.tools imports catalog"
+    ]
+    assert unused_allowances(package, table) == ["service -> errors"]  # the face's rows are used
+    (package / "interfaces/mcp/tools.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from knowbase.catalog.models import Item\nfrom knowbase import Base\n"
+    )
+    assert violations(package, table, set()) == []
+    assert violations(package, table, set(), type_checking=True) == [
+        "knowbase.interfaces.mcp.tools imports catalog"
+    ]
+    # a name taken from the face is an import of the face: a room not allowed it is told so
+    (package / "catalog/models.py").write_text("from knowbase import Base\n")
+    assert violations(package, table, set()) == ["knowbase.catalog.models imports knowbase"]
 
 
 def test_the_check_fails_on_a_planted_cycle(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from knowbase.errors import CatalogUnavailable
-from knowbase.interfaces.readiness import readiness
 from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
+from knowbase.service.readiness import readiness
 from knowbase.settings import Settings
 
 pytestmark = pytest.mark.timeout(60)

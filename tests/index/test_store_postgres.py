@@ -15,9 +15,9 @@ from knowbase.errors import VectorStoreUnavailable
 from knowbase.index.base import MaterialInput
 from knowbase.index.postgres.store import PostgresIndexStore, ef_search_for, keyword_words
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.interfaces.readiness import check_index
 from knowbase.pipeline.documents import Chunk
 from knowbase.service import Knowledge
+from knowbase.service.readiness import check_index
 from knowbase.settings import Settings
 
 pytestmark = pytest.mark.timeout(180)

@@ -95,8 +95,8 @@ def test_a_qdrant_server_that_goes_away_is_unavailable_and_fails_items_with_the_
     """Settings.qdrant_url reaches the store: a base whose Qdrant server stops answering is
     ``unavailable`` in readiness with the reason, its new items fail ``vector_store_unavailable``
     within the client timeout (never a hang), and the base itself is not failed for good."""
-    from knowbase.interfaces.readiness import readiness
     from knowbase.service import Knowledge
+    from knowbase.service.readiness import readiness
     from knowbase.settings import Settings, load_settings
 
     home = tmp_path / "home"

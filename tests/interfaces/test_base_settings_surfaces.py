@@ -117,7 +117,7 @@ def test_every_setting_round_trips_through_cli_http_and_an_archive(
 def test_the_console_form_has_a_field_per_setting(kb: Knowledge) -> None:
     from fastapi.testclient import TestClient
 
-    from knowbase.catalog.base_settings import form_fields
+    from knowbase.interfaces.console.settings_form import form_fields
     from knowbase.interfaces.http import create_app
 
     assert [f["name"] for f in form_fields()] == [s.name for s in SETTINGS if s.mutable]

@@ -192,7 +192,7 @@ def test_embedding_models_come_from_the_configured_providers(
         )
         assert models["local:all-minilm-l6-v2"]["kind"] == "model"
         # as readiness sees them: a missing extra is named, with how to install it
-        monkeypatch.setattr("knowbase.interfaces.readiness._has", lambda module: False)
+        monkeypatch.setattr("knowbase.service.readiness._has", lambda module: False)
         monkeypatch.setattr("knowbase.providers.multilingual._package_dir", lambda: None)
         models = {m["id"]: m for m in httpx.get(u + "/embedding-models").json()}
         minilm, e5 = models["local:all-minilm-l6-v2"], models["local:multilingual-e5-small"]

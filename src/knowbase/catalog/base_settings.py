@@ -9,8 +9,8 @@ that added its column. From these entries come:
   (:func:`validate`, from :mod:`.bases`), what ``update`` accepts and a new base's defaults;
 - the HTTP models ``BaseOut``/``BaseSettingsPatch``/``BaseCreate`` (``interfaces/http_models``);
 - the options of ``kb base create`` and ``kb base set`` (``interfaces/cli_base_settings``);
-- the console's settings form (``interfaces/console``: the template loops over
-  :func:`form_fields`; ``base_settings.js`` reads and writes whatever the form holds);
+- the console's settings form (``interfaces/console/settings_form.py``: the template loops
+  over its fields; ``base_settings.js`` reads and writes whatever the form holds);
 - the settings an archive carries (``ingestion/archive_format.SETTINGS``) and a restore copies.
 
 How to add a base setting
@@ -365,44 +365,3 @@ def pair_checks() -> list[tuple[str, str]]:
     return [
         ("knowledge_base_overlap_check", "chunk_overlap >= 0 AND chunk_overlap < chunk_size"),
     ]
-
-
-def _number(x: float | None) -> str | None:
-    return None if x is None else str(int(x)) if float(x).is_integer() else str(x)
-
-
-def form_fields() -> list[dict[str, Any]]:
-    """The console's settings form, one field per mutable setting (``console/templates``)."""
-    out = []
-    for s in SETTINGS:
-        if not s.mutable:
-            continue
-        if s.type is bool:
-            kind = "checkbox"
-        elif s.choices:
-            kind = "select"
-        elif s.type in (int, float):
-            kind = "number"
-        else:
-            kind = "text"
-        top = s.maximum if s.maximum is not None else s.input_max
-        out.append(
-            {
-                "name": s.name,
-                "id": "set-" + s.cli_flag.removeprefix("--"),
-                "label": s.label,
-                "help": s.help,
-                "kind": kind,
-                "nullable": s.nullable,
-                "null_label": s.null_label,
-                "choices": list(s.choices or ()),
-                "min": _number(s.minimum),
-                "max": _number(top),
-                "step": "any" if s.type is float else None,
-                "maxlength": s.input_max_length,
-                "suggestions": list(s.suggestions),
-                "advanced": s.advanced,
-                "needs_model": s.needs_model,
-            }
-        )
-    return out

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from knowbase.catalog.base_settings import SETTINGS, BaseSetting
+from knowbase import BASE_SETTINGS as SETTINGS
+from knowbase import BaseSetting
 
 
 def _help(s: BaseSetting) -> str:

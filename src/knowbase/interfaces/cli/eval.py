@@ -1,6 +1,7 @@
 """``kb eval`` (lane table, per-query JSON, TREC run, fusion sweep) and ``kb import-beir``.
 
-Registered on the main app by ``interfaces/cli/``; the work is in ``query/eval*.py``.
+Registered on the main app by ``interfaces/cli/``; the work is in ``eval/``, reached through
+``service/evaluation.py``.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def eval_command(
 ) -> None:
     """Score the base's lanes (bm25, vector, hybrid, +rerank) on judged queries: nDCG@10,
     recall@10/@100, MRR@10 (trec_eval definitions; nDCG with linear gain)."""
-    from knowbase.eval import judged as ev
-    from knowbase.eval.beir import read_qrels, read_queries, write_run
+    from knowbase.service import evaluation as ev
+    from knowbase.service.evaluation import read_qrels, read_queries, write_run
 
     judged = read_qrels(qrels)
     asked = read_queries(queries)
@@ -78,14 +79,14 @@ def eval_command(
 def _render(console: Any, reports: list[Any], grid: list[Any], title: str) -> None:
     from rich.table import Table
 
-    from knowbase.eval.metrics import METRICS
+    from knowbase.service.evaluation import METRICS
 
     table = Table("lane", "settings", *METRICS, title=title)
     for r in reports:
         table.add_row(r.lane, r.settings, *(f"{r.metrics[m]:.4f}" for m in METRICS))
     console.print(table)
     if grid:
-        from knowbase.search.fusion import FusionSettings
+        from knowbase.service.evaluation import FusionSettings
 
         best = max(grid, key=lambda r: r.metrics["ndcg@10"])
         default = FusionSettings().label()
@@ -108,9 +109,9 @@ def import_beir(
 ) -> None:
     """Build a base from a BEIR corpus.jsonl: one Markdown document per entry, Concept ID
     <folder>/<doc id>.md (the id percent-encoded). Creates the base when it is new."""
+    from knowbase import AddInput
     from knowbase.errors import NotFound
-    from knowbase.eval.beir import file_name, read_corpus
-    from knowbase.operations.add.inputs import AddInput
+    from knowbase.service.evaluation import file_name, read_corpus
 
     folder = corpus if corpus.is_dir() else corpus.parent
     with cli.open_kb(home) as kb:

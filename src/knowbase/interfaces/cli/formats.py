@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     @app.command("formats")
     def formats(as_json: JsonOpt = False) -> None:
         """List the file formats knowbase reads, how each is read and how citations locate it."""
-        from knowbase.pipeline.readers.formats import FORMATS, TEXT_NAMES
+        from knowbase import FORMATS, TEXT_NAMES
 
         rows = [
             {

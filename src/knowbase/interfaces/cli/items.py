@@ -25,8 +25,7 @@ from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
 from knowbase.interfaces.cli.progress import say_cost, summarize
 
 if TYPE_CHECKING:
-    from knowbase.catalog.models import Base
-    from knowbase.operations.add.inputs import AddInput
+    from knowbase import AddInput, Base
     from knowbase.service import Knowledge
 
 NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="Return once queued.")]
@@ -37,7 +36,7 @@ FAILED_SHOWN = 20
 
 
 def _inputs_for(targets: list[str], note: str | None, title: str | None) -> list[AddInput]:
-    from knowbase.operations.add.inputs import AddInput
+    from knowbase import AddInput
 
     inputs: list[AddInput] = []
     for target in targets:
@@ -242,7 +241,7 @@ def status(
     """Items by status with errors and item ids (for a base), or readiness of every part."""
     with cli.open_kb(home) as kb:
         if base is None:
-            from knowbase.interfaces.readiness import readiness
+            from knowbase.service.readiness import readiness
 
             report = readiness(kb)
             live = next((c for c in report["components"] if c["component"] == "workers"), None)
@@ -261,7 +260,7 @@ def status(
         queued = kb.activity.count_jobs(base=b.id, statuses=["pending", "running"])
         workers = kb.activity.list_workers()
         skipped = {i.title: i.data["skipped"] for i in kb.list_items(b.id) if i.data.get("skipped")}
-        from knowbase.interfaces.readiness import base_vector_lane, lane_line
+        from knowbase.service.readiness import base_vector_lane, lane_line
 
         lane = base_vector_lane(kb, b)
     data = {

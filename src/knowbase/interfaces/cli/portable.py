@@ -38,33 +38,25 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Upgrade the catalog database to this release's schema (a no-op when current)."""
-        from knowbase.catalog.db import Catalog
-        from knowbase.catalog.migrate import migrate as run
-        from knowbase.catalog.migrate import migration_state
         from knowbase.interfaces.cli.options import console, emit
+        from knowbase.service.migration import catalog_state, migrate_catalog
         from knowbase.settings import load_settings
 
         settings = load_settings(home, database_url=database_url)
-        if settings.database_url is None:
-            settings.home.mkdir(parents=True, exist_ok=True)
-        catalog = Catalog(settings.catalog_url)
-        try:
-            if check:
-                state = migration_state(catalog.engine)
-                emit(
-                    state,
-                    as_json,
-                    lambda: console.print(
-                        f"catalog at {state.current or 'no schema'}, head {state.head}: "
-                        + ("behind, run kb migrate" if state.behind else "current")
-                    ),
-                )
-                if state.behind:
-                    raise typer.Exit(EXIT_BEHIND)
-                return
-            before, after = run(catalog.engine)
-        finally:
-            catalog.dispose()
+        if check:
+            state = catalog_state(settings)
+            emit(
+                state,
+                as_json,
+                lambda: console.print(
+                    f"catalog at {state.current or 'no schema'}, head {state.head}: "
+                    + ("behind, run kb migrate" if state.behind else "current")
+                ),
+            )
+            if state.behind:
+                raise typer.Exit(EXIT_BEHIND)
+            return
+        before, after = migrate_catalog(settings)
         out = {"from": before.current, "to": after.current, "changed": before.behind}
         emit(
             out,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from knowbase.catalog.models import Base, Item
+    from knowbase import Base, Item
     from knowbase.service import Knowledge
 
 err_console = Console(stderr=True)

@@ -12,10 +12,10 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from knowbase import mark_spans, passage
 from knowbase.interfaces.cli import options as cli
 from knowbase.interfaces.cli.labels import TagOpt, WhereOpt, split_tags
 from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
-from knowbase.search.snippet import mark_spans, passage
 
 __all__ = ["passage", "register"]  # passage: the sentence trim, now in search/snippet.py
 

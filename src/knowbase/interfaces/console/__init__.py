@@ -24,8 +24,8 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from knowbase.catalog.base_settings import form_fields
 from knowbase.interfaces.console import api as console_api
+from knowbase.interfaces.console.settings_form import form_fields
 from knowbase.interfaces.http.common import error_response
 
 HERE = Path(__file__).parent

@@ -23,15 +23,13 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 from pydantic import BaseModel, Field
 
+from knowbase import AddInput, is_readable, sanitize_filename
 from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
-from knowbase.files import sanitize_filename
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.items import _add_response, unsupported
 from knowbase.interfaces.http.models import AddOut, ConflictStrategy
-from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.readers import is_readable
-from knowbase.providers.registry import BUILTIN_EMBEDDING_PROFILES
 from knowbase.service import Knowledge
+from knowbase.service.readiness import offered_embedding_models
 
 router = APIRouter(responses=COMMON_ERRORS)
 UPLOADS_DIR = "uploads"
@@ -186,42 +184,10 @@ class EmbeddingModelOut(BaseModel):
     reason: str
 
 
-def offered_embedding_models(kb: Knowledge) -> list[dict[str, Any]]:
-    """The built-in local models with whether they can run here (readiness's own check: the
-    extra's imports and files, nothing loaded), each configured remote profile as a prefix to
-    complete with a model name (not probed: a remote model is checked when it is first used),
-    and the ``hash:`` test model only when test providers are on."""
-    from knowbase.interfaces.readiness import READY, check_local_model
-    from knowbase.providers import local, multilingual
-
-    out: list[dict[str, Any]] = []
-    for name in (*local.NAMES, multilingual.MODEL_NAME):
-        status, reason = check_local_model(name)
-        out.append(
-            {"id": f"local:{name}", "kind": "model", "available": status == READY, "reason": reason}
-        )
-    if kb.settings.test_providers:
-        out.append(
-            {"id": "hash:d64", "kind": "model", "available": True, "reason": "test provider"}
-        )
-    for name, profile in sorted(kb.settings.providers.items()):
-        if name in BUILTIN_EMBEDDING_PROFILES:
-            continue  # the built-in profile of that name wins (providers/registry.py)
-        out.append(
-            {
-                "id": f"{name}:",
-                "kind": "profile",
-                "available": True,
-                "reason": f"remote profile at {profile.base_url}: add the model name",
-            }
-        )
-    return out
-
-
 @router.get("/embedding-models", response_model=list[EmbeddingModelOut], tags=["bases"])
 def embedding_models(kb: Knowledge = Depends(get_kb)) -> list[dict[str, Any]]:
     """The embedding models a base can be created with or switched to on this server."""
     return offered_embedding_models(kb)
 
 
-__all__ = ["offered_embedding_models", "router", "split_relative"]
+__all__ = ["router", "split_relative"]

@@ -34,13 +34,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from knowbase.catalog.models import OPEN, Principal
+from knowbase import MAX_QUERY_CHARS, OPEN, Principal
 from knowbase.errors import InvalidInput, NoSearchableTokens, NotFound, Unauthorized
 from knowbase.interfaces.http.scopes import visible_base
-from knowbase.search.search import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
-    from knowbase.search.search import SearchResult
+    from knowbase import SearchResult
     from knowbase.service import Knowledge
 
 #: The paths Dify may call: the bare one, and the one under a ``/dify`` prefix (RAGFlow's).

@@ -19,8 +19,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse
 
+from knowbase import AddInput, is_readable, sanitize_filename
 from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
-from knowbase.files import sanitize_filename
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, error_response, get_kb
 from knowbase.interfaces.http.models import (
     AddInputIn,
@@ -32,8 +32,6 @@ from knowbase.interfaces.http.models import (
     ItemStatus,
     JobRef,
 )
-from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.readers import is_readable
 from knowbase.service import Knowledge
 
 router = APIRouter(tags=["items"], responses=COMMON_ERRORS)
@@ -72,7 +70,7 @@ def _bare_input(spec: AddInputIn, roots: list[Path]) -> AddInput:
     if spec.type == "note":
         return AddInput.note(spec.content or "", title=spec.title)
     if spec.type in ("url", "sitemap"):
-        from knowbase.pipeline.sources.ssrf import parse_url
+        from knowbase import parse_url
 
         url = (spec.url or "").strip()
         # Syntax now, as kb_manage does (http(s), a host, no control characters): a malformed

@@ -11,9 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
-from knowbase.catalog.base_settings import SETTINGS, BaseSetting
-from knowbase.operations.add.inputs import BATCH_MAX, NOTE_MAX_CHARS
-from knowbase.providers.registry import MAX_DIMENSIONS
+from knowbase import BASE_SETTINGS as SETTINGS
+from knowbase import BATCH_MAX, MAX_DIMENSIONS, NOTE_MAX_CHARS, BaseSetting
 
 # ``profile:model``, both parts non-empty: the syntax registry.parse_model_id accepts, stated in
 # the schema so clients (and the fuzzer) know it; whether the profile exists is the facade's.

@@ -9,6 +9,7 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 
+from knowbase import Job
 from knowbase.errors import InvalidInput, NotFound
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.models import (
@@ -25,7 +26,6 @@ from knowbase.interfaces.http.models import (
 from knowbase.interfaces.http.outline import SectionReadOut
 from knowbase.interfaces.http.scopes import principal_of, visible_base, visible_ids
 from knowbase.interfaces.http.search_models import MultiSearchOut, SearchOut
-from knowbase.jobs.model import Job
 from knowbase.service import Knowledge
 
 router = APIRouter(responses=COMMON_ERRORS)
@@ -321,7 +321,7 @@ def get_job(job_id: str, request: Request, kb: Knowledge = Depends(get_kb)) -> d
 def status(request: Request, kb: Knowledge = Depends(get_kb)) -> dict[str, Any]:
     """Per-component readiness (catalog, index, embedding, rerank, file processor, workers);
     a key scoped to some bases sees only their components."""
-    from knowbase.interfaces.readiness import readiness
+    from knowbase.service.readiness import readiness
 
     report = readiness(kb)
     who = principal_of(request)

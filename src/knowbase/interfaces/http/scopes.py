@@ -33,12 +33,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
-from knowbase.catalog.models import OPEN, Principal
+from knowbase import OPEN, Principal
 from knowbase.errors import KeyNotAllowed, RouteWithoutScope, Unauthorized, Unavailable
 from knowbase.interfaces.access import rule_for
 
 if TYPE_CHECKING:
-    from knowbase.catalog.models import Base
+    from knowbase import Base
     from knowbase.service import Knowledge
 
 STATUS_PATH = "/status"

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from knowbase.catalog.models import Base
+from knowbase import Base
 
 
 class Approve(BaseModel):

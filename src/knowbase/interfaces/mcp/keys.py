@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from knowbase.catalog.models import OPEN, Principal
+from knowbase import OPEN, Principal
 from knowbase.errors import Unauthorized
 
 if TYPE_CHECKING:

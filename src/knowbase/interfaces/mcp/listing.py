@@ -7,7 +7,7 @@ import base64
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from knowbase.catalog.models import Base, Item
+from knowbase import Base, Item
 from knowbase.errors import KnowbaseError, NotFound
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
 from knowbase.interfaces.mcp.scope import OutOfScope

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from knowbase.catalog.models import Base
+from knowbase import AddInput, Base
 from knowbase.errors import KnowbaseError, NotFound
 from knowbase.interfaces.mcp.results import _fail, _from_error, _ok
 from knowbase.interfaces.mcp.scope import OutOfScope
 from knowbase.interfaces.mcp.tools import _not_found_guidance
-from knowbase.operations.add.inputs import AddInput
 
 if TYPE_CHECKING:
     from knowbase.interfaces.mcp.scope import Scope
@@ -130,7 +129,7 @@ def _add_input(
         assert path is not None
         return AddInput.file(path, source=os.path.basename(path), keep_origin=False)
     if type == "url":
-        from knowbase.pipeline.sources.ssrf import check_url
+        from knowbase import check_url
 
         checked = check_url(
             url or "", allow_local=b.allow_local_urls or kb.settings.allow_local_urls

@@ -60,13 +60,13 @@ def register(
         if problem:
             return _Decision(False, {"error": problem, "code": "invalid_input"})
         if action == "add":
-            from knowbase.operations.add.inputs import validate
+            from knowbase import validate_input
 
             try:
                 if type == "file":
                     pre_granted = allow_writes and not _client_elicits(ctx)
                     check_local_file(path or "", roots, pre_granted=pre_granted)
-                validate(_add_input(kb, b, type, path, url, content, title))
+                validate_input(_add_input(kb, b, type, path, url, content, title))
             except KnowbaseError as exc:
                 return _Decision(False, {"error": exc.message, "code": exc.code, "hint": exc.hint})
         if action in ("delete", "refresh"):

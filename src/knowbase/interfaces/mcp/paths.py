@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from knowbase import resolve_local
 from knowbase.errors import UnsafePath
-from knowbase.operations.add.inputs import resolve_local
 
 
 def resolve_roots(roots: list[str] | list[Path] | None) -> list[Path]:

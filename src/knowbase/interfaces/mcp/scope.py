@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from knowbase.catalog.models import Base, Principal
+from knowbase import Base, Principal
 from knowbase.errors import NotFound
 from knowbase.service import Knowledge
 

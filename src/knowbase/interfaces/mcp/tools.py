@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from knowbase.catalog.models import Base
+from knowbase import Base
 from knowbase.errors import InvalidInput, KnowbaseError, NotFound
 from knowbase.interfaces.mcp import budget
 from knowbase.interfaces.mcp.results import _camel, _fail, _from_error, _ok
@@ -20,8 +20,8 @@ from knowbase.interfaces.mcp.scope import OutOfScope
 # --- result shapes (the JSON helpers live in mcp_results.py) ------------------------------------
 
 if TYPE_CHECKING:
+    from knowbase import SearchResult
     from knowbase.interfaces.mcp.scope import Scope
-    from knowbase.search.search import SearchResult
 
 CITE_PREFIX = "kb"
 LIST_DEFAULT_LIMIT = 20

@@ -1,5 +1,6 @@
 """Readiness: is each component of a home usable right now, and if not, why (``kb status``,
-``GET /status``).
+``GET /status``), and which embedding models a base can be given here
+(:func:`offered_embedding_models`, the console's ``GET /embedding-models``).
 
     >>> report = readiness(kb)                                  # doctest: +SKIP
     >>> report["status"], [c["component"] for c in report["components"]]
@@ -165,6 +166,38 @@ def check_local_model(model: str) -> tuple[str, str]:
     return READY, f"local model files at {path} (exported to ONNX on first use, once)"
 
 
+def offered_embedding_models(kb: Knowledge) -> list[dict[str, Any]]:
+    """The built-in local models with whether they can run here (readiness's own check: the
+    extra's imports and files, nothing loaded), each configured remote profile as a prefix to
+    complete with a model name (not probed: a remote model is checked when it is first used),
+    and the ``hash:`` test model only when test providers are on."""
+    from knowbase.providers import local, multilingual
+    from knowbase.providers.registry import BUILTIN_EMBEDDING_PROFILES
+
+    out: list[dict[str, Any]] = []
+    for name in (*local.NAMES, multilingual.MODEL_NAME):
+        status, reason = check_local_model(name)
+        out.append(
+            {"id": f"local:{name}", "kind": "model", "available": status == READY, "reason": reason}
+        )
+    if kb.settings.test_providers:
+        out.append(
+            {"id": "hash:d64", "kind": "model", "available": True, "reason": "test provider"}
+        )
+    for name, profile in sorted(kb.settings.providers.items()):
+        if name in BUILTIN_EMBEDDING_PROFILES:
+            continue  # the built-in profile of that name wins (providers/registry.py)
+        out.append(
+            {
+                "id": f"{name}:",
+                "kind": "profile",
+                "available": True,
+                "reason": f"remote profile at {profile.base_url}: add the model name",
+            }
+        )
+    return out
+
+
 def _reach(url: str, cache: dict[str, tuple[str, str]]) -> tuple[str, str]:
     """One short GET: any HTTP answer (even 401/404) means the endpoint is up."""
     if url in cache:
@@ -298,6 +331,7 @@ __all__ = [
     "UNAVAILABLE",
     "base_vector_lane",
     "lane_line",
+    "offered_embedding_models",
     "readiness",
     "vector_lane",
 ]

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from knowbase.errors import VectorStoreUnavailable
-from knowbase.interfaces.readiness import check_embedding, check_rerank, overall, readiness
 from knowbase.operations.add.inputs import AddInput
 from knowbase.service import Knowledge
+from knowbase.service.readiness import check_embedding, check_rerank, overall, readiness
 from knowbase.settings import load_settings
 
 pytestmark = pytest.mark.timeout(60)
