@@ -67,6 +67,22 @@ def test_a_file_inside_an_added_folder_updates_its_item(run, corpus: Path) -> No
     assert "five hours" in hits[0]["text"]
 
 
+def test_a_folder_added_after_its_file_adopts_the_files_item(run, corpus: Path) -> None:
+    """Item 3, the reverse order: the file added alone first, its folder after: one item (the
+    same id, its tag kept) under the folder's Concept ID, one hit."""
+    travel = corpus / "office" / "travel.md"
+    run("base", "create", "b")
+    alone = json.loads(run("add", "b", str(travel), "--tag", "policy", "--json").stdout)
+    item_id = alone["items"][0]["id"]
+    run("add", "b", str(corpus))
+    hits = json.loads(run("search", "b", "walruses", "--json").stdout)["results"]
+    assert [(h["item_id"], h["concept_id"]) for h in hits] == [(item_id, "corpus/office/travel.md")]
+    tree = json.loads(run("tree", "b", "--json").stdout)["nodes"]
+    assert [n["title"] for n in tree if n["depth"] == 0] == [str(corpus)]
+    tagged = json.loads(run("search", "b", "walruses", "--tag", "policy", "--json").stdout)
+    assert [h["item_id"] for h in tagged["results"]] == [item_id]  # its tag kept
+
+
 def test_identical_passages_are_listed_once(run, corpus: Path, tmp_path: Path) -> None:
     """Item 3: the same passage held by two items shows once in a result list."""
     other = tmp_path / "elsewhere"

@@ -328,6 +328,24 @@ def update_data(conn: Connection, item_id: str, **fields: Any) -> Item:
     return get(conn, item_id)
 
 
+def move_under(conn: Connection, item_id: str, group_id: str, data: dict[str, Any]) -> Item:
+    """Make a root the child of folder ``group_id`` with new ``data``, ``processing`` again (a
+    folder adopting a file the base held alone: issue 42); the caller reconciles the folder."""
+    conn.execute(
+        it.update()
+        .where(it.c.id == item_id, it.c.status != "deleting")
+        .values(
+            group_id=group_id,
+            data=json.dumps(data, ensure_ascii=False),
+            status="processing",
+            error_code=None,
+            error_message=None,
+            updated_at=now_ms(),
+        )
+    )
+    return get(conn, item_id)
+
+
 def delete_rows(conn: Connection, item_ids: Iterable[str]) -> None:
     """Delete rows (descendants cascade) and reconcile the surviving parents."""
     ids = list(dict.fromkeys(item_ids))
@@ -433,6 +451,7 @@ __all__ = [
     "mark_completed",
     "mark_completed_many",
     "mark_deleting",
+    "move_under",
     "orphans_of_deleting",
     "reconcile_containers",
     "reserved_relative_paths",

@@ -11,8 +11,9 @@ hit's best-matching lines and the lines around them, within :data:`SNIPPET_CHARS
    (a line longer than the budget is cut around its densest run of matches, at words);
 3. a matched table row keeps its table's header row, shown above it (``header``) when the
    header is not inside the window already;
-4. a hit without a matching line (a vector-only hit) shows its opening sentences
-   (:func:`passage`), as before;
+4. a hit without a matching line (a vector-only hit) is centred on the sentence nearest the
+   query when the caller found it (``nearest``: :mod:`.nearest` embeds the sentences of the
+   hits shown), else shows its opening sentences (:func:`passage`);
 5. ``marks`` are the spans of matched words in ``text``, for a surface to highlight.
 
 Pure text in, text out: no index, no model.
@@ -44,7 +45,8 @@ class Snippet:
     ``marks`` the matched words' spans in ``text``; ``header`` the table header row above a
     matched row when the window leaves it out; ``matched`` whether any line matched;
     ``before``/``after`` whether the window starts/ends inside a sentence of a line (a surface
-    shows … there)."""
+    shows … there); ``nearest`` whether the centre is the sentence nearest the query (a hit
+    without a matching line)."""
 
     text: str
     start: int
@@ -54,6 +56,7 @@ class Snippet:
     matched: bool = False
     before: bool = False
     after: bool = False
+    nearest: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +68,7 @@ class Snippet:
             "matched": self.matched,
             "before": self.before,
             "after": self.after,
+            "nearest": self.nearest,
         }
 
 
@@ -140,8 +144,11 @@ def _line_scores(
     return scores
 
 
-def snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> Snippet:
+def snippet(
+    text: str, query: str, limit: int = SNIPPET_CHARS, nearest: tuple[int, int] | None = None
+) -> Snippet:
     """The window of ``text`` around its best-matching lines; see the module docstring.
+    ``nearest``: the (start, end) of the sentence to centre on when no line matches.
 
     >>> snippet("Intro line.\\n\\n| Task | Every |\\n|---|---|\\n| descale | 6 weeks |",
     ...         "how often descaled", limit=40).header
@@ -151,14 +158,19 @@ def snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> Snippet:
     lines = _lines(text)
     scores = _line_scores(text, lines, stems, cjk)
     best = max(range(len(lines)), key=lambda i: (scores[i], -i)) if lines else 0
+    focus = None  # the span a long line is cut around (None: its matches)
     if not lines or scores[best] == 0:
-        # offsets of the whole hit: passage() trims sentences and whitespace
-        shown = passage(text, limit)
-        return Snippet(shown, 0, len(text), _marks(shown, stems, cjk))
+        at = _line_of(lines, nearest) if nearest is not None else None
+        if at is None:
+            # offsets of the whole hit: passage() trims sentences and whitespace
+            shown = passage(text, limit)
+            return Snippet(shown, 0, len(text), _marks(shown, stems, cjk))
+        best, focus = at, [(nearest[0], min(nearest[1], nearest[0] + limit))]
     lo = hi = best
     start, end = lines[best]
     if end - start > limit:
-        start, end = _cut_line(text, start, end, stems, cjk, limit)
+        spans = focus or _span_marks(text, start, end, stems, cjk)
+        start, end = _cut_line(text, start, end, spans, limit)
     else:
         turn_before = True
         while True:
@@ -189,8 +201,8 @@ def snippet(text: str, query: str, limit: int = SNIPPET_CHARS) -> Snippet:
     before = start > 0 and text[start - 1] not in "\n" and not _after_sentence(text, start)
     after = end < len(text) and text[end] != "\n" and not _ends_sentence(shown)
     return Snippet(
-        shown, start, end, _marks(shown, stems, cjk), header, matched=True,
-        before=before, after=after,
+        shown, start, end, _marks(shown, stems, cjk), header, matched=focus is None,
+        before=before, after=after, nearest=focus is not None,
     )  # fmt: skip
 
 
@@ -205,11 +217,39 @@ def _lines(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def _line_of(lines: list[tuple[int, int]], span: tuple[int, int]) -> int | None:
+    """The index of the line holding ``span``'s start (None: no line does)."""
+    return next((i for i, (s, e) in enumerate(lines) if s <= span[0] < e), None)
+
+
+def _span_marks(
+    text: str, start: int, end: int, stems: frozenset[str], cjk: tuple[str, ...]
+) -> list[tuple[int, int]]:
+    """The matched words' spans in ``text[start:end]``, as offsets in ``text``."""
+    return [(s + start, e + start) for s, e in _marks(text[start:end], stems, cjk)]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of each non-blank line (a table row is one), whitespace
+    trimmed, in order."""
+    out = []
+    for s, e in _lines(text):
+        pos = s
+        for m in [*_SENTENCE_END.finditer(text, s, e), None]:
+            cut = e if m is None else m.end()
+            piece = text[pos:cut]
+            if piece.strip():
+                lead = len(piece) - len(piece.lstrip())
+                out.append((pos + lead, pos + len(piece.rstrip())))
+            pos = cut
+    return out
+
+
 def _cut_line(
-    text: str, start: int, end: int, stems: frozenset[str], cjk: tuple[str, ...], limit: int
+    text: str, start: int, end: int, spans: list[tuple[int, int]], limit: int
 ) -> tuple[int, int]:
-    """A ``limit``-wide window of one long line around its densest run of matches, at words."""
-    spans = [(s + start, e + start) for s, e in _marks(text[start:end], stems, cjk)]
+    """A ``limit``-wide window of one long line around its densest run of ``spans`` (the
+    matched words, or the one sentence to centre on), at words."""
     best_at, best_n = spans[0][0], 0
     for s, _ in spans:
         n = len({stem(text[a:b]) for a, b in spans if s <= a and b <= s + limit})

@@ -4,6 +4,7 @@ index batch embeds and writes in (``index_batch._embed_runs``)."""
 from __future__ import annotations
 
 from knowbase.jobs.model import Job
+from knowbase.operations.add.inputs import AddInput
 from knowbase.operations.indexing.index_batch import EMBED_RUN_CHUNKS, _embed_runs, _Entry
 from knowbase.operations.indexing.progress import ChunkProgress, chunk_progress
 from knowbase.operations.kinds import INDEX_DOCUMENTS
@@ -51,3 +52,37 @@ def test_the_first_file_is_embedded_alone_then_runs_of_chunks() -> None:
     runs = [[len(e.chunks) for e in run] for run in _embed_runs(entries)]
     assert runs == [[5], [40], [30, 10], [EMBED_RUN_CHUNKS + 5], [3]]
     assert sum(len(r) for r in runs) == len(entries)
+
+
+def test_one_big_file_moves_the_chunk_count_while_it_is_embedded(kb, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A single file of hundreds of chunks: chunks done move while it is embedded (``embedded``
+    noted as the model answers, written by the heartbeat), not only when the file is written.
+    Before: 0 until the file completed, then all at once."""
+    import threading
+    import time
+
+    kb.rt.jobs.heartbeat_s = 0.3  # the heartbeat writes noted progress (5 s in a real run)
+    base = kb.create_base(
+        "big", embedding_model_id="hash:d64?delay=0.1", file_processor_id=None, chunk_size=64,
+        chunk_overlap=0,
+    )  # fmt: skip
+    big = tmp_path / "big.txt"
+    big.write_text(
+        "\n\n".join(
+            f"Paragraph {n} says walrus number {n} travels by train." * 6 for n in range(200)
+        ),
+        "utf-8",
+    )
+    result = kb.add(base.id, [AddInput.file(big)])
+    runner = threading.Thread(target=kb.wait, args=(result.job_ids,), daemon=True)
+    runner.start()
+    seen: list[tuple[int, int, int]] = []
+    while runner.is_alive():
+        p = kb.activity.chunk_progress(result.job_ids)
+        seen.append((p.files_done, p.chunks_done, p.chunks_known))
+        time.sleep(0.1)
+    runner.join()
+    known = max(k for _, _, k in seen)
+    assert known > 100
+    moving = {d for f, d, k in seen if f == 0 and 0 < d < k}
+    assert len(moving) >= 2, seen[::10]  # counted up while the one file was embedded

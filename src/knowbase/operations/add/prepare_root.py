@@ -16,6 +16,7 @@ from knowbase.errors import DiskFull, NoIndexableFiles, OriginMissing
 from knowbase.files import choose_directory_prefix, reserve_relative_path
 from knowbase.files.staging import Staging
 from knowbase.jobs.context import JobContext
+from knowbase.operations.add.adopt import Adoption, adopt, standalone_files
 from knowbase.operations.common import live_item
 from knowbase.operations.indexing.index_batch import BATCH_MAX
 from knowbase.operations.purge import active_jobs_touching, purge_rows
@@ -194,6 +195,7 @@ def _import_files(  # type: ignore[no-untyped-def]
     dir_ids = {"": item.id}
     files = expansion.files
     committed = False
+    alone: dict[str, tuple[Item, ExpandedFile]] = {}  # files the base holds alone: adopted
     try:
         for start, end in part_bounds(len(files), ROWS_PER_TX, FIRST_PART_ROWS):
             part = files[start:end]
@@ -207,6 +209,11 @@ def _import_files(  # type: ignore[no-untyped-def]
                 storage.move_files_in(staging.tree, prefix, [within[f.rel] for f in part])
                 if start == 0:
                     _insert_dirs(conn, base, origin, expansion, dir_ids)
+                held = standalone_files(conn, base.id, [str(f.abs_path) for f in part])
+                alone.update(
+                    (f.rel, (held[str(f.abs_path)], f)) for f in part if str(f.abs_path) in held
+                )
+                part = [f for f in part if f.rel not in alone]
                 # one multi-row INSERT of items and one of jobs per transaction
                 leaves = item_repo.insert_active_many(
                     conn,
@@ -227,13 +234,18 @@ def _import_files(  # type: ignore[no-untyped-def]
                 )
                 schedule_items(rt, conn, base, leaves, parent_job_id=ctx.job.id)
             committed = True
-            done = start + len(part)
+            done = end
             ctx.progress("enqueuing", 99 * done / len(files), files=len(files), enqueued=done)
         with rt.lock(base.id), rt.catalog.write_tx() as conn:
+            adopted, old_copies = adopt(conn, _adoptions(alone, dir_ids, prefix, within))
+            schedule_items(rt, conn, base, adopted, parent_job_id=ctx.job.id)
             item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
             # Deepest first: each walk up re-derives the ancestors after their subfolders.
             for rel in sorted(dir_ids, key=lambda r: -1 if r == "" else r.count("/"), reverse=True):
                 item_repo.reconcile_containers(conn, dir_ids[rel])
+        with rt.lock(base.id):  # the adopted items' own copies: the folder's replace them
+            for problem in storage.delete_paths(old_copies):
+                log.warning("adopted file's old copy: %s", problem)
         return True
     except BaseException as exc:
         full = is_disk_full(exc)
@@ -251,6 +263,25 @@ def _import_files(  # type: ignore[no-untyped-def]
             # `kb retry` imports it again once space is back.
             raise _final(as_disk_full(exc)) from exc
         raise
+
+
+def _adoptions(
+    alone: dict[str, tuple[Item, ExpandedFile]],
+    dir_ids: dict[str, str],
+    prefix: str,
+    within: dict[str, str],
+) -> list[Adoption]:
+    """What :func:`adopt` moves: each file the base held alone, under its folder's row."""
+    return [
+        Adoption(
+            item.id,
+            dir_ids[posixpath.dirname(rel)],
+            str(f.abs_path),
+            f"{prefix}/{within[rel]}",
+            as_text=bool(f.as_text),
+        )
+        for rel, (item, f) in alone.items()
+    ]
 
 
 def _insert_dirs(  # type: ignore[no-untyped-def]

@@ -8,7 +8,9 @@ strategy ``update`` selects this; ``rename`` still copies.
 
 A file that lies inside an added folder is covered too (issue 42): its origin is the folder
 item's file, so ``kb add B corpus/a.pdf`` after ``kb add B corpus`` updates that file in place
-instead of adding a second ``a.pdf`` whose passages would rank twice.
+instead of adding a second ``a.pdf`` whose passages would rank twice. The reverse order, the
+folder added after the file, is the folder's expansion's to settle: it adopts the file's item
+(``operations/add/adopt.py``).
 """
 
 from __future__ import annotations

@@ -303,6 +303,7 @@ def _embed(rt: Runtime, base: Base, entries: list[_Entry]) -> dict:
             existing=store.existing_embedding_hashes,
             provider=embedder,
             dims=base.dimensions or 0,
+            on_progress=lambda done, total: _note_embedded(part, done, total),
             check_cancelled=check_cancelled,
             batcher=batcher_for(embedder),  # shares model calls with every other index job
             texts=texts,
@@ -321,6 +322,20 @@ def _embed(rt: Runtime, base: Base, entries: list[_Entry]) -> dict:
     return out
 
 
+def _note_embedded(part: list[_Entry], done: int, total: int) -> None:
+    """Each job's chunks embedded so far (``embedded`` in its progress details), the share
+    ``done`` of ``total`` texts sent, in the part's order: one file of thousands of chunks shows
+    them move while it is embedded (issue 42), not only once it is written. In memory: the
+    heartbeat writes it, no catalog write per batch."""
+    left = round(sum(len(e.chunks) for e in part) * done / max(total, 1))
+    for e in part:
+        n = min(left, len(e.chunks))
+        left -= n
+        e.ctx.note_progress(
+            "embedding", 40 + 40 * n // max(len(e.chunks), 1), chunks=len(e.chunks), embedded=n
+        )
+
+
 def _write(rt: Runtime, base: Base, entries: list[_Entry], embeddings: dict) -> None:
     """Every item's final write (material + ``completed`` + its job's completion) in one
     grouped transaction under the base lock, each item in its own SAVEPOINT: one item's
@@ -329,7 +344,7 @@ def _write(rt: Runtime, base: Base, entries: list[_Entry], embeddings: dict) -> 
         return
     store = rt.store(base)
     for entry in entries:
-        entry.ctx.note_progress("saving", 80, chunks=len(entry.chunks))
+        entry.ctx.note_progress("saving", 80, chunks=len(entry.chunks), embedded=len(entry.chunks))
 
     def write_one(conn: Connection, entry: _Entry, current: Item | None) -> None:
         if current is None or current.status == "deleting":

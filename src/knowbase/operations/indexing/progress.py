@@ -6,6 +6,9 @@ Every index job says how many chunks its file made once it is chunked (``chunks`
 progress details: noted while it runs, written by the heartbeat, kept by its completion). A job
 that completed has embedded and written all of them. :func:`chunk_progress` adds that up over
 any set of jobs (one add's job tree, or a base's current run); the surfaces estimate from it.
+A job still embedding says how many of its chunks are embedded so far (``embedded``, noted
+as the model answers, written by the heartbeat): one file of thousands of chunks moves the
+count while it is embedded, not only once it is written.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ class ChunkProgress:
 
     ``files``: index jobs seen; ``files_chunked``: those whose chunk count is known (failed ones
     left out); ``files_done``: ended (completed or failed); ``chunks_known``: the chunks of the
-    files chunked so far; ``chunks_done``: the chunks of completed files (embedded and written);
+    files chunked so far; ``chunks_done``: the chunks of completed files (embedded and written)
+    and those embedded so far of files still running;
     ``files_failed``: failed or cancelled (no work left in them).
     """
 
@@ -68,6 +72,9 @@ def chunk_progress(jobs: Iterable[Job]) -> ChunkProgress:
             known += chunks
             if job.status == "completed":
                 finished += chunks
+            else:
+                embedded = job.progress_details.get("embedded")
+                finished += min(embedded, chunks) if isinstance(embedded, int) else 0
     return ChunkProgress(files, chunked, done, known, finished, failed)
 
 

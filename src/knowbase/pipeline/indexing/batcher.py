@@ -130,15 +130,26 @@ class EmbeddingBatcher:
             ticket.done.set()
 
     def wait(
-        self, ticket: Ticket, check_cancelled: Callable[[], None] | None = None
+        self,
+        ticket: Ticket,
+        check_cancelled: Callable[[], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> list[np.ndarray]:
-        """Block until the ticket is answered; re-raise its batch's error; obey cancels."""
-        while not ticket.done.wait(POLL_S if check_cancelled is not None else None):
+        """Block until the ticket is answered; re-raise its batch's error; obey cancels.
+        ``on_progress(answered, total)`` follows the rows answered so far (polled, in memory):
+        one big file's chunks go out in many batches, and its import shows them move."""
+        told = 0
+        polled = check_cancelled is not None or on_progress is not None
+        while not ticket.done.wait(POLL_S if polled else None):
             try:
-                check_cancelled()  # type: ignore[misc]
+                if check_cancelled is not None:
+                    check_cancelled()
             except BaseException:
                 self.cancel(ticket)
                 raise
+            if on_progress is not None and ticket.answered != told:
+                told = ticket.answered
+                on_progress(told, len(ticket.texts))
         if ticket.error is not None:
             raise _copy(ticket.error)
         if check_cancelled is not None:
@@ -146,10 +157,14 @@ class EmbeddingBatcher:
         return ticket.rows  # type: ignore[return-value]
 
     def embed(
-        self, texts: Sequence[str], *, check_cancelled: Callable[[], None] | None = None
+        self,
+        texts: Sequence[str],
+        *,
+        check_cancelled: Callable[[], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> list[np.ndarray]:
         """One row per text, in order: :meth:`submit` then :meth:`wait`."""
-        return self.wait(self.submit(texts), check_cancelled)
+        return self.wait(self.submit(texts), check_cancelled, on_progress)
 
     # --- dispatchers -----------------------------------------------------------------------
     def _wake_or_spawn(self) -> None:

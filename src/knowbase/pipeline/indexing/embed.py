@@ -45,7 +45,8 @@ def embed_missing(
     ``existing(hashes)`` answers which of the given hashes the store already has (asked 500 at a
     time). Batches use ``provider.batch_size`` when it is set, else ``batch_size``.
     ``check_cancelled()`` runs before every batch and stops the work by raising;
-    ``on_progress(done, total)`` follows every batch, counted in distinct bodies to embed.
+    ``on_progress(done, total)`` follows every batch (with a ``batcher``: the rows answered so
+    far, polled), counted in distinct bodies to embed.
     Nothing is called at all for empty input, and the provider is not called when every hash
     already exists. With a ``batcher`` the missing bodies go to it in one request and share
     provider calls with other jobs' texts (``check_cancelled`` is polled while waiting).
@@ -90,7 +91,9 @@ def embed_unique(
         return {}
 
     if batcher is not None:
-        answer = batcher.embed([unique[h] for h in missing], check_cancelled=check_cancelled)
+        answer = batcher.embed(
+            [unique[h] for h in missing], check_cancelled=check_cancelled, on_progress=on_progress
+        )
         rows = _checked(answer, len(missing), dims, provider)
         if on_progress is not None:
             on_progress(len(missing), len(missing))
