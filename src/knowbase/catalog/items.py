@@ -5,8 +5,9 @@ Rules enforced here, for every writer:
 - writing ``failed`` over a subtree skips ``deleting`` rows;
 - after a child's status changes its containers are reconciled (the roll-up).
 
-Tree walks (:mod:`~knowbase.catalog.item_tree`) and base-wide reads
-(:mod:`~knowbase.catalog.item_scope`) are modules of their own, re-exported here.
+Tree walks (:mod:`~knowbase.catalog.item_tree`), base-wide reads
+(:mod:`~knowbase.catalog.item_scope`) and the containers' roll-up
+(:mod:`~knowbase.catalog.roll_up`) are modules of their own, re-exported here.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from knowbase.catalog.item_tree import (
 )
 from knowbase.catalog.item_tree import chunks as _chunks
 from knowbase.catalog.models import Item
+from knowbase.catalog.roll_up import CHILD_FAILED, reconcile_containers
 from knowbase.catalog.schema import ACTIVE_STATUSES, is_container
 from knowbase.catalog.schema import item_tombstone as tombstone_t
 from knowbase.catalog.schema import knowledge_item as it
@@ -47,8 +49,6 @@ from knowbase.errors import NotFound
 from knowbase.ids import new_time_id
 
 log = logging.getLogger(__name__)
-
-CHILD_FAILED = ("child_failed", "One or more child items failed")
 
 
 def _new_row(
@@ -371,61 +371,6 @@ def delete_rows(conn: Connection, item_ids: Iterable[str]) -> None:
         conn.execute(it.delete().where(it.c.id.in_(part)))
     for parent in parents - set(ids):
         reconcile_containers(conn, parent)
-
-
-def reconcile_containers(conn: Connection, container_id: str | None) -> None:
-    """The roll-up of §1.3: walk up from ``container_id`` deriving each container's status."""
-    seen: set[str] = set()
-    while container_id and container_id not in seen:
-        seen.add(container_id)
-        row = conn.execute(
-            sa.select(it.c.status, it.c.group_id, it.c.base_id, it.c.error_code).where(
-                it.c.id == container_id
-            )
-        ).first()
-        if row is None or row.status == "deleting":
-            return
-        if row.status != "preparing":
-            kids = {
-                r[0]
-                for r in conn.execute(
-                    sa.select(it.c.status)
-                    # base_id leads the (base_id, group_id) index: without it SQLite scanned
-                    # every item of the catalog per roll-up, quadratic over a big import.
-                    .where(
-                        it.c.base_id == row.base_id,
-                        it.c.group_id == container_id,
-                        it.c.status != "deleting",
-                    )
-                    .group_by(it.c.status)
-                )
-            }
-            if not kids and row.status == "failed" and row.error_code != CHILD_FAILED[0]:
-                # Its own failure (a folder whose expansion failed, and took back the rows
-                # it wrote): no child can tell it otherwise. A late roll-up of a child it
-                # took back would have reported the empty folder completed.
-                container_id = row.group_id
-                continue
-            if any(s not in ("completed", "failed") for s in kids):
-                values: dict[str, Any] = {
-                    "status": "processing",
-                    "error_code": None,
-                    "error_message": None,
-                }
-            elif "failed" in kids:
-                values = {
-                    "status": "failed",
-                    "error_code": CHILD_FAILED[0],
-                    "error_message": CHILD_FAILED[1],
-                }
-            else:
-                values = {"status": "completed", "error_code": None, "error_message": None}
-            conn.execute(
-                it.update()
-                .where(it.c.id == container_id, it.c.status != "deleting")
-                .values(**values, updated_at=now_ms())
-            )
-        container_id = row.group_id
 
 
 # The reads live in their own modules; ``item_repo.X`` keeps naming them for every caller.
