@@ -342,3 +342,54 @@ def test_a_first_word_shared_by_many_rows_is_no_column(tmp_path: Path, backend: 
     rows = _table_rows(_text(pdf))
     assert [r[0] for r in rows] == wines, rows
     assert all(len(r) == 2 for r in rows)
+
+
+TYPED = [
+    (
+        "Table 4. Sampling errors: urban and rural",
+        [("Urban", "0.99", "800"), ("Rural", "0.87", "1204")],
+    ),
+    (
+        "Table 5. Sampling errors: by age group",
+        [("15-24", "0.42", "512"), ("25-34", "0.51", "498"), ("35-49", "0.47", "994")],
+    ),
+]
+
+
+def test_a_typewritten_table_in_a_monospace_font_becomes_a_table(
+    tmp_path: Path, backend: str
+) -> None:
+    # A statistical report typed on a fixed-pitch font: no drawn lines, a rule typed as
+    # dashes, dot leaders between the values ("0.99 .......... 800"), a "Design effect" header
+    # spanning two columns, and two such tables stacked. Before, any monospace block was code.
+    pdf = tmp_path / "typed.pdf"
+    c = _canvas(pdf, "Courier", 9)
+    y = 780.0
+    header = "Variable      Value             N      SE     Deft   Deff    RSE   Cases"
+    for title, rows in TYPED:
+        typed = [title, "", " " * 45 + "Design effect", header, "-" * 72]
+        for i, (label, value, n) in enumerate(rows):
+            dots = "." * (12 - len(label))
+            values = f"0.01{i}   1.1{i}   1.2{i}   0.02{i}"
+            typed.append(f"{label} {dots} {value} .......... {n:>4}   {values}   {n:>5}")
+        typed += ["-" * 72, "", ""]
+        for line in typed:
+            c.drawString(50, y, line)
+            y -= 11
+    c.drawString(50, y, "Note: standard errors computed by Taylor linearisation.")
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    tables = [t for t in text.split("\n\n") if t.startswith("|")]
+    assert len(tables) == 2, text
+    for table, (_, rows) in zip(tables, TYPED, strict=True):
+        grid = _table_rows(table)
+        names = ["Variable", "Value", "N", "SE", "Deft", "Deff", "RSE", "Cases"]
+        assert names in grid, table
+        spanning = grid[grid.index(names) - 1]
+        assert spanning[names.index("Deft")] == "Design effect", table
+        body = [[cell.rstrip(" .") for cell in r] for r in grid[grid.index(names) + 1 :]]
+        assert [r[:3] for r in body] == [list(r) for r in rows], table
+        assert [r[-1] for r in body] == [n for _, _, n in rows], table
+        assert not any("---" in cell for r in grid for cell in r), table
+    assert text.index("Sampling errors: urban") < text.index("| Urban") < text.index("by age")

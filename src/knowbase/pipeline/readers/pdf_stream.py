@@ -32,12 +32,13 @@ _LEADER = re.compile(r"[.\u2026\u00b7_]+")
 _PAGE_NUMBER = re.compile(r"\d{1,4}|[ivxlcdm]{1,6}", re.IGNORECASE)
 _MONOSPACE = re.compile(r"mono|nimbusmon|courier|cmtt|typewriter|consol|menlo|fixed", re.IGNORECASE)
 _NUMERIC = re.compile(r"[\d.,%()\-+–—$€£ ]+")
+_TYPED_RULE = re.compile(r"-{3,}|={3,}|_{3,}")  # a rule typed as characters, not drawn
 
 
 def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, float], Grid]]:
     """``(bbox, rows)`` of every text-aligned table among ``words`` (pdfplumber word dicts
     with ``size`` and ``fontname``), top to bottom."""
-    lines = _lines(list(words))
+    lines = _lines([w for w in words if not _TYPED_RULE.fullmatch(w["text"])])
     found = []
     taken = 0  # lines before this index belong to a table already
     for first, last in _regions(lines):
@@ -50,8 +51,9 @@ def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, 
         region = _trim(region, edges)
         if not edges or len(region) < 3:
             continue
-        region = _headers_above(lines[taken:first], region, edges) + region
-        grid = _grid(region, edges)
+        headers = _headers_above(lines[taken:first], region, edges)
+        region = headers + region
+        grid = _grid(region, edges, len(headers))
         if grid is None:
             continue
         taken = last + 1
@@ -71,7 +73,8 @@ def _headers_above(
 ) -> list[list[Word]]:
     """Up to three short lines right above the table that fit its columns (column headings,
     a unit line, the first group label): set close (2 em) in the table's own size, so a title
-    or heading above stays out."""
+    or heading above stays out. A line across the gutters joins only over the value columns
+    (a spanning header such as "Design effect"): a title starts in the first column."""
     out: list[list[Word]] = []
     below = region[0]
     body = statistics.median(w["size"] for line in region for w in line)
@@ -80,7 +83,7 @@ def _headers_above(
         if (
             below[0]["top"] - max(w["bottom"] for w in line) > 2.0 * size
             or size > 1.15 * body
-            or _crosses(line, edges)
+            or (_crosses(line, edges) and line[0]["x0"] < edges[0])
             or len(" ".join(w["text"] for w in line)) > 60
         ):
             break
@@ -163,6 +166,8 @@ def _word_gutters(region: list[list[Word]], edges: list[float]) -> list[float]:
     cover = [0] * (hi - lo + 2)
     for line in multi:
         for w in line:
+            if _is_leader(w):
+                continue
             cover[int(k * w["x0"]) - lo] += 1
             cover[int(k * w["x1"]) + 1 - lo] -= 1
     allowed = int(0.1 * len(multi))
@@ -204,8 +209,10 @@ def _gutters(region: list[list[Word]]) -> list[float]:
     cover = [0] * (hi - lo + 2)
     for p in multi:
         for ph in p:
-            cover[int(ph[0]["x0"]) - lo] += 1
-            cover[int(ph[-1]["x1"]) + 1 - lo] -= 1
+            # Dot leaders fill a gutter ("0.99 .......... 800"); they do not cross it.
+            if ph := [w for w in ph if not _is_leader(w)]:
+                cover[int(ph[0]["x0"]) - lo] += 1
+                cover[int(ph[-1]["x1"]) + 1 - lo] -= 1
     allowed = int(0.1 * len(multi))
     edges: list[float] = []
     count, start = 0, None
@@ -221,7 +228,7 @@ def _gutters(region: list[list[Word]]) -> list[float]:
 
 
 def _crosses(line: list[Word], edges: list[float]) -> bool:
-    return any(w["x0"] < e < w["x1"] for w in line for e in edges)
+    return any(w["x0"] < e < w["x1"] for w in line if not _is_leader(w) for e in edges)
 
 
 def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
@@ -235,13 +242,23 @@ def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
     return region[lo:hi]
 
 
-def _grid(region: list[list[Word]], edges: list[float]) -> Grid | None:
+def _grid(region: list[list[Word]], edges: list[float], headers: int = 0) -> Grid | None:
     grid: Grid = []
-    for line in region:
+    for i, line in enumerate(region):
         cells: list[list[str]] = [[] for _ in range(len(edges) + 1)]
+        if i < headers and _crosses(line, edges):
+            # A spanning header: each phrase in the first column it reaches 1 em into.
+            for ph in phrases(line):
+                x = ph[0]["x0"] + ph[0]["size"]
+                cells[sum(1 for e in edges if x > e)].extend(w["text"] for w in ph)
+            grid.append([" ".join(c) for c in cells])
+            continue
+        col = 0
         for w in line:
-            mid = (w["x0"] + w["x1"]) / 2
-            cells[sum(1 for e in edges if mid > e)].append(w["text"])
+            # A leader stays with the word it follows: it may reach over the gutter.
+            if not _is_leader(w):
+                col = sum(1 for e in edges if (w["x0"] + w["x1"]) / 2 > e)
+            cells[col].append(w["text"])
         grid.append([" ".join(c) for c in cells])
     if not _looks_tabular(grid) or _is_contents(grid, region) or _is_two_column_list(region):
         return None
@@ -264,10 +281,21 @@ def _looks_tabular(grid: Grid) -> bool:
 
 def _is_code(region: list[list[Word]]) -> bool:
     """Preformatted text (code, hex dumps, record layouts) set in a monospace font: its
-    alignment is the text's own, not a table's."""
+    alignment is the text's own, not a table's. A typewritten table is monospace too, but
+    most of its cells are numbers: code and record layouts are mostly names, and a hex dump's
+    bytes are one phrase (a single space apart)."""
     ws = [w for line in region for w in line]
     mono = sum(1 for w in ws if _MONOSPACE.search(w.get("fontname", "")))
-    return mono > 0.6 * len(ws)
+    if mono <= 0.6 * len(ws):
+        return False
+    cells = [
+        " ".join(w["text"] for w in ph if not _is_leader(w))
+        for line in region
+        if len(ps := phrases(line)) >= 2
+        for ph in ps
+    ]
+    cells = [c for c in cells if c]
+    return sum(1 for c in cells if _NUMERIC.fullmatch(c)) < 0.5 * len(cells)
 
 
 def _is_contents(grid: Grid, region: list[list[Word]]) -> bool:
