@@ -1,7 +1,8 @@
 """PDF tables without ruling lines (pdf_stream) and the pdfium page reader (pdf_pdfium).
 
 Drawn with reportlab at test time: a yearbook table with dot leaders and a wrapped label, a
-key/value page, and the look-alikes that must stay text (a table of contents, an index in two
+key/value page, a typewritten table in a monospace font, a small table ruled across only
+(pdf_rules), and the look-alikes that must stay text (a table of contents, an index in two
 columns, code in a monospace font). Each runs through both page parsers.
 """
 
@@ -393,3 +394,53 @@ def test_a_typewritten_table_in_a_monospace_font_becomes_a_table(
         assert [r[-1] for r in body] == [n for _, _, n in rows], table
         assert not any("---" in cell for r in grid for cell in r), table
     assert text.index("Sampling errors: urban") < text.index("| Urban") < text.index("by age")
+
+
+RATINGS = [
+    (["Effectiveness"], "", 0),
+    (["Relevance of the objectives to", "national priorities"], "5", 1),
+    (["Outputs delivered"], "4", 1),
+    (["Processes"], "", 0),
+    (["Planning"], "3", 1),
+    (["Monitoring and", "evaluation"], "2", 1),
+]
+
+
+@pytest.mark.parametrize("every_row", [True, False], ids=["rule-per-row", "booktabs"])
+def test_a_table_ruled_across_only_keeps_wrapped_labels_and_group_rows(
+    tmp_path: Path, backend: str, every_row: bool
+) -> None:
+    # A small label | value table with horizontal rules only (one under every row, or only
+    # over and under the header and at the end), indented row labels, group rows that hold
+    # no value, and labels wrapped over two lines. Before, each wrapped line was a row, and
+    # the last one ("evaluation") fell out of the table.
+    pdf = tmp_path / "ratings.pdf"
+    c = _canvas(pdf, "Helvetica-Bold", 10)
+    c.drawString(72, 780, "Table 2. Assessment of the programme")
+    c.setLineWidth(0.5)
+    y = 770.0
+    c.line(72, y, 300, y)
+    c.setFont("Helvetica-Bold", 9)
+    c.drawString(76, y - 12, "Criterion")
+    _right(c, 294, y - 12, "Score")
+    y -= 17
+    c.line(72, y, 300, y)
+    c.setFont("Helvetica", 9)
+    for k, (lines, value, indent) in enumerate(RATINGS):
+        for j, line in enumerate(lines):
+            c.drawString(76 + 12 * indent, y - 12 - 11 * j, line)
+        if value:
+            _right(c, 294, y - 12, value)
+        y -= 6 + 11 * len(lines)
+        if every_row or k == len(RATINGS) - 1:
+            c.line(72, y, 300, y)
+    c.setFont("Helvetica", 10)
+    c.drawString(72, y - 24, "Scores run from 1 (weak) to 6 (excellent); the annex has the scale.")
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    assert _table_rows(text) == [
+        ["Criterion", "Score"],
+        *[[" ".join(lines), value] for lines, value, _ in RATINGS],
+    ], text
+    assert text.index("Table 2.") < text.index("| Criterion") < text.index("Scores run")

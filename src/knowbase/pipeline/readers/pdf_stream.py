@@ -9,7 +9,7 @@ word goes to the column under its middle, one row per line, as the tables of sta
 yearbooks and listings are set.
 
 Prose stays prose: justified word gaps are ~0.3 em and never line up over a run of lines; two
-text columns are long phrases on both sides (:func:`_looks_tabular`); a table of contents (page
+text columns are long phrases on both sides (:func:`looks_tabular`); a table of contents (page
 numbers rising down the last column) and an index set in two columns with leaders are lists,
 not tables (:func:`_is_contents`, :func:`_is_two_column_list`).
 """
@@ -38,7 +38,7 @@ _TYPED_RULE = re.compile(r"-{3,}|={3,}|_{3,}")  # a rule typed as characters, no
 def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, float], Grid]]:
     """``(bbox, rows)`` of every text-aligned table among ``words`` (pdfplumber word dicts
     with ``size`` and ``fontname``), top to bottom."""
-    lines = _lines([w for w in words if not _TYPED_RULE.fullmatch(w["text"])])
+    lines = text_lines([w for w in words if not _TYPED_RULE.fullmatch(w["text"])])
     found = []
     taken = 0  # lines before this index belong to a table already
     for first, last in _regions(lines):
@@ -47,7 +47,7 @@ def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, 
             continue
         edges = _gutters(region)
         if edges:
-            edges = _word_gutters(region, edges)
+            edges = word_gutters(region, edges)
         region = _trim(region, edges)
         if not edges or len(region) < 3:
             continue
@@ -83,7 +83,7 @@ def _headers_above(
         if (
             below[0]["top"] - max(w["bottom"] for w in line) > 2.0 * size
             or size > 1.15 * body
-            or (_crosses(line, edges) and line[0]["x0"] < edges[0])
+            or (crosses(line, edges) and line[0]["x0"] < edges[0])
             or len(" ".join(w["text"] for w in line)) > 60
         ):
             break
@@ -92,7 +92,7 @@ def _headers_above(
     return out
 
 
-def _lines(words: list[Word]) -> list[list[Word]]:
+def text_lines(words: list[Word]) -> list[list[Word]]:
     lines: list[list[Word]] = []
     for w in sorted(words, key=lambda w: (round(w["top"]), w["x0"])):
         if lines and abs(lines[-1][0]["top"] - w["top"]) <= 0.5 * max(w["size"], 1.0):
@@ -147,7 +147,7 @@ def _close(a: list[Word], b: list[Word]) -> bool:
     return b[0]["top"] - max(w["bottom"] for w in a) <= 3.5 * size
 
 
-def _word_gutters(region: list[list[Word]], edges: list[float]) -> list[float]:
+def word_gutters(region: list[list[Word]], edges: list[float]) -> list[float]:
     """``edges`` plus the narrow gutters between words of a long table (10+ rows).
 
     Listings printed from databases set columns as close as 3 pt (0.35 em), near a word space:
@@ -227,7 +227,7 @@ def _gutters(region: list[list[Word]]) -> list[float]:
     return edges
 
 
-def _crosses(line: list[Word], edges: list[float]) -> bool:
+def crosses(line: list[Word], edges: list[float]) -> bool:
     return any(w["x0"] < e < w["x1"] for w in line if not _is_leader(w) for e in edges)
 
 
@@ -235,9 +235,9 @@ def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
     """The region without leading and trailing lines that have a word across a gutter
     (titles, notes)."""
     lo, hi = 0, len(region)
-    while lo < hi and _crosses(region[lo], edges):
+    while lo < hi and crosses(region[lo], edges):
         lo += 1
-    while hi > lo and _crosses(region[hi - 1], edges):
+    while hi > lo and crosses(region[hi - 1], edges):
         hi -= 1
     return region[lo:hi]
 
@@ -246,7 +246,7 @@ def _grid(region: list[list[Word]], edges: list[float], headers: int = 0) -> Gri
     grid: Grid = []
     for i, line in enumerate(region):
         cells: list[list[str]] = [[] for _ in range(len(edges) + 1)]
-        if i < headers and _crosses(line, edges):
+        if i < headers and crosses(line, edges):
             # A spanning header: each phrase in the first column it reaches 1 em into.
             for ph in phrases(line):
                 x = ph[0]["x0"] + ph[0]["size"]
@@ -260,12 +260,12 @@ def _grid(region: list[list[Word]], edges: list[float], headers: int = 0) -> Gri
                 col = sum(1 for e in edges if (w["x0"] + w["x1"]) / 2 > e)
             cells[col].append(w["text"])
         grid.append([" ".join(c) for c in cells])
-    if not _looks_tabular(grid) or _is_contents(grid, region) or _is_two_column_list(region):
+    if not looks_tabular(grid) or _is_contents(grid, region) or _is_two_column_list(region):
         return None
     return grid
 
 
-def _looks_tabular(grid: Grid) -> bool:
+def looks_tabular(grid: Grid) -> bool:
     """Several filled cells in most rows, and at least one column of short cells."""
     counts = [sum(1 for c in r if c) for r in grid]
     if sum(1 for n in counts if n >= 2) < max(3, 0.5 * len(grid)):
@@ -344,7 +344,7 @@ def labels_left_of(
     labels: list[str] = []
     for row in rows:
         inside = [w for w in left if row[1] <= _mid(w) < row[3]]
-        if len(_lines(inside)) > 1:
+        if len(text_lines(inside)) > 1:
             return None
         labels.append(" ".join(w["text"] for w in sorted(inside, key=lambda w: w["x0"])))
     filled = [lab for lab in labels if lab]

@@ -1,0 +1,170 @@
+"""Tables ruled with horizontal lines only: the rules give the table's box and its rows, the
+text gives its columns.
+
+pdfplumber's lattice finder needs vertical lines too, and the text finder (:mod:`.pdf_stream`)
+sees one row per line, so a cell wrapped over several lines became several rows, and its last
+line fell out of the table. Here a stack of at least three horizontal rules of the same
+extent, with no word reaching past their ends, is a table candidate:
+
+- its columns are the x bands that no word crosses in 90% of the lines inside it (≥ 0.5 em);
+- a line right above the top rule with words in two or more columns is its header;
+- when the rules separate rows (every line after the first of a band only continues cells of
+  the band's first line: it fills no column that line left empty and leaves one it filled
+  empty), each band is a row and its lines are joined;
+- otherwise (a rule over and under the header and at the end, as booktabs sets them) each line
+  is a row, except a line that continues the row above: it fills only columns that row filled,
+  not all of them, and starts lower-case or after a hyphen ("Monitoring and" / "evaluation").
+  A group row ("Processes", no value) starts upper-case and stays a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from knowbase.pipeline.readers.pdf_stream import (
+    Box,
+    Grid,
+    Word,
+    crosses,
+    looks_tabular,
+    text_lines,
+    word_gutters,
+)
+
+_MIN_RULE_PT = 30.0
+_SAME_END_PT = 2.0
+_MIN_GUTTER_EM = 0.5
+
+
+def rule_tables(edges: Sequence[dict], words: Sequence[Word]) -> list[tuple[Box, Grid]]:
+    """``(bbox, rows)`` of the tables that horizontal rules among ``edges`` (pdfplumber edge
+    dicts) bound, built from ``words`` (pdfplumber word dicts with ``size``)."""
+    found: list[tuple[Box, Grid]] = []
+    for x0, x1, ys in _stacks(edges):
+        inside = [w for w in words if ys[0] < _mid(w) < ys[-1] and w["x1"] > x0 and w["x0"] < x1]
+        if not inside or any(w["x0"] < x0 - 2 or w["x1"] > x1 + 2 for w in inside):
+            continue
+        lines = text_lines(inside)
+        size = max(sorted(w["size"] for w in inside)[len(inside) // 2], 1.0)
+        above = [w for w in words if x0 - 2 <= w["x0"] and w["x1"] <= x1 + 2]
+        above = [w for w in above if ys[0] - 1.2 * size < w["bottom"] <= ys[0] + 1]
+        edges_x = _gutters(lines + text_lines(above), size)
+        if not edges_x:
+            continue
+        edges_x = word_gutters(lines, edges_x)  # a listing's 3 pt columns, as in pdf_stream
+        lines = _trim(lines, edges_x)
+        if not lines:
+            continue
+        header = [_cells(line, edges_x) for line in text_lines(above)]
+        header = [h for h in header if sum(1 for c in h if c) >= 2][-1:]
+        rows = _rows(lines, ys, edges_x)
+        grid = [["\n".join(c) for c in r] for r in header + rows]
+        if len(grid) < 3 or not looks_tabular(grid):
+            continue
+        ws = [w for line in lines for w in line] + (above if header else [])
+        found.append(((x0, min(w["top"] for w in ws), x1, max(w["bottom"] for w in ws)), grid))
+    return found
+
+
+def _stacks(edges: Sequence[dict]) -> list[tuple[float, float, list[float]]]:
+    """Horizontal rules grouped by their ends: ``(x0, x1, [y, ...])`` with three rules or more."""
+    groups: list[tuple[float, float, list[float]]] = []
+    rules = [
+        e for e in edges if abs(e["top"] - e["bottom"]) < 1 and e["x1"] - e["x0"] >= _MIN_RULE_PT
+    ]
+    for e in sorted(rules, key=lambda e: e["top"]):
+        for x0, x1, ys in groups:
+            if abs(e["x0"] - x0) <= _SAME_END_PT and abs(e["x1"] - x1) <= _SAME_END_PT:
+                if e["top"] - ys[-1] > 1:  # a rule drawn twice is one rule
+                    ys.append(e["top"])
+                break
+        else:
+            groups.append((e["x0"], e["x1"], [e["top"]]))
+    return [g for g in groups if len(g[2]) >= 3]
+
+
+def _gutters(lines: list[list[Word]], size: float) -> list[float]:
+    """Middles of the x bands (≥ 0.5 em) that words cross in at most a tenth of the lines."""
+    ws = [w for line in lines for w in line]
+    lo, hi = int(min(w["x0"] for w in ws)), int(max(w["x1"] for w in ws)) + 1
+    cover = [0] * (hi - lo + 2)
+    for w in ws:
+        cover[int(w["x0"]) - lo] += 1
+        cover[int(w["x1"]) + 1 - lo] -= 1
+    allowed = int(0.1 * len(lines))
+    out: list[float] = []
+    count, start = 0, None
+    for x in range(hi - lo):
+        count += cover[x]
+        if count <= allowed:
+            start = x if start is None else start
+        elif start is not None:
+            if start > 0 and x - start >= _MIN_GUTTER_EM * size:
+                out.append(lo + (start + x) / 2)
+            start = None
+    return out
+
+
+def _trim(lines: list[list[Word]], edges: list[float]) -> list[list[Word]]:
+    """Without the leading and trailing lines that run across a gutter: a title or a note
+    that the rules enclose with the table."""
+    lo, hi = 0, len(lines)
+    while lo < hi and crosses(lines[lo], edges):
+        lo += 1
+    while hi > lo and crosses(lines[hi - 1], edges):
+        hi -= 1
+    return lines[lo:hi]
+
+
+def _cells(line: list[Word], edges: list[float]) -> list[list[str]]:
+    """The line's text in each column: ``[]`` or one string (a cell is a list of lines)."""
+    cells: list[list[str]] = [[] for _ in range(len(edges) + 1)]
+    for w in line:
+        cells[sum(1 for e in edges if (w["x0"] + w["x1"]) / 2 > e)].append(w["text"])
+    return [[" ".join(c)] if c else [] for c in cells]
+
+
+def _rows(lines: list[list[Word]], ys: list[float], edges: list[float]) -> list[list[list[str]]]:
+    """The table's rows: a band per row when the rules separate rows, else a line per row
+    with continuation lines joined."""
+    bands: list[list[list[list[str]]]] = [[] for _ in ys]
+    for line in lines:
+        band = sum(1 for y in ys if _mid(line[0]) > y)
+        bands[band].append(_cells(line, edges))
+    bands = [b for b in bands if b]
+    if all(_continues(b[0], cells) for b in bands for cells in b[1:]):
+        return [_joined(b) for b in bands]
+    rows: list[list[list[str]]] = []
+    for band in bands:
+        start = len(rows)
+        for cells in band:
+            if len(rows) > start and _continues(rows[-1], cells) and _wraps(rows[-1], cells):
+                rows[-1] = _joined([rows[-1], cells])
+            else:
+                rows.append(cells)
+    return rows
+
+
+def _continues(first: list[list[str]], cells: list[list[str]]) -> bool:
+    """Whether ``cells`` (a line) only continues cells of ``first``: it fills no column that
+    ``first`` left empty, and leaves one that ``first`` filled empty."""
+    filled = [bool(c) for c in first]
+    return all(f or not c for f, c in zip(filled, cells, strict=True)) and any(
+        f and not c for f, c in zip(filled, cells, strict=True)
+    )
+
+
+def _wraps(row: list[list[str]], cells: list[list[str]]) -> bool:
+    """A continued line starts lower-case, or the cell above ends with a hyphen."""
+    for above, here in zip(row, cells, strict=True):
+        if here:
+            return here[0][:1].islower() or bool(above and above[-1].endswith("-"))
+    return False
+
+
+def _joined(lines: list[list[list[str]]]) -> list[list[str]]:
+    return [[w for line in lines for w in line[j]] for j in range(len(lines[0]))]
+
+
+def _mid(w: Word) -> float:
+    return (w["top"] + w["bottom"]) / 2
