@@ -444,3 +444,29 @@ def test_a_table_ruled_across_only_keeps_wrapped_labels_and_group_rows(
         *[[" ".join(lines), value] for lines, value, _ in RATINGS],
     ], text
     assert text.index("Table 2.") < text.index("| Criterion") < text.index("Scores run")
+
+
+def test_two_blocks_side_by_side_of_unequal_length_are_two_tables(
+    tmp_path: Path, backend: str
+) -> None:
+    # A list of numbers continued in a second block to its right, which ends four rows
+    # earlier: two tables. A wide gutter alone (a label column set far from its values)
+    # does not split a table.
+    pdf = tmp_path / "blocks.pdf"
+    c = _canvas(pdf, size=10)
+    for i in range(12):
+        y = 760 - 14 * i
+        _right(c, 90, y, str(i + 1))
+        _right(c, 140, y, str(100 + i))
+        _right(c, 190, y, str(200 + i))
+        if i < 8:
+            _right(c, 320, y, str(i + 13))
+            _right(c, 370, y, str(112 + i))
+            _right(c, 420, y, str(212 + i))
+    c.showPage()
+    c.save()
+    tables = [t for t in _text(pdf).split("\n\n") if t.startswith("|")]
+    assert len(tables) == 2, tables
+    left, right = (_table_rows(t) for t in tables)
+    assert left[-1] == ["12", "111", "211"] and len(left) == 12, tables[0]
+    assert right[0] == ["13", "112", "212"] and len(right) == 8, tables[1]

@@ -21,6 +21,8 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
+from knowbase.pipeline.readers.pdf_side_by_side import split_side_by_side
+
 Word = dict
 Grid = list[list[str]]
 Box = tuple[float, float, float, float]
@@ -57,6 +59,9 @@ def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, 
         if grid is None:
             continue
         taken = last + 1
+        if halves := split_side_by_side(region, edges, grid):
+            found.extend(halves)
+            continue
         ws = [w for line in region for w in line]
         bbox = (
             min(w["x0"] for w in ws),
