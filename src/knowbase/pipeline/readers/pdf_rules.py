@@ -27,6 +27,7 @@ from knowbase.pipeline.readers.pdf_stream import (
     Word,
     crosses,
     looks_tabular,
+    phrases,
     text_lines,
     word_gutters,
 )
@@ -55,7 +56,9 @@ def rule_tables(edges: Sequence[dict], words: Sequence[Word]) -> list[tuple[Box,
         lines = _trim(lines, edges_x)
         if not lines:
             continue
-        header = [_cells(line, edges_x) for line in text_lines(above)]
+        header = [
+            _cells(line, edges_x) for line in text_lines(above) if not _is_title(line, edges_x)
+        ]
         header = [h for h in header if sum(1 for c in h if c) >= 2][-1:]
         rows = _rows(lines, ys, edges_x)
         grid = [["\n".join(c) for c in r] for r in header + rows]
@@ -114,6 +117,15 @@ def _trim(lines: list[list[Word]], edges: list[float]) -> list[list[Word]]:
     while hi > lo and crosses(lines[hi - 1], edges):
         hi -= 1
     return lines[lo:hi]
+
+
+def _is_title(line: list[Word], edges: list[float]) -> bool:
+    """One phrase (no gap wider than 0.9 em) over two gutters or more: a title, where column
+    headings are set apart. Narrow gutters (a listing's 3 pt) let a title's words fall
+    between them, so it would look like a row."""
+    if len(phrases(line)) > 1:
+        return False
+    return sum(1 for e in edges if line[0]["x0"] < e < line[-1]["x1"]) >= 2
 
 
 def _cells(line: list[Word], edges: list[float]) -> list[list[str]]:
