@@ -470,3 +470,24 @@ def test_two_blocks_side_by_side_of_unequal_length_are_two_tables(
     left, right = (_table_rows(t) for t in tables)
     assert left[-1] == ["12", "111", "211"] and len(left) == 12, tables[0]
     assert right[0] == ["13", "112", "212"] and len(right) == 8, tables[1]
+
+
+def test_a_last_column_without_its_closing_rule_joins_its_rows(
+    tmp_path: Path, backend: str
+) -> None:
+    # A table without an outer frame: the last column has no rule on its right, so the
+    # lattice grid ends one column early; its header spans two rows of the grid.
+    pdf = tmp_path / "frameless.pdf"
+    c = _canvas(pdf)
+    values = [["Crop", "2012"], ["Cotton", "1393"], ["Rice", "2426"], ["Wheat", "2166"]]
+    _ruled_values(c, 100, 760, values, w=70)
+    for i, v in enumerate(["Change", "(35,8)", "(1,3)", "(12,5)"]):
+        c.drawString(100 + 2 * 70 + 4, 760 - (i + 1) * 16 + 5, v)
+    for i in range(len(values) + 1):
+        c.line(100, 760 - 16 * i, 100 + 3 * 70, 760 - 16 * i)
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    assert _table_rows(text) == [
+        [*row, v] for row, v in zip(values, ["Change", "(35,8)", "(1,3)", "(12,5)"], strict=True)
+    ], text

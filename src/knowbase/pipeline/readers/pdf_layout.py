@@ -76,7 +76,7 @@ kept so the benchmark can measure both; ``"both"`` tries that one first."""
 
 def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
     """The page's tables with their cell texts: ruled ones if they are sound, else aligned."""
-    from knowbase.pipeline.readers.pdf_stream import labels_left_of
+    from knowbase.pipeline.readers.pdf_stream import column_beside
 
     cells = _CellText(page.chars)
     found = [(t, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
@@ -85,10 +85,12 @@ def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
         if TEXT_TABLES == "plumber":
             return ruled
         outside = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
-        ruled = [
-            labels_left_of(t.bbox, [r.bbox for r in t.rows], g, outside) or (t.bbox, g)
-            for t, g in found
-        ]
+        ruled = []
+        for t, g in found:
+            box, rows = t.bbox, [r.bbox for r in t.rows]
+            for side in ("left", "right"):
+                box, g = column_beside(box, rows, g, outside, side) or (box, g)
+            ruled.append((box, g))
         rest = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
         return ruled + _unruled(page, rest, [box for box, _ in ruled])
     aligned: list[tuple[Box, Grid]] = []
