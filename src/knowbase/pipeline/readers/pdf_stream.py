@@ -40,7 +40,7 @@ _TYPED_RULE = re.compile(r"-{3,}|={3,}|_{3,}")  # a rule typed as characters, no
 def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, float], Grid]]:
     """``(bbox, rows)`` of every text-aligned table among ``words`` (pdfplumber word dicts
     with ``size`` and ``fontname``), top to bottom."""
-    lines = text_lines([w for w in words if not _TYPED_RULE.fullmatch(w["text"])])
+    lines = text_lines(list(words))
     found = []
     taken = 0  # lines before this index belong to a table already
     for first, last in _regions(lines):
@@ -111,6 +111,22 @@ def _is_leader(w: Word) -> bool:
     return bool(_LEADER.fullmatch(w["text"]))
 
 
+def _solid(line: list[Word]) -> list[Word]:
+    """The line without the dot leaders that fill a gutter, which they do not cross: those
+    after a number ("0.99 .......... 800"), and every run typed on a typewriter (a monospace
+    font), where periods fill to the next tab stop. A typeset label's leaders ("Robbery . . .
+    .") belong to its column, which they widen: left out, they opened a gutter inside it."""
+    out: list[Word] = []
+    last = ""
+    for w in line:
+        if not _is_leader(w):
+            last = w["text"]
+        elif _NUMERIC.fullmatch(last) or _MONOSPACE.search(w.get("fontname", "")):
+            continue
+        out.append(w)
+    return out
+
+
 def phrases(line: list[Word]) -> list[list[Word]]:
     """The line cut at wide gaps and after dot leaders."""
     out: list[list[Word]] = [[line[0]]]
@@ -170,9 +186,7 @@ def word_gutters(region: list[list[Word]], edges: list[float]) -> list[float]:
     hi = int(k * max(w["x1"] for line in region for w in line)) + 1
     cover = [0] * (hi - lo + 2)
     for line in multi:
-        for w in line:
-            if _is_leader(w):
-                continue
+        for w in _solid(line):
             cover[int(k * w["x0"]) - lo] += 1
             cover[int(k * w["x1"]) + 1 - lo] -= 1
     allowed = int(0.1 * len(multi))
@@ -207,17 +221,15 @@ def _gutters(region: list[list[Word]]) -> list[float]:
     """x of the column edges: middles of the x ranges that (almost) no phrase of a
     multi-phrase line covers. A tenth of those lines may cross a gutter: a title or a header
     spanning several columns does not join them."""
-    multi = [p for line in region if len(p := phrases(line)) >= 2]
+    multi = [p for line in region if len(p := phrases(_solid(line))) >= 2]
     size = statistics.median(w["size"] for line in region for w in line)
     lo = int(min(w["x0"] for line in region for w in line))
     hi = int(max(w["x1"] for line in region for w in line)) + 1
     cover = [0] * (hi - lo + 2)
     for p in multi:
         for ph in p:
-            # Dot leaders fill a gutter ("0.99 .......... 800"); they do not cross it.
-            if ph := [w for w in ph if not _is_leader(w)]:
-                cover[int(ph[0]["x0"]) - lo] += 1
-                cover[int(ph[-1]["x1"]) + 1 - lo] -= 1
+            cover[int(ph[0]["x0"]) - lo] += 1
+            cover[int(ph[-1]["x1"]) + 1 - lo] -= 1
     allowed = int(0.1 * len(multi))
     edges: list[float] = []
     count, start = 0, None
@@ -233,7 +245,7 @@ def _gutters(region: list[list[Word]]) -> list[float]:
 
 
 def crosses(line: list[Word], edges: list[float]) -> bool:
-    return any(w["x0"] < e < w["x1"] for w in line if not _is_leader(w) for e in edges)
+    return any(w["x0"] < e < w["x1"] for w in _solid(line) for e in edges)
 
 
 def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
@@ -250,6 +262,8 @@ def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
 def _grid(region: list[list[Word]], edges: list[float], headers: int = 0) -> Grid | None:
     grid: Grid = []
     for i, line in enumerate(region):
+        if all(_TYPED_RULE.fullmatch(w["text"]) for w in line):
+            continue  # a rule typed as dashes under the header: not a row
         cells: list[list[str]] = [[] for _ in range(len(edges) + 1)]
         if i < headers and crosses(line, edges):
             # A spanning header: each phrase in the first column it reaches 1 em into.
