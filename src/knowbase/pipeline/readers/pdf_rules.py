@@ -14,7 +14,12 @@ extent, with no word reaching past their ends, is a table candidate:
 - otherwise (a rule over and under the header and at the end, as booktabs sets them) each line
   is a row, except a line that continues the row above: it fills only columns that row filled,
   not all of them, and starts lower-case or after a hyphen ("Monitoring and" / "evaluation").
-  A group row ("Processes", no value) starts upper-case and stays a row.
+  A group row ("Processes", no value) starts upper-case and stays a row. When no line
+  continues another, the table is left to the text finder, which reads it the same way and
+  also finds headers above the rules.
+
+A first or last band with a line across the gutters (a title or notes ruled off with the
+table) is not part of it.
 """
 
 from __future__ import annotations
@@ -52,8 +57,9 @@ def rule_tables(edges: Sequence[dict], words: Sequence[Word]) -> list[tuple[Box,
         edges_x = _gutters(lines + text_lines(above), size)
         if not edges_x:
             continue
+        wide = edges_x
         edges_x = word_gutters(lines, edges_x)  # a listing's 3 pt columns, as in pdf_stream
-        lines = _trim(lines, edges_x)
+        lines = _trim(lines, ys, edges_x, wide)
         if not lines:
             continue
         header = [
@@ -61,6 +67,8 @@ def rule_tables(edges: Sequence[dict], words: Sequence[Word]) -> list[tuple[Box,
         ]
         header = [h for h in header if sum(1 for c in h if c) >= 2][-1:]
         rows = _rows(lines, ys, edges_x)
+        if len(rows) == len(lines):
+            continue  # a line per row: the text finder reads it as well (and finds its headers)
         grid = [["\n".join(c) for c in r] for r in header + rows]
         if len(grid) < 3 or not looks_tabular(grid):
             continue
@@ -108,14 +116,24 @@ def _gutters(lines: list[list[Word]], size: float) -> list[float]:
     return out
 
 
-def _trim(lines: list[list[Word]], edges: list[float]) -> list[list[Word]]:
-    """Without the leading and trailing lines that run across a gutter: a title or a note
-    that the rules enclose with the table."""
+def _trim(
+    lines: list[list[Word]], ys: list[float], edges: list[float], wide: list[float]
+) -> list[list[Word]]:
+    """Without the first and last bands (between two rules) that hold a line across a
+    gutter: a title or notes that the rules enclose with the table. Notes set between a
+    listing's narrow gutters cross none of them; their phrases (words less than 0.9 em
+    apart) run over two wide ones."""
+
+    def prose(line: list[Word]) -> bool:
+        spans = (sum(1 for e in wide if ph[0]["x0"] < e < ph[-1]["x1"]) for ph in phrases(line))
+        return crosses(line, edges) or max(spans) >= 2
+
+    band = [sum(1 for y in ys if _mid(line[0]) > y) for line in lines]
     lo, hi = 0, len(lines)
-    while lo < hi and crosses(lines[lo], edges):
-        lo += 1
-    while hi > lo and crosses(lines[hi - 1], edges):
-        hi -= 1
+    while lo < hi and prose(lines[lo]):
+        lo = max(k for k in range(lo, hi) if band[k] == band[lo]) + 1
+    while hi > lo and prose(lines[hi - 1]):
+        hi = min(k for k in range(lo, hi) if band[k] == band[hi - 1])
     return lines[lo:hi]
 
 
