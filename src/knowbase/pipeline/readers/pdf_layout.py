@@ -76,7 +76,7 @@ kept so the benchmark can measure both; ``"both"`` tries that one first."""
 
 def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
     """The page's tables with their cell texts: ruled ones if they are sound, else aligned."""
-    from knowbase.pipeline.readers.pdf_stream import column_beside
+    from knowbase.pipeline.readers.pdf_rules import column_beside
 
     cells = _CellText(page.chars)
     found = [(t, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]

@@ -1,5 +1,5 @@
-"""Tables ruled with horizontal lines only: the rules give the table's box and its rows, the
-text gives its columns.
+"""Tables with partial rules. Ruled across only: the rules give the table's box and its rows,
+the text gives its columns. A grid missing a side rule: the words beside it are a column.
 
 pdfplumber's lattice finder needs vertical lines too, and the text finder (:mod:`.pdf_stream`)
 sees one row per line, so a cell wrapped over several lines became several rows, and its last
@@ -20,10 +20,14 @@ extent, with no word reaching past their ends, is a table candidate:
 
 A first or last band with a line across the gutters (a title or notes ruled off with the
 table) is not part of it.
+
+A grid with a side rule missing is here too (:func:`column_beside`): a spreadsheet's label
+column without a border left of the grid, a last column without its closing rule right of it.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from knowbase.pipeline.readers.pdf_stream import (
@@ -198,3 +202,46 @@ def _joined(lines: list[list[list[str]]]) -> list[list[str]]:
 
 def _mid(w: Word) -> float:
     return (w["top"] + w["bottom"]) / 2
+
+
+def column_beside(
+    bbox: Box, rows: list[Box], grid: list[list[str | None]], words: Sequence[Word], side: str
+) -> tuple[Box, list[list[str | None]]] | None:
+    """A ruled table with the column that stands outside its first (``side="left"``) or last
+    (``"right"``) rule: a spreadsheet export's border-less label column, or a last column whose
+    rule is missing (a table without an outer frame); None when there is none.
+
+    The words must sit right next to the grid (within 4 em), one short line per row, in at
+    least half the rows that hold anything: prose beside a table has more lines than the
+    rows, or longer ones.
+    """
+    left = side == "left"
+    beside = [
+        w
+        for w in words
+        if (w["x1"] <= bbox[0] + 1 if left else w["x0"] >= bbox[2] - 1)
+        and bbox[1] <= _mid(w) <= bbox[3]
+    ]
+    if not beside:
+        return None
+    size = statistics.median(w["size"] for w in beside)
+    gap = bbox[0] - max(w["x1"] for w in beside) if left else min(w["x0"] for w in beside) - bbox[2]
+    if gap > 4 * size:
+        return None
+    labels: list[str] = []
+    for i, row in enumerate(rows):
+        # A row that spans the next one (a tall header cell) ends where the next one starts.
+        bottom = min(row[3], rows[i + 1][1]) if i + 1 < len(rows) else row[3]
+        inside = [w for w in beside if row[1] <= _mid(w) < bottom]
+        if len(text_lines(inside)) > 1:
+            return None
+        labels.append(" ".join(w["text"] for w in sorted(inside, key=lambda w: w["x0"])))
+    filled = [lab for lab in labels if lab]
+    used = sum(1 for row in grid if any(c and c.strip() for c in row))
+    if len(filled) < max(2, used / 2) or statistics.mean(len(lab.split()) for lab in filled) > 4:
+        return None
+    if left:
+        box = (min(w["x0"] for w in beside), bbox[1], bbox[2], bbox[3])
+        return box, [[lab, *row] for lab, row in zip(labels, grid, strict=True)]
+    box = (bbox[0], bbox[1], max(w["x1"] for w in beside), bbox[3])
+    return box, [[*row, lab] for lab, row in zip(labels, grid, strict=True)]

@@ -278,10 +278,17 @@ def _grid(region: list[list[Word]], edges: list[float], headers: int = 0) -> Gri
             if not _is_leader(w):
                 col = sum(1 for e in edges if (w["x0"] + w["x1"]) / 2 > e)
             cells[col].append(w["text"])
-        grid.append([" ".join(c) for c in cells])
+        grid.append([_value(c) for c in cells])
     if not looks_tabular(grid) or _is_contents(grid, region) or _is_two_column_list(region):
         return None
     return grid
+
+
+def _value(words: list[str]) -> str:
+    """A cell's text; a number's trailing leaders ("0.99 ..........") are filler, not text."""
+    text = " ".join(words)
+    bare = " ".join(w for w in words if not _LEADER.fullmatch(w))
+    return bare if bare and _NUMERIC.fullmatch(bare) else text
 
 
 def looks_tabular(grid: Grid) -> bool:
@@ -342,49 +349,6 @@ def _is_two_column_list(region: list[list[Word]]) -> bool:
     left, right = ends[:split], ends[split:]
     size = statistics.median(w["size"] for line in region for w in line)
     return min(len(left), len(right)) >= 2 and ends[split] - ends[split - 1] > 10 * size
-
-
-def column_beside(
-    bbox: Box, rows: list[Box], grid: list[list[str | None]], words: Sequence[Word], side: str
-) -> tuple[Box, list[list[str | None]]] | None:
-    """A ruled table with the column that stands outside its first (``side="left"``) or last
-    (``"right"``) rule: a spreadsheet export's border-less label column, or a last column whose
-    rule is missing (a table without an outer frame); None when there is none.
-
-    The words must sit right next to the grid (within 4 em), one short line per row, in at
-    least half the rows that hold anything: prose beside a table has more lines than the
-    rows, or longer ones.
-    """
-    left = side == "left"
-    beside = [
-        w
-        for w in words
-        if (w["x1"] <= bbox[0] + 1 if left else w["x0"] >= bbox[2] - 1)
-        and bbox[1] <= _mid(w) <= bbox[3]
-    ]
-    if not beside:
-        return None
-    size = statistics.median(w["size"] for w in beside)
-    gap = bbox[0] - max(w["x1"] for w in beside) if left else min(w["x0"] for w in beside) - bbox[2]
-    if gap > 4 * size:
-        return None
-    labels: list[str] = []
-    for i, row in enumerate(rows):
-        # A row that spans the next one (a tall header cell) ends where the next one starts.
-        bottom = min(row[3], rows[i + 1][1]) if i + 1 < len(rows) else row[3]
-        inside = [w for w in beside if row[1] <= _mid(w) < bottom]
-        if len(text_lines(inside)) > 1:
-            return None
-        labels.append(" ".join(w["text"] for w in sorted(inside, key=lambda w: w["x0"])))
-    filled = [lab for lab in labels if lab]
-    used = sum(1 for row in grid if any(c and c.strip() for c in row))
-    if len(filled) < max(2, used / 2) or statistics.mean(len(lab.split()) for lab in filled) > 4:
-        return None
-    if left:
-        box = (min(w["x0"] for w in beside), bbox[1], bbox[2], bbox[3])
-        return box, [[lab, *row] for lab, row in zip(labels, grid, strict=True)]
-    box = (bbox[0], bbox[1], max(w["x1"] for w in beside), bbox[3])
-    return box, [[*row, lab] for lab, row in zip(labels, grid, strict=True)]
 
 
 def _mid(w: Word) -> float:
