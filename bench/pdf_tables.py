@@ -12,8 +12,9 @@ SciFact or CMRC: those check the project from outside.
 Metric (the set's README, "Scoring"): every cell is normalised (NFKC, ``<s>`` tags stripped,
 whitespace collapsed); each non-empty cell is paired with its nearest non-empty neighbour to the
 right and below; precision/recall/F1 of the pair multisets. Each expected table is matched with
-the converter's table on the same page that scores best (0 when there is none); the figure is the
-mean over the primary lines. Converter tables are read back from the Markdown the converter
+the converter's table on the same page that scores best (0 when there is none); "F1" is the
+mean over the primary lines, "micro" the F1 of the pairs summed over all of them (large tables
+weigh more). Converter tables are read back from the Markdown the converter
 emits (pipe tables; ``**``, ``<br>`` and ``<sup>`` markup removed), so a converter scores what a
 reader of its Markdown would see. Expected rows holding right-to-left text (``arabic.pdf``,
 ``indictb1h_14.pdf``) are camelot's and tabula's visual order: they are also tried with each
@@ -69,13 +70,21 @@ def adjacency(rows: list[list[str]]) -> Counter:
     return pairs
 
 
-def f1(expected: list[list[str]], predicted: list[list[str]]) -> float:
+def counts(expected: list[list[str]], predicted: list[list[str]]) -> tuple[int, int, int]:
+    """(true positive, predicted, expected) adjacency pairs."""
     e, p = adjacency(expected), adjacency(predicted)
-    tp = sum((e & p).values())
+    return sum((e & p).values()), sum(p.values()), sum(e.values())
+
+
+def f1_of(tp: int, n_pred: int, n_exp: int) -> float:
     if tp == 0:
         return 0.0
-    prec, rec = tp / sum(p.values()), tp / sum(e.values())
+    prec, rec = tp / n_pred, tp / n_exp
     return 2 * prec * rec / (prec + rec)
+
+
+def f1(expected: list[list[str]], predicted: list[list[str]]) -> float:
+    return f1_of(*counts(expected, predicted))
 
 
 _MARKUP = re.compile(r"\*\*|__|<br\s*/?>|</?sup>|</?sub>|~~|</?b>|</?i>")
@@ -113,8 +122,21 @@ def _logical(rows: list[list[str]]) -> list[list[str]]:
 
 
 def score(expected: list[list[str]], tables: list[list[list[str]]], arabic: bool) -> float:
+    return best_match(expected, tables, arabic)[0]
+
+
+def best_match(
+    expected: list[list[str]], tables: list[list[list[str]]], arabic: bool
+) -> tuple[float, tuple[int, int, int]]:
+    """The best table's F1 and its pair counts (no table: all of the expected pairs missed)."""
     variants = [expected, _reverse_words(expected), _logical(expected)] if arabic else [expected]
-    return max((f1(v, t) for v in variants for t in tables), default=0.0)
+    best = (0.0, (0, 0, sum(adjacency(expected).values())))
+    for v in variants:
+        for t in tables:
+            c = counts(v, t)
+            if f1_of(*c) > best[0]:
+                best = (f1_of(*c), c)
+    return best
 
 
 # --- candidates ------------------------------------------------------------------------------
@@ -234,19 +256,22 @@ def run(
     files = sorted(by_file)
     convert(set_dir / "files" / files[0])  # warm-up: imports and lazy tables
     scores, seconds, ruled, unruled = [], [], [], []
+    total = [0, 0, 0]  # micro: pairs summed over all tables
     for fname in files:
         start = time.perf_counter()
         markdown = convert(set_dir / "files" / fname)
         seconds.append(time.perf_counter() - start)
         tables = markdown_tables(markdown)
         for exp in by_file[fname]:
-            s = score(exp["rows"], tables, arabic=_rtl(exp["rows"]))
+            s, pairs = best_match(exp["rows"], tables, arabic=_rtl(exp["rows"]))
+            total = [a + b for a, b in zip(total, pairs, strict=True)]
             scores.append(s)
             (ruled if exp["flavor"] == "lattice" else unruled).append(s)
             if verbose:
                 print(f"  {name:16} {fname:30} t{exp['table_index']} F1 {s:.3f}")
     return {
         "f1": statistics.mean(scores),
+        "micro": f1_of(*total),
         "ruled": statistics.mean(ruled),
         "unruled": statistics.mean(unruled),
         "s_per_page": sum(seconds) / len(files),
@@ -271,16 +296,19 @@ def report(set_name: str, set_dir: Path, candidates: list[str] | None, verbose: 
         return
     by_file = load_set(set_dir)
     print(f"{set_name}: {sum(map(len, by_file.values()))} primary tables in {len(by_file)} PDFs")
-    print(f"{'candidate':18} {'F1':>6} {'ruled':>6} {'unruled':>7} {'s/page':>7}  licence")
+    head = f"{'candidate':18} {'F1':>6} {'micro':>6} {'ruled':>6} {'unruled':>7} {'s/page':>7}"
+    print(head + "  licence")
     for name in candidates or list(CANDIDATES):
         licence, convert = CANDIDATES[name]
         try:
             result = run(name, convert, set_dir, by_file, verbose)
         except ImportError as exc:
-            print(f"{name:18} {'-':>6} {'-':>6} {'-':>7} {'-':>7}  not installed ({exc.name})")
+            dashes = f"{'-':>6} {'-':>6} {'-':>6} {'-':>7} {'-':>7}"
+            print(f"{name:18} {dashes}  not installed ({exc.name})")
             continue
         print(
-            f"{name:18} {result['f1']:6.3f} {result['ruled']:6.3f} {result['unruled']:7.3f}"
+            f"{name:18} {result['f1']:6.3f} {result['micro']:6.3f} {result['ruled']:6.3f}"
+            f" {result['unruled']:7.3f}"
             f" {result['s_per_page']:7.3f}  {licence}"
         )
 

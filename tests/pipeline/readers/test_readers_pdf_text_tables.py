@@ -1,7 +1,8 @@
 """PDF tables without ruling lines (pdf_stream) and the pdfium page reader (pdf_pdfium).
 
 Drawn with reportlab at test time: a yearbook table with dot leaders and a wrapped label, a
-key/value page, and the look-alikes that must stay text (a table of contents, an index in two
+key/value page, a typewritten table in a monospace font, a small table ruled across only
+(pdf_rules), and the look-alikes that must stay text (a table of contents, an index in two
 columns, code in a monospace font). Each runs through both page parsers.
 """
 
@@ -342,3 +343,153 @@ def test_a_first_word_shared_by_many_rows_is_no_column(tmp_path: Path, backend: 
     rows = _table_rows(_text(pdf))
     assert [r[0] for r in rows] == wines, rows
     assert all(len(r) == 2 for r in rows)
+
+
+TYPED = [
+    (
+        "Table 4. Sampling errors: urban and rural",
+        [("Urban", "0.99", "800"), ("Rural", "0.87", "1204")],
+    ),
+    (
+        "Table 5. Sampling errors: by age group",
+        [("15-24", "0.42", "512"), ("25-34", "0.51", "498"), ("35-49", "0.47", "994")],
+    ),
+]
+
+
+def test_a_typewritten_table_in_a_monospace_font_becomes_a_table(
+    tmp_path: Path, backend: str
+) -> None:
+    # A statistical report typed on a fixed-pitch font: no drawn lines, a rule typed as
+    # dashes, dot leaders between the values ("0.99 .......... 800"), a "Design effect" header
+    # spanning two columns, and two such tables stacked. Before, any monospace block was code.
+    pdf = tmp_path / "typed.pdf"
+    c = _canvas(pdf, "Courier", 9)
+    y = 780.0
+    header = "Variable      Value             N      SE     Deft   Deff    RSE   Cases"
+    for title, rows in TYPED:
+        typed = [title, "", " " * 45 + "Design effect", header, "-" * 72]
+        for i, (label, value, n) in enumerate(rows):
+            dots = "." * (12 - len(label))
+            values = f"0.01{i}   1.1{i}   1.2{i}   0.02{i}"
+            typed.append(f"{label} {dots} {value} .......... {n:>4}   {values}   {n:>5}")
+        typed += ["-" * 72, "", ""]
+        for line in typed:
+            c.drawString(50, y, line)
+            y -= 11
+    c.drawString(50, y, "Note: standard errors computed by Taylor linearisation.")
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    tables = [t for t in text.split("\n\n") if t.startswith("|")]
+    assert len(tables) == 2, text
+    for table, (_, rows) in zip(tables, TYPED, strict=True):
+        grid = _table_rows(table)
+        names = ["Variable", "Value", "N", "SE", "Deft", "Deff", "RSE", "Cases"]
+        assert names in grid, table
+        spanning = grid[grid.index(names) - 1]
+        assert spanning[names.index("Deft")] == "Design effect", table
+        body = grid[grid.index(names) + 1 :]
+        # The label keeps its leaders (typed as part of it); a value's are filler.
+        assert [r[0].rstrip(" .") for r in body] == [label for label, _, _ in rows], table
+        assert [r[1:3] for r in body] == [[v, n] for _, v, n in rows], table
+        assert [r[-1] for r in body] == [n for _, _, n in rows], table
+        assert not any("---" in cell for r in grid for cell in r), table
+    assert text.index("Sampling errors: urban") < text.index("| Urban") < text.index("by age")
+
+
+RATINGS = [
+    (["Effectiveness"], "", 0),
+    (["Relevance of the objectives to", "national priorities"], "5", 1),
+    (["Outputs delivered"], "4", 1),
+    (["Processes"], "", 0),
+    (["Planning"], "3", 1),
+    (["Monitoring and", "evaluation"], "2", 1),
+]
+
+
+@pytest.mark.parametrize("every_row", [True, False], ids=["rule-per-row", "booktabs"])
+def test_a_table_ruled_across_only_keeps_wrapped_labels_and_group_rows(
+    tmp_path: Path, backend: str, every_row: bool
+) -> None:
+    # A small label | value table with horizontal rules only (one under every row, or only
+    # over and under the header and at the end), indented row labels, group rows that hold
+    # no value, and labels wrapped over two lines. Before, each wrapped line was a row, and
+    # the last one ("evaluation") fell out of the table.
+    pdf = tmp_path / "ratings.pdf"
+    c = _canvas(pdf, "Helvetica-Bold", 10)
+    c.drawString(72, 780, "Table 2. Assessment of the programme")
+    c.setLineWidth(0.5)
+    y = 770.0
+    c.line(72, y, 300, y)
+    c.setFont("Helvetica-Bold", 9)
+    c.drawString(76, y - 12, "Criterion")
+    _right(c, 294, y - 12, "Score")
+    y -= 17
+    c.line(72, y, 300, y)
+    c.setFont("Helvetica", 9)
+    for k, (lines, value, indent) in enumerate(RATINGS):
+        for j, line in enumerate(lines):
+            c.drawString(76 + 12 * indent, y - 12 - 11 * j, line)
+        if value:
+            _right(c, 294, y - 12, value)
+        y -= 6 + 11 * len(lines)
+        if every_row or k == len(RATINGS) - 1:
+            c.line(72, y, 300, y)
+    c.setFont("Helvetica", 10)
+    c.drawString(72, y - 24, "Scores run from 1 (weak) to 6 (excellent); the annex has the scale.")
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    assert _table_rows(text) == [
+        ["Criterion", "Score"],
+        *[[" ".join(lines), value] for lines, value, _ in RATINGS],
+    ], text
+    assert text.index("Table 2.") < text.index("| Criterion") < text.index("Scores run")
+
+
+def test_two_blocks_side_by_side_of_unequal_length_are_two_tables(
+    tmp_path: Path, backend: str
+) -> None:
+    # A list of numbers continued in a second block to its right, which ends four rows
+    # earlier: two tables. A wide gutter alone (a label column set far from its values)
+    # does not split a table.
+    pdf = tmp_path / "blocks.pdf"
+    c = _canvas(pdf, size=10)
+    for i in range(12):
+        y = 760 - 14 * i
+        _right(c, 90, y, str(i + 1))
+        _right(c, 140, y, str(100 + i))
+        _right(c, 190, y, str(200 + i))
+        if i < 8:
+            _right(c, 320, y, str(i + 13))
+            _right(c, 370, y, str(112 + i))
+            _right(c, 420, y, str(212 + i))
+    c.showPage()
+    c.save()
+    tables = [t for t in _text(pdf).split("\n\n") if t.startswith("|")]
+    assert len(tables) == 2, tables
+    left, right = (_table_rows(t) for t in tables)
+    assert left[-1] == ["12", "111", "211"] and len(left) == 12, tables[0]
+    assert right[0] == ["13", "112", "212"] and len(right) == 8, tables[1]
+
+
+def test_a_last_column_without_its_closing_rule_joins_its_rows(
+    tmp_path: Path, backend: str
+) -> None:
+    # A table without an outer frame: the last column has no rule on its right, so the
+    # lattice grid ends one column early; its header spans two rows of the grid.
+    pdf = tmp_path / "frameless.pdf"
+    c = _canvas(pdf)
+    values = [["Crop", "2012"], ["Cotton", "1393"], ["Rice", "2426"], ["Wheat", "2166"]]
+    _ruled_values(c, 100, 760, values, w=70)
+    for i, v in enumerate(["Change", "(35,8)", "(1,3)", "(12,5)"]):
+        c.drawString(100 + 2 * 70 + 4, 760 - (i + 1) * 16 + 5, v)
+    for i in range(len(values) + 1):
+        c.line(100, 760 - 16 * i, 100 + 3 * 70, 760 - 16 * i)
+    c.showPage()
+    c.save()
+    text = _text(pdf)
+    assert _table_rows(text) == [
+        [*row, v] for row, v in zip(values, ["Change", "(35,8)", "(1,3)", "(12,5)"], strict=True)
+    ], text

@@ -76,7 +76,7 @@ kept so the benchmark can measure both; ``"both"`` tries that one first."""
 
 def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
     """The page's tables with their cell texts: ruled ones if they are sound, else aligned."""
-    from knowbase.pipeline.readers.pdf_stream import labels_left_of, text_tables
+    from knowbase.pipeline.readers.pdf_rules import column_beside
 
     cells = _CellText(page.chars)
     found = [(t, g) for t in page.find_tables() if _size_ok(g := cells.extract(t))]
@@ -85,12 +85,14 @@ def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
         if TEXT_TABLES == "plumber":
             return ruled
         outside = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
-        ruled = [
-            labels_left_of(t.bbox, [r.bbox for r in t.rows], g, outside) or (t.bbox, g)
-            for t, g in found
-        ]
+        ruled = []
+        for t, g in found:
+            box, rows = t.bbox, [r.bbox for r in t.rows]
+            for side in ("left", "right"):
+                box, g = column_beside(box, rows, g, outside, side) or (box, g)
+            ruled.append((box, g))
         rest = [w for w in words if not any(_inside(w, box) for box, _ in ruled)]
-        return ruled + list(text_tables(rest))
+        return ruled + _unruled(page, rest, [box for box, _ in ruled])
     aligned: list[tuple[Box, Grid]] = []
     if TEXT_TABLES in ("plumber", "both"):
         aligned = [
@@ -99,8 +101,20 @@ def _tables(page: Any, words: list[dict]) -> list[tuple[Box, Grid]]:
             if _plausible(g := cells.extract(t)) and _edges_are_gutters(t, words)
         ]
     if TEXT_TABLES == "stream" or (TEXT_TABLES == "both" and not aligned):
-        aligned = list(text_tables(words))
+        aligned = _unruled(page, words, [])
     return aligned or ruled
+
+
+def _unruled(page: Any, words: list[dict], taken: list[Box]) -> list[tuple[Box, Grid]]:
+    """Tables outside ``taken`` without a full grid: ruled across only (:mod:`.pdf_rules`),
+    then aligned by text (:mod:`.pdf_stream`) among the words left."""
+    from knowbase.pipeline.readers.pdf_rules import rule_tables
+    from knowbase.pipeline.readers.pdf_stream import text_tables
+
+    edges = [e for e in page.edges if not any(_inside(e, box) for box in taken)]
+    found: list[tuple[Box, Grid]] = list(rule_tables(edges, words))
+    rest = [w for w in words if not any(_inside(w, box) for box, _ in found)]
+    return found + list(text_tables(rest))
 
 
 class _CellText:

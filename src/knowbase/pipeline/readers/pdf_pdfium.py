@@ -175,6 +175,10 @@ def _glyphs(raw: Any, tp: Any) -> list[tuple]:
             continue  # pdfium's own line breaks and guessed spaces; pdfminer has none
         if not raw.FPDFText_GetLooseCharBox(tp, i, rect):
             continue
+        if code == 32 and rect.right - rect.left < 0.01:
+            # A space of no width, set over a digit ("5" " " ".8" at one x): sorted by x it
+            # fell inside the number. Word gaps are measured, so it separates nothing.
+            continue
         obj = raw.FPDFText_GetTextObject(tp, i)
         key = ctypes.cast(obj, ctypes.c_void_p).value or 0
         run = runs.get(key)

@@ -9,7 +9,7 @@ word goes to the column under its middle, one row per line, as the tables of sta
 yearbooks and listings are set.
 
 Prose stays prose: justified word gaps are ~0.3 em and never line up over a run of lines; two
-text columns are long phrases on both sides (:func:`_looks_tabular`); a table of contents (page
+text columns are long phrases on both sides (:func:`looks_tabular`); a table of contents (page
 numbers rising down the last column) and an index set in two columns with leaders are lists,
 not tables (:func:`_is_contents`, :func:`_is_two_column_list`).
 """
@@ -20,6 +20,8 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
+
+from knowbase.pipeline.readers.pdf_side_by_side import split_side_by_side
 
 Word = dict
 Grid = list[list[str]]
@@ -32,12 +34,13 @@ _LEADER = re.compile(r"[.\u2026\u00b7_]+")
 _PAGE_NUMBER = re.compile(r"\d{1,4}|[ivxlcdm]{1,6}", re.IGNORECASE)
 _MONOSPACE = re.compile(r"mono|nimbusmon|courier|cmtt|typewriter|consol|menlo|fixed", re.IGNORECASE)
 _NUMERIC = re.compile(r"[\d.,%()\-+–—$€£ ]+")
+_TYPED_RULE = re.compile(r"-{3,}|={3,}|_{3,}")  # a rule typed as characters, not drawn
 
 
 def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, float], Grid]]:
     """``(bbox, rows)`` of every text-aligned table among ``words`` (pdfplumber word dicts
     with ``size`` and ``fontname``), top to bottom."""
-    lines = _lines(list(words))
+    lines = text_lines(list(words))
     found = []
     taken = 0  # lines before this index belong to a table already
     for first, last in _regions(lines):
@@ -46,15 +49,19 @@ def text_tables(words: Sequence[Word]) -> list[tuple[tuple[float, float, float, 
             continue
         edges = _gutters(region)
         if edges:
-            edges = _word_gutters(region, edges)
+            edges = word_gutters(region, edges)
         region = _trim(region, edges)
         if not edges or len(region) < 3:
             continue
-        region = _headers_above(lines[taken:first], region, edges) + region
-        grid = _grid(region, edges)
+        headers = _headers_above(lines[taken:first], region, edges)
+        region = headers + region
+        grid = _grid(region, edges, len(headers))
         if grid is None:
             continue
         taken = last + 1
+        if halves := split_side_by_side(region, edges, grid):
+            found.extend(halves)
+            continue
         ws = [w for line in region for w in line]
         bbox = (
             min(w["x0"] for w in ws),
@@ -71,7 +78,8 @@ def _headers_above(
 ) -> list[list[Word]]:
     """Up to three short lines right above the table that fit its columns (column headings,
     a unit line, the first group label): set close (2 em) in the table's own size, so a title
-    or heading above stays out."""
+    or heading above stays out. A line across the gutters joins only over the value columns
+    (a spanning header such as "Design effect"): a title starts in the first column."""
     out: list[list[Word]] = []
     below = region[0]
     body = statistics.median(w["size"] for line in region for w in line)
@@ -80,7 +88,7 @@ def _headers_above(
         if (
             below[0]["top"] - max(w["bottom"] for w in line) > 2.0 * size
             or size > 1.15 * body
-            or _crosses(line, edges)
+            or (crosses(line, edges) and line[0]["x0"] < edges[0])
             or len(" ".join(w["text"] for w in line)) > 60
         ):
             break
@@ -89,7 +97,7 @@ def _headers_above(
     return out
 
 
-def _lines(words: list[Word]) -> list[list[Word]]:
+def text_lines(words: list[Word]) -> list[list[Word]]:
     lines: list[list[Word]] = []
     for w in sorted(words, key=lambda w: (round(w["top"]), w["x0"])):
         if lines and abs(lines[-1][0]["top"] - w["top"]) <= 0.5 * max(w["size"], 1.0):
@@ -101,6 +109,22 @@ def _lines(words: list[Word]) -> list[list[Word]]:
 
 def _is_leader(w: Word) -> bool:
     return bool(_LEADER.fullmatch(w["text"]))
+
+
+def _solid(line: list[Word]) -> list[Word]:
+    """The line without the dot leaders that fill a gutter, which they do not cross: those
+    after a number ("0.99 .......... 800"), and every run typed on a typewriter (a monospace
+    font), where periods fill to the next tab stop. A typeset label's leaders ("Robbery . . .
+    .") belong to its column, which they widen: left out, they opened a gutter inside it."""
+    out: list[Word] = []
+    last = ""
+    for w in line:
+        if not _is_leader(w):
+            last = w["text"]
+        elif _NUMERIC.fullmatch(last) or _MONOSPACE.search(w.get("fontname", "")):
+            continue
+        out.append(w)
+    return out
 
 
 def phrases(line: list[Word]) -> list[list[Word]]:
@@ -144,7 +168,7 @@ def _close(a: list[Word], b: list[Word]) -> bool:
     return b[0]["top"] - max(w["bottom"] for w in a) <= 3.5 * size
 
 
-def _word_gutters(region: list[list[Word]], edges: list[float]) -> list[float]:
+def word_gutters(region: list[list[Word]], edges: list[float]) -> list[float]:
     """``edges`` plus the narrow gutters between words of a long table (10+ rows).
 
     Listings printed from databases set columns as close as 3 pt (0.35 em), near a word space:
@@ -162,7 +186,7 @@ def _word_gutters(region: list[list[Word]], edges: list[float]) -> list[float]:
     hi = int(k * max(w["x1"] for line in region for w in line)) + 1
     cover = [0] * (hi - lo + 2)
     for line in multi:
-        for w in line:
+        for w in _solid(line):
             cover[int(k * w["x0"]) - lo] += 1
             cover[int(k * w["x1"]) + 1 - lo] -= 1
     allowed = int(0.1 * len(multi))
@@ -197,7 +221,7 @@ def _gutters(region: list[list[Word]]) -> list[float]:
     """x of the column edges: middles of the x ranges that (almost) no phrase of a
     multi-phrase line covers. A tenth of those lines may cross a gutter: a title or a header
     spanning several columns does not join them."""
-    multi = [p for line in region if len(p := phrases(line)) >= 2]
+    multi = [p for line in region if len(p := phrases(_solid(line))) >= 2]
     size = statistics.median(w["size"] for line in region for w in line)
     lo = int(min(w["x0"] for line in region for w in line))
     hi = int(max(w["x1"] for line in region for w in line)) + 1
@@ -220,35 +244,54 @@ def _gutters(region: list[list[Word]]) -> list[float]:
     return edges
 
 
-def _crosses(line: list[Word], edges: list[float]) -> bool:
-    return any(w["x0"] < e < w["x1"] for w in line for e in edges)
+def crosses(line: list[Word], edges: list[float]) -> bool:
+    return any(w["x0"] < e < w["x1"] for w in _solid(line) for e in edges)
 
 
 def _trim(region: list[list[Word]], edges: list[float]) -> list[list[Word]]:
     """The region without leading and trailing lines that have a word across a gutter
     (titles, notes)."""
     lo, hi = 0, len(region)
-    while lo < hi and _crosses(region[lo], edges):
+    while lo < hi and crosses(region[lo], edges):
         lo += 1
-    while hi > lo and _crosses(region[hi - 1], edges):
+    while hi > lo and crosses(region[hi - 1], edges):
         hi -= 1
     return region[lo:hi]
 
 
-def _grid(region: list[list[Word]], edges: list[float]) -> Grid | None:
+def _grid(region: list[list[Word]], edges: list[float], headers: int = 0) -> Grid | None:
     grid: Grid = []
-    for line in region:
+    for i, line in enumerate(region):
+        if all(_TYPED_RULE.fullmatch(w["text"]) for w in line):
+            continue  # a rule typed as dashes under the header: not a row
         cells: list[list[str]] = [[] for _ in range(len(edges) + 1)]
+        if i < headers and crosses(line, edges):
+            # A spanning header: each phrase in the first column it reaches 1 em into.
+            for ph in phrases(line):
+                x = ph[0]["x0"] + ph[0]["size"]
+                cells[sum(1 for e in edges if x > e)].extend(w["text"] for w in ph)
+            grid.append([" ".join(c) for c in cells])
+            continue
+        col = 0
         for w in line:
-            mid = (w["x0"] + w["x1"]) / 2
-            cells[sum(1 for e in edges if mid > e)].append(w["text"])
-        grid.append([" ".join(c) for c in cells])
-    if not _looks_tabular(grid) or _is_contents(grid, region) or _is_two_column_list(region):
+            # A leader stays with the word it follows: it may reach over the gutter.
+            if not _is_leader(w):
+                col = sum(1 for e in edges if (w["x0"] + w["x1"]) / 2 > e)
+            cells[col].append(w["text"])
+        grid.append([_value(c) for c in cells])
+    if not looks_tabular(grid) or _is_contents(grid, region) or _is_two_column_list(region):
         return None
     return grid
 
 
-def _looks_tabular(grid: Grid) -> bool:
+def _value(words: list[str]) -> str:
+    """A cell's text; a number's trailing leaders ("0.99 ..........") are filler, not text."""
+    text = " ".join(words)
+    bare = " ".join(w for w in words if not _LEADER.fullmatch(w))
+    return bare if bare and _NUMERIC.fullmatch(bare) else text
+
+
+def looks_tabular(grid: Grid) -> bool:
     """Several filled cells in most rows, and at least one column of short cells."""
     counts = [sum(1 for c in r if c) for r in grid]
     if sum(1 for n in counts if n >= 2) < max(3, 0.5 * len(grid)):
@@ -264,10 +307,21 @@ def _looks_tabular(grid: Grid) -> bool:
 
 def _is_code(region: list[list[Word]]) -> bool:
     """Preformatted text (code, hex dumps, record layouts) set in a monospace font: its
-    alignment is the text's own, not a table's."""
+    alignment is the text's own, not a table's. A typewritten table is monospace too, but
+    most of its cells are numbers: code and record layouts are mostly names, and a hex dump's
+    bytes are one phrase (a single space apart)."""
     ws = [w for line in region for w in line]
     mono = sum(1 for w in ws if _MONOSPACE.search(w.get("fontname", "")))
-    return mono > 0.6 * len(ws)
+    if mono <= 0.6 * len(ws):
+        return False
+    cells = [
+        " ".join(w["text"] for w in ph if not _is_leader(w))
+        for line in region
+        if len(ps := phrases(line)) >= 2
+        for ph in ps
+    ]
+    cells = [c for c in cells if c]
+    return sum(1 for c in cells if _NUMERIC.fullmatch(c)) < 0.5 * len(cells)
 
 
 def _is_contents(grid: Grid, region: list[list[Word]]) -> bool:
@@ -295,36 +349,6 @@ def _is_two_column_list(region: list[list[Word]]) -> bool:
     left, right = ends[:split], ends[split:]
     size = statistics.median(w["size"] for line in region for w in line)
     return min(len(left), len(right)) >= 2 and ends[split] - ends[split - 1] > 10 * size
-
-
-def labels_left_of(
-    bbox: Box, rows: list[Box], grid: list[list[str | None]], words: Sequence[Word]
-) -> tuple[Box, list[list[str | None]]] | None:
-    """A ruled table with its row labels, when they stand left of the grid's first rule (a
-    spreadsheet export whose label column has no border); None when there are none.
-
-    The words must sit right next to the grid (within 4 em), one short line per row, in at
-    least half the rows that hold anything: prose beside a table has more lines than the
-    rows, or longer ones.
-    """
-    left = [w for w in words if w["x1"] <= bbox[0] + 1 and bbox[1] <= _mid(w) <= bbox[3]]
-    if not left:
-        return None
-    size = statistics.median(w["size"] for w in left)
-    if bbox[0] - max(w["x1"] for w in left) > 4 * size:
-        return None
-    labels: list[str] = []
-    for row in rows:
-        inside = [w for w in left if row[1] <= _mid(w) < row[3]]
-        if len(_lines(inside)) > 1:
-            return None
-        labels.append(" ".join(w["text"] for w in sorted(inside, key=lambda w: w["x0"])))
-    filled = [lab for lab in labels if lab]
-    used = sum(1 for row in grid if any(c and c.strip() for c in row))
-    if len(filled) < max(2, used / 2) or statistics.mean(len(lab.split()) for lab in filled) > 4:
-        return None
-    box = (min(w["x0"] for w in left), bbox[1], bbox[2], bbox[3])
-    return box, [[lab, *row] for lab, row in zip(labels, grid, strict=True)]
 
 
 def _mid(w: Word) -> float:
