@@ -333,6 +333,7 @@ def test_mcp_matrix(world: World) -> None:
     """Every MCP tool × every key over streamable HTTP; a key without a usable token gets 401
     before any session exists."""
     outcomes: dict[tuple[str, str], str] = {}
+    sections: dict[str, str] = {}
 
     async def run() -> None:
         for key in KEYS:
@@ -352,6 +353,9 @@ def test_mcp_matrix(world: World) -> None:
                 assert set(TOOL_PROBES) == listed, "every MCP tool needs a probe here"
                 for tool, args in TOOL_PROBES.items():
                     outcomes[(tool, key)] = _tool_outcome(await c.call_tool(tool, args))
+                # a section read answers within the key's scope like any other read
+                section = {**TOOL_PROBES["kb_read"], "section": "1"}
+                sections[key] = _tool_outcome(await c.call_tool("kb_read", section))
                 # without baseId, kb_list lists the key's bases only
                 bases = (await c.call_tool("kb_list", {})).structured_content or {}
                 names = {b["name"] for b in bases["items"]}
@@ -366,6 +370,7 @@ def test_mcp_matrix(world: World) -> None:
         if got != (want := expect(world, TOOLS[tool], key))
     ]
     assert wrong == [], "\n".join(wrong)
+    assert sections == {k: outcomes[("kb_read", k)] for k in sections}
     # the adds kb_manage made record who asked, through which surface
     by_mcp = world.kb.activity.list_jobs(by_key="write-a", limit=100)
     assert "mcp" in {j.by_surface for j in by_mcp}

@@ -8,12 +8,12 @@ tool whose ``outline`` quietly outranked ``pattern`` and ``charStart``; as a too
 
 # No `from __future__ import annotations`: the SDK evaluates tool annotations.
 from collections.abc import Callable
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any
 
 from knowbase.interfaces.mcp import budget
 from knowbase.interfaces.mcp import outline as mcp_outline
+from knowbase.interfaces.mcp.params import BaseId, ConceptId, Depth, OutlineMaxChars, Section
+from knowbase.interfaces.mcp.read_tools import READ_ONLY
 from knowbase.interfaces.mcp.scope import Scope
 
 
@@ -33,25 +33,15 @@ def register(server: Any, scope_of: Callable[[Any], Scope]) -> None:
             "whole with kb_read (section=<id>). depth limits the levels (1: the top level); "
             "under=<id> shows one section's subsections."
         ),
-        annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
+        annotations=ToolAnnotations(**READ_ONLY),
     )
     def kb_outline(
         ctx: Context,
-        baseId: Annotated[str, Field(min_length=1, max_length=200)],
-        conceptId: Annotated[str, Field(min_length=1, max_length=1000)],
-        depth: Annotated[int | None, Field(ge=1, le=64, description="Levels shown")] = None,
-        under: Annotated[
-            str | None,
-            Field(min_length=1, max_length=1000, description="A section id or heading path"),
-        ] = None,
-        maxChars: Annotated[
-            int,
-            Field(
-                ge=budget.MIN_MAX_CHARS,
-                le=budget.MAX_MAX_CHARS,
-                description="The reply's size in characters (fewer levels shown past it)",
-            ),
-        ] = budget.DEFAULT_MAX_CHARS,
+        baseId: BaseId,
+        conceptId: ConceptId,
+        depth: Depth = None,
+        under: Section = None,
+        maxChars: OutlineMaxChars = budget.DEFAULT_MAX_CHARS,
     ) -> CallToolResult:
         return mcp_outline.kb_outline(
             scope_of(ctx),
