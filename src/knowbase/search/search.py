@@ -35,12 +35,10 @@ from typing import Any, Literal
 from knowbase.errors import InvalidInput, NoSearchableTokens
 from knowbase.index.base import IndexStore, LaneHit, SearchHit
 from knowbase.index.fts_query import build_keyword_query, extract_tokens
-from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.providers.base import EmbeddingProvider, RerankProvider
 from knowbase.search.calibration import calibrate_hits
 from knowbase.search.coverage import script_coverage  # re-exported: callers import it here
 from knowbase.search.fusion import FusionSettings, dense_weight, fuse, score_kind
-from knowbase.search.lane_gaps import cosines_for_missed
 from knowbase.search.matched import FLOOR, Verdict, default_cut, query_matched
 from knowbase.search.scope import Scope
 
@@ -225,6 +223,10 @@ def _search_once(
     lexical: set[str] | None = None  # hybrid: the hits the keyword lane found
     verdict: Verdict | None = None  # hybrid: did the query match the base at all
     if mode == "hybrid":
+        # The dense lane's modules load numpy, which a BM25-only search never needs.
+        from knowbase.pipeline.indexing.embed import cached_query, embed_query
+        from knowbase.search.lane_gaps import cosines_for_missed
+
         assert embedder is not None and config.dims
         # Embed and run the vector lane on this thread (the model's) while a pool thread runs
         # the keyword lane: torch, numpy and SQLite all release the GIL, so on two cores the
