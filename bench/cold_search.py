@@ -92,8 +92,8 @@ def build(home: Path, notes: int) -> None:
                 kb.add(base.id, inputs[i : i + 1000], wait=True, timeout_s=3600)
 
 
-def one_run(src: Path | None, home: Path, base: str, query: str) -> tuple[float, float, str]:
-    """(wall s, peak RSS MiB, mode) of one cold ``kb search`` process."""
+def one_run(src: Path | None, home: Path, base: str, query: str) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MiB, mode) of one cold ``kb search`` process."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = str(src)
@@ -109,7 +109,8 @@ def one_run(src: Path | None, home: Path, base: str, query: str) -> tuple[float,
         err.seek(0)
         if proc.returncode != 0:
             raise SystemExit(f"kb search failed ({proc.returncode}): {err.read()[-2000:]!r}")
-        return wall, usage.ru_maxrss / 1024, json.loads(out.read())["mode"]
+        cpu = usage.ru_utime + usage.ru_stime  # every thread's, numpy's BLAS pool included
+        return wall, cpu, usage.ru_maxrss / 1024, json.loads(out.read())["mode"]
 
 
 def main() -> None:
@@ -134,22 +135,28 @@ def main() -> None:
         subprocess.run(cmd, check=True)
         print(f"built two bases of {args.notes} notes in {time.monotonic() - t0:.0f} s")
         walls: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
         rss: dict[tuple[str, str], float] = {}
         for run in range(args.runs + 1):  # run 0 warms the page cache, unmeasured
             for label, src in trees:
                 for base in ("hybrid", "bm25"):
-                    wall, peak, mode = one_run(src, home, base, QUERIES[run % len(QUERIES)])
+                    query = QUERIES[run % len(QUERIES)]
+                    wall, cpu, peak, mode = one_run(src, home, base, query)
                     assert mode == ("hybrid" if base == "hybrid" else "bm25"), (base, mode)
                     if run:
                         walls.setdefault((label, base), []).append(wall)
+                        cpus.setdefault((label, base), []).append(cpu)
                         rss[(label, base)] = max(rss.get((label, base), 0.0), peak)
-    print(f"cold kb search, median of {args.runs} runs (wall s), peak RSS MiB")
+    print(f"cold kb search, median of {args.runs} runs: wall s (CPU s), peak RSS MiB")
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end")
     medians = {key: statistics.median(values) for key, values in walls.items()}
+    cpu = {key: statistics.median(values) for key, values in cpus.items()}
     for label, _ in trees:
         h, b = medians[(label, "hybrid")], medians[(label, "bm25")]
         print(
-            f"  {label:7s} hybrid {h:5.2f} s {rss[(label, 'hybrid')]:5.0f} MiB   "
-            f"bm25 {b:5.2f} s {rss[(label, 'bm25')]:5.0f} MiB   hybrid/bm25 {h / b:4.2f}x"
+            f"  {label:7s} hybrid {h:5.2f} s ({cpu[(label, 'hybrid')]:4.2f}) "
+            f"{rss[(label, 'hybrid')]:4.0f} MiB   bm25 {b:5.2f} s ({cpu[(label, 'bm25')]:4.2f}) "
+            f"{rss[(label, 'bm25')]:4.0f} MiB   hybrid/bm25 {h / b:4.2f}x"
         )
     if args.before:
         ratio = {b: medians[("after", b)] / medians[("before", b)] for b in ("hybrid", "bm25")}
