@@ -135,9 +135,10 @@ def _one_blas_thread() -> None:
     """numpy's BLAS runs one thread in a process that runs a local model: the policy of
     ``providers.local._quiet_numpy_blas``, set before numpy loads so that OpenBLAS never
     starts its pool. Its threads, started beside the model's first forward pass, cost a cold
-    hybrid ``kb search`` ~0.2 s of wall on a loaded two-core machine (0.87 -> 0.67 s, the same
-    CPU; issue 39 item 5). A value the user set is kept; with numpy already loaded this does
-    nothing and ``_quiet_numpy_blas`` still caps the pool once the model runs."""
+    hybrid ``kb search`` ~0.1-0.2 s of wall on a loaded two-core machine (0.97 -> 0.83 s
+    wall, 0.71 -> 0.66 s CPU; issue 39 item 5). A value the user set is kept; with numpy
+    already loaded this does nothing, and ``_quiet_numpy_blas`` caps the pool once the model
+    runs."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
