@@ -269,10 +269,10 @@ class SqliteIndexStore:
     ) -> list[LaneHit]:
         """Cosine top-``limit`` from :meth:`serving_lane` (score = cosine similarity), among
         the rows of ``within``'s materials when it is given."""
-        from knowbase.index.sqlite import vectors as sqlite_vectors
-
         if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
+        from knowbase.index.sqlite import vectors as sqlite_vectors
+
         q = sqlite_vectors.query_vector(vector, self.dims)
         matrix = self.vector_matrix()
         with self._edge("vector_search"):
@@ -308,11 +308,11 @@ class SqliteIndexStore:
 
     def vector_lane_info(self) -> dict[str, Any]:
         """The lane in use and its memory (``kb status``); loads nothing."""
+        if self.dims is None:
+            return {"lane": "none"}
         from knowbase.index.vector.matrix import CACHE
         from knowbase.index.vector.quantized import describe as describe_lane
 
-        if self.dims is None:
-            return {"lane": "none"}
         rows = int(self._one("SELECT count(*) FROM search_unit"))
         return describe_lane(
             self._big,
@@ -326,10 +326,10 @@ class SqliteIndexStore:
         self, vector: np.ndarray, limit: int, *, within: frozenset[str] | None = None
     ) -> list[SearchHit]:
         """The same lane as an exact ``vec_distance_cosine`` scan in SQL (tests, bench)."""
-        from knowbase.index.sqlite import vectors as sqlite_vectors
-
         if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
+        from knowbase.index.sqlite import vectors as sqlite_vectors
+
         q = sqlite_vectors.query_vector(vector, self.dims)
         with self._edge("vector_search_sql"):
             return sqlite_vectors.sql_scan(
@@ -338,11 +338,11 @@ class SqliteIndexStore:
 
     def vector_matrix(self) -> VectorMatrix:
         """This base's matrix at the current ``vectors_version``, loading or patching it."""
+        if self.dims is None:
+            raise InvalidInput("a BM25-only index has no vector lane", path=str(self.path))
         from knowbase.index.sqlite import vectors as sqlite_vectors
         from knowbase.index.vector.matrix import CACHE
 
-        if self.dims is None:
-            raise InvalidInput("a BM25-only index has no vector lane", path=str(self.path))
         key = self._cache_key
         cached = CACHE.get(key)
         if cached is not None and cached.version == self.changes_version():
