@@ -247,27 +247,24 @@ def test_rst_json_and_readme_files_are_found_by_search(knowledge, tmp_path):
     assert found["axolotl"][0][0].endswith("README")
 
 
-#: Rooms a search of an existing base never needs (issue 39 item 5): the ingestion workflows
-#: and handlers, the queue engine, conversion and staging. Loading them cost a cold
-#: ``kb search`` ~0.25 s on a quiet two-core machine.
+#: Rooms a search of an existing base never needs (issue 39 item 5): every operation (the
+#: ingestion workflows, their inputs and handlers), the queue engine, conversion, a folder's
+#: reading and staging. Loading them cost a cold ``kb search`` ~0.25 s on a quiet two-core
+#: machine.
 SEARCH_NEVER_IMPORTS = (
-    "knowbase.operations.add.workflow",
-    "knowbase.operations.add.prepare_root",
-    "knowbase.operations.delete",
-    "knowbase.operations.reindex",
-    "knowbase.operations.sync",
-    "knowbase.operations.model_switch",
-    "knowbase.operations.indexing",
-    "knowbase.operations.restore",
-    "knowbase.operations.workers",
+    "knowbase.operations",
     "knowbase.jobs.manager",
     "knowbase.jobs.worker",
     "knowbase.jobs.claims",
     "knowbase.pipeline.processing",
     "knowbase.pipeline.readers",
+    "knowbase.pipeline.sources",
     "knowbase.files.staging",
     "knowbase.portable",
 )
+#: ... and what a BM25-only base's search never needs either: the dense lane's numpy (and
+#: sqlite-vec's package, whose ``__init__`` imports it) and the embedding providers.
+BM25_SEARCH_NEVER_IMPORTS = ("numpy", "sqlite_vec", "onnxruntime", "knowbase.providers.local")
 
 
 def test_a_kb_search_process_imports_no_ingestion_jobs_or_processing_room(tmp_path):
@@ -280,12 +277,15 @@ def test_a_kb_search_process_imports_no_ingestion_jobs_or_processing_room(tmp_pa
         base = kb.create_base("docs")
         kb.add(base.id, [AddInput.note("otters hold hands while they sleep")], wait=True)
     env = {**os.environ, "KNOWBASE_HOME": str(home)}
-    cmd = [sys.executable, "-X", "importtime", "-m", "knowbase.interfaces.cli"]
-    done = subprocess.run(
-        [*cmd, "search", "docs", "otters"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0 and "otters" in done.stdout, done.stdout + done.stderr[-2000:]
-    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    assert "knowbase.search.search" in loaded  # the probe sees the search's own modules
-    wrong = sorted(m for m in loaded for room in SEARCH_NEVER_IMPORTS if m.startswith(room))
-    assert wrong == []
+    cmd = [sys.executable, "-X", "importtime", "-m", "knowbase.interfaces.cli", "search"]
+    never = (*SEARCH_NEVER_IMPORTS, *BM25_SEARCH_NEVER_IMPORTS)  # "docs" has no model
+    for output in ([], ["--json"]):
+        done = subprocess.run(
+            [*cmd, "docs", "otters", *output], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0 and "otters" in done.stdout, done.stdout + done.stderr[-2000:]
+        lines = done.stderr.splitlines()
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in lines if "|" in line}
+        assert "knowbase.search.search" in loaded  # the probe sees the search's own modules
+        wrong = sorted(m for m in loaded for n in never if m == n or m.startswith(n + "."))
+        assert wrong == [], output

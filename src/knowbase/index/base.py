@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from knowbase.pipeline.documents import Chunk
+
+if TYPE_CHECKING:  # vectors are numpy arrays; a BM25-only search never loads numpy
+    import numpy as np
 
 SCHEMA_VERSION = 2  # 2: vectors keyed by model id (sqlite_schema upgrades 1 in place)
 

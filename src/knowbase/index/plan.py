@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.index.base import MaterialInput
 from knowbase.pipeline.documents import Chunk
 from knowbase.pipeline.indexing import hashing
 from knowbase.pipeline.indexing.context import chunk_locator, unit_text
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ def check_vectors(
 ) -> dict[str, np.ndarray]:
     """The supplied vectors this material uses, as float32; EmbeddingMismatch for a vector
     of the wrong width or with a non-finite component."""
+    import numpy as np  # here: the store's other writers and a search never need it
+
     out = {}
     for h in needed:
         vec = embeddings.get(h)

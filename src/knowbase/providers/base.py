@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 # The widest vector a base may hold, whoever sets it (the ``dimensions`` field, a ``hash:d<N>``
 # id, a provider's probe): 65,536 float32 is 256 KiB per chunk.

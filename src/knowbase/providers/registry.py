@@ -23,6 +23,7 @@ variable gets a fresh client. Keys stay in the environment: only the id goes in 
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Literal
 
@@ -130,10 +131,22 @@ def check_base_models(
             )
 
 
+def _one_blas_thread() -> None:
+    """numpy's BLAS runs one thread in a process that runs a local model: the policy of
+    ``providers.local._quiet_numpy_blas``, set before numpy loads so that OpenBLAS never
+    starts its pool. Its threads, started beside the model's first forward pass, cost a cold
+    hybrid ``kb search`` ~0.1-0.2 s of wall on a loaded two-core machine (0.97 -> 0.83 s
+    wall, 0.71 -> 0.66 s CPU; issue 39 item 5). A value the user set is kept; with numpy
+    already loaded this does nothing, and ``_quiet_numpy_blas`` caps the pool once the model
+    runs."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def _embedding_builder(model_id: str, settings: Settings) -> tuple[str, Any, Any]:
     """(cache key id, profile, build) for a valid embedding id; raises InvalidInput."""
     profile_name, model = parse_model_id(model_id)
     if profile_name == "local":
+        _one_blas_thread()  # before the local models' modules load numpy
         from knowbase.providers import multilingual
         from knowbase.providers.local import INT8_NAME, NAMES, LocalMiniLM, LocalMiniLMInt8
 

@@ -8,16 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from knowbase.catalog.models import Base
-from knowbase.pipeline.indexing.embed import cached_query
 from knowbase.providers.base import EmbeddingProvider
 from knowbase.runtime import Runtime
 from knowbase.search.context import with_context
 from knowbase.search.fusion import FusionSettings
 from knowbase.search.grouping import PASSAGES_PER_DOCUMENT, Group, group_documents
-from knowbase.search.nearest import nearest_units
 from knowbase.search.scope import SearchFilters, resolve
 from knowbase.search.search import (
     DEFAULT_TOP_K,
@@ -29,6 +25,8 @@ from knowbase.search.search import (
 from knowbase.search.snippet import snippet
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from knowbase.search.visibility import VisibilityCache
 
 
@@ -76,6 +74,9 @@ def search_base(
         # on the passage as returned (with its context): what a reader sees first
         vector = None
         if response.mode == "hybrid" and embedder is not None and b.dimensions:
+            # the dense side's modules load numpy, which a BM25-only search never needs
+            from knowbase.pipeline.indexing.embed import cached_query
+
             vector = cached_query(query.strip(), embedder, b.dimensions)
         results = with_snippets(results, query, embedder, vector)
         return replace(response, results=results)
@@ -93,6 +94,8 @@ def with_snippets(
     snips = [snippet(r.text, query) for r in results]
     blind = [i for i, s in enumerate(snips) if not s.matched]
     if blind and embedder is not None and query_vector is not None:
+        from knowbase.search.nearest import nearest_units
+
         spans = nearest_units([results[i].text for i in blind], query_vector, embedder)
         for i, span in zip(blind, spans, strict=True):
             if span is not None:

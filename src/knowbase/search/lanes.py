@@ -8,12 +8,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from knowbase.index.base import IndexStore, LaneHit
-from knowbase.pipeline.indexing.embed import cached_query, embed_query
 from knowbase.providers.base import EmbeddingProvider
 from knowbase.search.calibration import calibrate_hits
 from knowbase.search.coverage import script_coverage
 from knowbase.search.fusion import FusionSettings, dense_weight, fuse
-from knowbase.search.lane_gaps import cosines_for_missed
 from knowbase.search.matched import Verdict, query_matched
 
 MAX_LANE = 1000
@@ -75,6 +73,9 @@ class HybridLanes:
         explain: dict[str, Any],
     ) -> tuple[list[tuple[LaneHit, float]], set[str], Verdict]:
         """The fused candidates, the keyword lane's hits, and whether the query matched."""
+        # The dense lane's modules load numpy, which a BM25-only search never needs.
+        from knowbase.search.lane_gaps import cosines_for_missed
+
         vector, vhits, khits = self._lanes(lane_limit)
         verdict = query_matched([h.score for h in vhits], [h.score for h in khits])
         explain["matched"] = verdict.explain()
@@ -98,6 +99,8 @@ class HybridLanes:
         # Embed and run the vector lane on this thread (the model's) while a pool thread runs
         # the keyword lane: torch, numpy and SQLite all release the GIL, so on two cores the
         # keyword lane costs no extra wall time (with a cached query vector either).
+        from knowbase.pipeline.indexing.embed import cached_query, embed_query
+
         keyword = _LANES.submit(self.store.keyword_lane, self.q, limit, within=self.within)
         try:
             vector = cached_query(self.q, self.embedder, self.dims)

@@ -20,8 +20,6 @@ from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
 from knowbase.errors import CatalogUnavailable, KnowbaseError
 from knowbase.index.base import UnitRecord
-from knowbase.operations.add.inputs import AddInput
-from knowbase.operations.handlers import register_all
 from knowbase.runtime import Runtime
 from knowbase.search import items as items_query
 from knowbase.search.visibility import VisibilityCache
@@ -33,6 +31,7 @@ from knowbase.settings import Settings
 if TYPE_CHECKING:
     from knowbase.files.staging import Staging
     from knowbase.operations.add.cost import ImportCost
+    from knowbase.operations.add.inputs import AddInput
     from knowbase.operations.add.workflow import AddResult, Strategy
     from knowbase.operations.recovery import SweepReport
     from knowbase.operations.restore import RestoreResult
@@ -43,6 +42,23 @@ if TYPE_CHECKING:
     from knowbase.service.activity import Activity
 
 log = logging.getLogger(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    """``AddInput`` on first use (PEP 562): it brings the ingestion room's sources, which a
+    process that only reads a base never needs."""
+    if name == "AddInput":
+        from knowbase.operations.add.inputs import AddInput
+
+        return AddInput
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _register_kinds(rt: Runtime) -> None:
+    """The job kinds' handlers, wired the first time a kind is looked up."""
+    from knowbase.operations.handlers import register_all
+
+    register_all(rt)
 
 
 class Knowledge(SearchFacade, LabelsFacade, KeysFacade):
@@ -59,7 +75,7 @@ class Knowledge(SearchFacade, LabelsFacade, KeysFacade):
         self.rt = Runtime.open(settings, clock=clock)
         # Operations load when first used: a process that only reads a base (``kb search``)
         # imports no ingestion, job or processing room (issue 39 item 5; tests/test_service.py).
-        self.rt.register_kinds = register_all
+        self.rt.register_kinds = _register_kinds
         self._host: WorkerHost | None = None
         self._concepts: ConceptService | None = None
         self._visible = VisibilityCache(self.rt.catalog)
@@ -245,6 +261,8 @@ class Knowledge(SearchFacade, LabelsFacade, KeysFacade):
     def add_note(
         self, base: str, content: str, *, title: str | None = None, wait: bool = True
     ) -> Item:
+        from knowbase.operations.add.inputs import AddInput
+
         return self.add(base, [AddInput.note(content, title=title)], wait=wait).items[0]
 
     def wait(self, job_ids: Iterable[str], *, timeout_s: float = 3600) -> None:

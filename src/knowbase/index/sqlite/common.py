@@ -110,6 +110,20 @@ def hit(row: Sequence[Any], score: float) -> SearchHit:
     return SearchHit(uid, mid, path, idx, start, end, text, score, title, locator)
 
 
+def hits(conn: apsw.Connection, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
+    """Full hits for ``(unit_id, score)`` pairs of either lane, in their order; units gone
+    meanwhile are skipped."""
+    found: dict[str, Sequence[Any]] = {}
+    for batch in batches([uid for uid, _ in pairs]):
+        for r in conn.execute(
+            f"SELECT {HIT_COLUMNS} FROM search_text st {HIT_JOINS}"
+            f" WHERE st.kind = 'body' AND su.unit_id IN ({marks(len(batch))})",
+            tuple(batch),
+        ):
+            found[r[0]] = r
+    return [hit(found[uid], score) for uid, score in pairs if uid in found]
+
+
 def unit_records(conn: apsw.Connection, material_id: str) -> list[UnitRecord]:
     """The material's units in unit_index order, with their bodies."""
     rows = conn.execute(

@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from knowbase.errors import InvalidInput
 from knowbase.index.base import MaterialInput, StoredMaterial
 from knowbase.index.plan import PlannedUnit, check_vectors, plan_units
@@ -24,6 +22,7 @@ from knowbase.index.sqlite.writes import bump, present, write_material
 
 if TYPE_CHECKING:
     import apsw
+    import numpy as np
 
 
 class SqliteModelSets:
@@ -50,6 +49,8 @@ class SqliteModelSets:
     def vectors_for(self, hashes: Iterable[str], model_id: str) -> dict:
         """``{embedding_text_hash: float32 vector}`` of ``model_id`` for the given hashes that
         have one (export, eval, a switch's checks). Hashes without a vector are left out."""
+        import numpy as np  # the store opens this for every search; only vectors need numpy
+
         out: dict[str, np.ndarray] = {}
         with self._edge("vectors_for"):
             conn = self._reader()

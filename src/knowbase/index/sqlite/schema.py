@@ -16,12 +16,13 @@ triggers, so a cascade never leaves an FTS row behind.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import apsw
-import sqlite_vec
 
 from knowbase import sqlite_files
 from knowbase.errors import VectorStoreUnavailable
@@ -111,6 +112,17 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+@functools.cache
+def vec_extension() -> str:
+    """The sqlite-vec loadable extension's path (``sqlite_vec.loadable_path()``), found without
+    importing the package: its ``__init__`` imports numpy, which a BM25-only search never
+    needs (issue 39 item 5)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise VectorStoreUnavailable("the sqlite-vec package is not installed")
+    return str(Path(spec.submodule_search_locations[0]) / "vec0")
+
+
 def connect(path: Path, *, create: bool) -> apsw.Connection:
     """A connection with the house pragmas and sqlite-vec loaded (DESIGN "SQLite connections")."""
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
@@ -121,7 +133,7 @@ def connect(path: Path, *, create: bool) -> apsw.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.enable_load_extension(True)
-    sqlite_vec.load(conn)
+    conn.load_extension(vec_extension())
     conn.enable_load_extension(False)
     return conn
 

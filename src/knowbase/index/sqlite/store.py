@@ -7,7 +7,9 @@ the ``meta`` checks and the connection setup live in :mod:`.schema`.
 
 The store owns the connections and the caches and composes its parts, each a module of its own:
 the writes (:mod:`.writes`), the keyword lane (:mod:`.keyword`), the vector lane
-(:mod:`.vectors`) and the vector sets by model id (:mod:`.models`).
+(:mod:`.vectors`) and the vector sets by model id (:mod:`.models`). The vector lane's modules
+load numpy, so the store imports them where a vector is searched: a BM25-only search (a cold
+``kb search``) never loads numpy (issue 39 item 5).
 
 apsw's exceptions are mapped to :mod:`knowbase.errors` at this edge only
 (:func:`.common.map_error`).
@@ -20,35 +22,36 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
-import numpy as np
 
 from knowbase.errors import InvalidInput, VectorStoreUnavailable
 from knowbase.index.base import LaneHit, MaterialInput, SearchHit, UnitRecord
 from knowbase.index.fts_query import build_keyword_query
 from knowbase.index.lease import Leases
 from knowbase.index.plan import check_vectors, plan_units
-from knowbase.index.sqlite import (
-    keyword as sqlite_keyword,
+from knowbase.index.sqlite import keyword as sqlite_keyword
+from knowbase.index.sqlite import upkeep as sqlite_upkeep
+from knowbase.index.sqlite import writes as sqlite_writes
+from knowbase.index.sqlite.common import (
+    Within,
+    first,
+    hits,
+    map_error,
+    open_connection,
+    unit_records,
 )
-from knowbase.index.sqlite import (
-    upkeep as sqlite_upkeep,
-)
-from knowbase.index.sqlite import (
-    vectors as sqlite_vectors,
-)
-from knowbase.index.sqlite import (
-    writes as sqlite_writes,
-)
-from knowbase.index.sqlite.common import Within, first, map_error, open_connection, unit_records
 from knowbase.index.sqlite.models import SqliteModelSets
 from knowbase.index.sqlite.schema import connect, write_tx
 from knowbase.index.sqlite.upkeep import RECLAIM_MIN_BYTES, RECLAIM_MIN_RATIO
-from knowbase.index.vector.matrix import CACHE, VectorMatrix
-from knowbase.index.vector.quantized import DEFAULT_MIN_ROWS, BigLane, Lane
-from knowbase.index.vector.quantized import describe as describe_lane
+from knowbase.index.vector import DEFAULT_MIN_ROWS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from knowbase.index.vector.matrix import VectorMatrix
+    from knowbase.index.vector.quantized import BigLane, Lane
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +271,8 @@ class SqliteIndexStore:
         the rows of ``within``'s materials when it is given."""
         if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
+        from knowbase.index.sqlite import vectors as sqlite_vectors
+
         q = sqlite_vectors.query_vector(vector, self.dims)
         matrix = self.vector_matrix()
         with self._edge("vector_search"):
@@ -291,6 +296,9 @@ class SqliteIndexStore:
         """The lane serving ``matrix`` (default: the current version): the exact matrix, or
         above ``quantized_min_rows`` live rows its faiss index (:mod:`..vector.quantized`),
         patched as the matrix is. Its ``top_k`` takes a row mask over ``matrix``."""
+        from knowbase.index.vector.matrix import CACHE
+        from knowbase.index.vector.quantized import BigLane
+
         matrix = matrix if matrix is not None else self.vector_matrix()
         big = self._big
         if big is None:
@@ -302,6 +310,9 @@ class SqliteIndexStore:
         """The lane in use and its memory (``kb status``); loads nothing."""
         if self.dims is None:
             return {"lane": "none"}
+        from knowbase.index.vector.matrix import CACHE
+        from knowbase.index.vector.quantized import describe as describe_lane
+
         rows = int(self._one("SELECT count(*) FROM search_unit"))
         return describe_lane(
             self._big,
@@ -317,6 +328,8 @@ class SqliteIndexStore:
         """The same lane as an exact ``vec_distance_cosine`` scan in SQL (tests, bench)."""
         if self.dims is None or limit <= 0 or (within is not None and not within):
             return []
+        from knowbase.index.sqlite import vectors as sqlite_vectors
+
         q = sqlite_vectors.query_vector(vector, self.dims)
         with self._edge("vector_search_sql"):
             return sqlite_vectors.sql_scan(
@@ -327,6 +340,9 @@ class SqliteIndexStore:
         """This base's matrix at the current ``vectors_version``, loading or patching it."""
         if self.dims is None:
             raise InvalidInput("a BM25-only index has no vector lane", path=str(self.path))
+        from knowbase.index.sqlite import vectors as sqlite_vectors
+        from knowbase.index.vector.matrix import CACHE
+
         key = self._cache_key
         cached = CACHE.get(key)
         if cached is not None and cached.version == self.changes_version():
@@ -346,7 +362,7 @@ class SqliteIndexStore:
         if not pairs:
             return []
         with self._edge("vector_search"):
-            return sqlite_vectors.hits(self._reader(), pairs)
+            return hits(self._reader(), pairs)
 
     def material_path(self, material_id: str) -> str | None:
         return self._one("SELECT relative_path FROM material WHERE material_id = ?", (material_id,))

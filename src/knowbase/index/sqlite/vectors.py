@@ -1,6 +1,7 @@
 """The SQLite store's vector lane, as module functions on a reader connection: the query
 vector's check, a material scope as a row mask, the matrix's load or patch at a version, the
-exact SQL scan (tests, bench) and full hits for ``(unit_id, score)`` pairs.
+exact SQL scan (tests, bench). Full hits for ``(unit_id, score)`` pairs, which the keyword
+lane needs too, are :func:`.common.hits`.
 
 The store (:class:`~.sqlite.SqliteIndexStore`) owns the cache key, the big-base lane and the
 connections; these functions own the SQL.
@@ -11,7 +12,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any
 
 import apsw
 import numpy as np
@@ -151,17 +151,3 @@ def sql_scan(
         (q.tobytes(), model_id, *scope.args, limit),
     ).fetchall()
     return [hit(r[:-1], 1.0 - float(r[-1])) for r in rows]
-
-
-def hits(conn: apsw.Connection, pairs: Sequence[tuple[str, float]]) -> list[SearchHit]:
-    """Full hits for ``(unit_id, score)`` pairs, in their order; units gone are skipped."""
-    found: dict[str, Sequence[Any]] = {}
-    for batch in batches([uid for uid, _ in pairs]):
-        for r in conn.execute(
-            f"SELECT {HIT_COLUMNS} FROM search_text st {HIT_JOINS}"
-            f" WHERE st.kind = 'body' AND su.unit_id IN ({marks(len(batch))})",
-            tuple(batch),
-        ):
-            found[r[0]] = r
-    # A unit deleted since the matrix was read is simply skipped.
-    return [hit(found[uid], score) for uid, score in pairs if uid in found]

@@ -38,9 +38,6 @@ from knowbase.index.vector.matrix import VectorMatrix, candidates, ranked
 
 log = logging.getLogger(__name__)
 
-# From 100k rows the exact scan costs ~7.5 ms of a hybrid search's 30 ms budget and the index
-# ~0.8 ms (bench/search_scale.py); below, exact is cheap and needs no build.
-DEFAULT_MIN_ROWS = 100_000
 RESCORE = 100  # candidates re-scored in f32 per query, at least (and 2 × k)
 # Lists probed: NPROBE_SHARE per 1,024, and at least MIN_SCAN rows' worth. On MiniLM vectors
 # of real text (bench/search_scale.py, recall@10 against exact): 1M rows, 1,024 lists: 48
