@@ -97,21 +97,7 @@ def kb_search(
             code="invalid_input",
         )
     refs = list(dict.fromkeys(base_ids))
-    errors: dict[str, str] = {}
-    unknown: set[str] = set()  # refused for good: out of scope or no such base
-    targets: list[Base] = []
-    for ref in refs:
-        try:
-            targets.append(scope.base(ref))
-        except OutOfScope as exc:
-            errors[ref] = str(exc)
-            unknown.add(ref)
-        except NotFound as exc:
-            errors[ref] = exc.message
-            unknown.add(ref)
-        except KnowbaseError as exc:
-            errors[ref] = exc.message
-
+    targets, errors, unknown = _targets(scope, refs)
     try:
         found = kb.search_many(
             targets,
@@ -149,14 +135,50 @@ def kb_search(
             "bases could not be searched right now.",
             bases=errors,
         )
+    filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
+    used = {k: v for k, v in filters.items() if v}
     passages = [_passage(m.base_id, m.result) for m in merged]
+    notices = scope_notices(targets, found.modes, used)
+    return _reply(cites, query, passages, max_chars, errors, notices, filtered=bool(used))
+
+
+def _targets(scope: Scope, refs: list[str]) -> tuple[list[Base], dict[str, str], set[str]]:
+    """The bases to search, the refused ones' messages, and those refused for good (out of
+    scope or no such base: retrying will not change it)."""
+    errors: dict[str, str] = {}
+    unknown: set[str] = set()
+    targets: list[Base] = []
+    for ref in refs:
+        try:
+            targets.append(scope.base(ref))
+        except OutOfScope as exc:
+            errors[ref] = str(exc)
+            unknown.add(ref)
+        except NotFound as exc:
+            errors[ref] = exc.message
+            unknown.add(ref)
+        except KnowbaseError as exc:
+            errors[ref] = exc.message
+    return targets, errors, unknown
+
+
+def _reply(
+    cites: _Cites,
+    query: str,
+    passages: list[dict[str, Any]],
+    max_chars: int,
+    errors: dict[str, str],
+    notices: list[str],
+    *,
+    filtered: bool,
+) -> Any:
+    """The passages that fit ``max_chars``, each with a cite id, and the notices: filters, what
+    was cut or left out, and what to try when nothing matched."""
     shown, left_out = budget.fit(passages, max_chars)
     items = [{"id": cites.next(), **h} for h in shown]
     data: dict[str, Any] = {"items": items}
     if errors:
         data["failedBases"] = errors
-    filters = {"under": under, "types": types, "since": since, "tags": tags, "where": where}
-    notices = scope_notices(targets, found.modes, {k: v for k, v in filters.items() if v})
     if left_out:
         notices.append(
             f"{left_out} more passage(s) did not fit in maxChars={max_chars}; raise maxChars "
@@ -170,7 +192,6 @@ def kb_search(
     if notices:
         data["notices"] = notices
     if not items and not left_out:  # (passages that did not fit are not "no match")
-        filtered = any(filters.values())
         return _ok(
             data,
             f"No passages match {query!r}"
