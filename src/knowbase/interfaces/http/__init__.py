@@ -200,29 +200,6 @@ def create_app(
     ``search_concurrency``: searches run at most this many at a time, the rest queue (default:
     the CPU count, at most 4).
     """
-    from knowbase.interfaces import console
-    from knowbase.interfaces.http import (
-        bases as http_bases,
-    )
-    from knowbase.interfaces.http import (
-        events as http_events,
-    )
-    from knowbase.interfaces.http import (
-        items as http_items,
-    )
-    from knowbase.interfaces.http import (
-        labels as http_labels,
-    )
-    from knowbase.interfaces.http import (
-        outline as http_outline,
-    )
-    from knowbase.interfaces.http import (
-        query as http_query,
-    )
-    from knowbase.interfaces.http import (
-        sync as http_sync,
-    )
-
     if require_token and not token:
         raise InvalidInput(
             "a bearer token is required: set KNOWBASE_API_TOKEN",
@@ -253,24 +230,34 @@ def create_app(
     app.state.search_limiter = None
     app.state.max_upload_bytes = max_upload_bytes
     app.state.local_path_roots = [Path(r).expanduser().resolve() for r in local_path_roots or []]
+    _handle_errors_and_guard(app, host, allowed_hosts, allowed_origins)
+    _mount_routes(app, kb, token)
+    return app
+
+
+def _handle_errors_and_guard(
+    app: FastAPI, host: str, allowed_hosts: Iterable[str], allowed_origins: Iterable[str]
+) -> None:
+    """Every error as the API's error shape, and the middleware in front of every route."""
     app.add_exception_handler(KnowbaseError, _knowbase_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
     # Innermost of the three: a GET that met a passing database fault runs once more.
     app.add_middleware(RetryPassingFaults)
-    app.add_middleware(BodyLimit, limit=max_upload_bytes, json_limit=DEFAULT_MAX_JSON_BYTES)
+    limit = app.state.max_upload_bytes
+    app.add_middleware(BodyLimit, limit=limit, json_limit=DEFAULT_MAX_JSON_BYTES)
     # Added last, so it runs first: a refused Host or Origin never reaches auth or the body.
     app.add_middleware(HostGuard, policy=HostPolicy.for_bind(host, allowed_hosts, allowed_origins))
-    for module in (
-        http_bases,
-        http_items,
-        http_labels,
-        http_query,
-        http_outline,
-        http_events,
-        http_sync,
-    ):
+
+
+def _mount_routes(app: FastAPI, kb: Knowledge, token: str | None) -> None:
+    """The API's routes, the console at ``/``, Dify's external API when configured, and the
+    OpenAPI document that describes them."""
+    from knowbase.interfaces import console
+    from knowbase.interfaces.http import bases, events, items, labels, outline, query, sync
+
+    for module in (bases, items, labels, query, outline, events, sync):
         app.include_router(module.router)
     app.include_router(console.router)  # the web console at / (interfaces/console/)
     # kb is None only where a test builds the app for its OpenAPI schema alone
@@ -283,7 +270,6 @@ def create_app(
     openapi.install(
         app, dify=bool(external_keys) or (kb is not None and bool(token)), token=bool(token)
     )
-    return app
 
 
 __all__ = [
