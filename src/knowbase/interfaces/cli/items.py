@@ -127,72 +127,78 @@ def add(
     }
 
     def render() -> None:
-        console = cli.console
-        for item in items:
-            cid = _concept_prefix(item)
-            console.print(f"added {escape(item.title)}" + (f" → {cid}" if cid else ""))
-        found = result.update_report
-        for item in updated:
-            console.print(f"updated {escape(item.title)} (already in the base)", highlight=False)
-        if found:
-            console.print(
-                f"update: {found['changed']} changed, {found['new']} new, "
-                f"{found['vanished']} vanished (kept; kb sync --prune removes them), "
-                f"{found['unchanged']} unchanged"
-                + (
-                    f", {found['refetched']} read again from the origin"
-                    if found["refetched"]
-                    else ""
-                )
-                + (
-                    f", {found['resumed']} interrupted add(s) resumed"
-                    if found.get("resumed")
-                    else ""
-                ),
-                highlight=False,
-            )
-        parts = [f"{summary.indexed} indexed"]
-        if summary.active:
-            parts.append(f"{summary.active} still processing (kb status {b.name})")
-        skipped = sum(summary.skipped.values())
-        if skipped:
-            why = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items()))
-            parts.append(f"{skipped} skipped ({why})")
-        parts.append(f"{len(summary.failed)} failed")
-        # After an update the counts are the files' state, not work done now: say so (a
-        # re-add of 127 unchanged files said "127 indexed").
-        head = "files now" if updated and not items else "files"
-        console.print(f"{head}: " + ", ".join(parts), highlight=False)
-        for name in summary.undecodable[:FAILED_SHOWN]:
-            console.print(
-                f"  [yellow]skipped[/] {escape(name)}: undecodable_name — the name is not "
-                "UTF-8 (its bytes escaped here); rename the file to add it",
-                highlight=False,
-            )
-        shown = len(summary.undecodable[:FAILED_SHOWN])
-        unnamed = summary.skipped.get("undecodable_name", 0) - shown
-        if summary.undecodable and unnamed > 0:
-            console.print(f"  … and {unnamed} more such names", highlight=False)
-        for reason, paths in sorted(summary.skipped_files.items()):
-            if reason == "undecodable_name":
-                continue  # named above, bytes escaped
-            for path in paths:  # every one, so nobody has to guess what "…" hid (issue 41)
-                console.print(f"  skipped {reason}: {escape(path)}", highlight=False)
-            unnamed = summary.skipped.get(reason, 0) - len(paths)
-            if unnamed > 0:
-                console.print(f"  skipped {reason}: {unnamed} more not named", highlight=False)
-        for f in summary.failed[:FAILED_SHOWN]:
-            console.print(
-                f"  [red]failed[/] {escape(str(f['source']))}: {f['code']} — "
-                f"{escape(str(f['message']))}",
-                highlight=False,
-            )
-        if len(summary.failed) > FAILED_SHOWN:
-            console.print(f"  … and {len(summary.failed) - FAILED_SHOWN} more: kb status {b.name}")
+        _print_added(items, updated, result.update_report, summary, b.name)
 
     cli.emit(data, as_json, render)
     if summary.failed and not no_wait:
         raise typer.Exit(EXIT_ITEMS_FAILED)
+
+
+def _print_added(
+    items: list[Any], updated: list[Any], found: dict[str, int], summary: Any, base: str
+) -> None:
+    """What ``kb add`` did: each item added or updated, the update's counts, the files'
+    outcome, and each file skipped or failed by name."""
+    console = cli.console
+    for item in items:
+        cid = _concept_prefix(item)
+        console.print(f"added {escape(item.title)}" + (f" → {cid}" if cid else ""))
+    for item in updated:
+        console.print(f"updated {escape(item.title)} (already in the base)", highlight=False)
+    if found:
+        refetched = f", {found['refetched']} read again from the origin"
+        resumed = f", {found.get('resumed')} interrupted add(s) resumed"
+        console.print(
+            f"update: {found['changed']} changed, {found['new']} new, "
+            f"{found['vanished']} vanished (kept; kb sync --prune removes them), "
+            f"{found['unchanged']} unchanged"
+            + (refetched if found["refetched"] else "")
+            + (resumed if found.get("resumed") else ""),
+            highlight=False,
+        )
+    parts = [f"{summary.indexed} indexed"]
+    if summary.active:
+        parts.append(f"{summary.active} still processing (kb status {base})")
+    skipped = sum(summary.skipped.values())
+    if skipped:
+        why = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items()))
+        parts.append(f"{skipped} skipped ({why})")
+    parts.append(f"{len(summary.failed)} failed")
+    # After an update the counts are the files' state, not work done now: say so (a re-add
+    # of 127 unchanged files said "127 indexed").
+    head = "files now" if updated and not items else "files"
+    console.print(f"{head}: " + ", ".join(parts), highlight=False)
+    _print_skipped_and_failed(summary, base)
+
+
+def _print_skipped_and_failed(summary: Any, base: str) -> None:
+    console = cli.console
+    for name in summary.undecodable[:FAILED_SHOWN]:
+        console.print(
+            f"  [yellow]skipped[/] {escape(name)}: undecodable_name — the name is not "
+            "UTF-8 (its bytes escaped here); rename the file to add it",
+            highlight=False,
+        )
+    shown = len(summary.undecodable[:FAILED_SHOWN])
+    unnamed = summary.skipped.get("undecodable_name", 0) - shown
+    if summary.undecodable and unnamed > 0:
+        console.print(f"  … and {unnamed} more such names", highlight=False)
+    for reason, paths in sorted(summary.skipped_files.items()):
+        if reason == "undecodable_name":
+            continue  # named above, bytes escaped
+        for path in paths:  # every one, so nobody has to guess what "…" hid (issue 41)
+            console.print(f"  skipped {reason}: {escape(path)}", highlight=False)
+        unnamed = summary.skipped.get(reason, 0) - len(paths)
+        if unnamed > 0:
+            console.print(f"  skipped {reason}: {unnamed} more not named", highlight=False)
+    for f in summary.failed[:FAILED_SHOWN]:
+        console.print(
+            f"  [red]failed[/] {escape(str(f['source']))}: {f['code']} — "
+            f"{escape(str(f['message']))}",
+            highlight=False,
+        )
+    if len(summary.failed) > FAILED_SHOWN:
+        console.print(f"  … and {len(summary.failed) - FAILED_SHOWN} more: kb status {base}")
 
 
 def _concept_prefix(item: Any) -> str:

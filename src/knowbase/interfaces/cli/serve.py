@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -117,6 +118,23 @@ def serve(
     then once a minute as "same error ×N in the last minute" (interfaces/logs.py)."""
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
+    _refuse_bad_options(log_level, log_file, processes, watch=watch, no_workers=no_workers)
+    from knowbase.interfaces.logs import configure
+
+    configure(log_level.lower(), log_file)
+    roots = list(allow_path or [])
+    if not roots and os.environ.get(PATH_ROOTS_ENV):
+        roots = [Path(p) for p in os.environ[PATH_ROOTS_ENV].split(os.pathsep) if p]
+    listen = _Listen(host, port, token, max_upload_mb * 1024 * 1024, roots)
+    if processes > 1:
+        _serve_processes(listen, home, processes, no_workers, worker_nice, watch)
+    else:
+        _serve_here(listen, home, no_workers, watch, log_level.lower())
+
+
+def _refuse_bad_options(
+    log_level: str, log_file: Path | None, processes: int, *, watch: bool, no_workers: bool
+) -> None:
     if log_level.lower() not in LOG_LEVELS:
         raise typer.BadParameter(f"one of {', '.join(LOG_LEVELS)}", param_hint="--log-level")
     if log_file is not None and processes > 1:
@@ -125,48 +143,59 @@ def serve(
             "--log-file needs one process; with --processes redirect stderr instead",
             param_hint="--log-file",
         )
-    from knowbase.interfaces.logs import configure
-
-    configure(log_level.lower(), log_file)
     if watch and no_workers:
         raise typer.BadParameter(
             "--watch syncs through this process's job workers; with --no-workers run "
             "'kb worker --watch' beside the server instead",
             param_hint="--watch",
         )
-    roots = list(allow_path or [])
-    if not roots and os.environ.get(PATH_ROOTS_ENV):
-        roots = [Path(p) for p in os.environ[PATH_ROOTS_ENV].split(os.pathsep) if p]
 
-    if processes > 1:
-        from knowbase.interfaces.http.processes import serve_processes
 
-        typer.echo(
-            f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs), "
-            f"{processes} processes; "
-            f"workers {'off' if no_workers else 'in one more process'}; "
-            f"auth {'bearer token' if token else 'off'}",
-            err=True,
-        )
-        config = {
-            "host": host,
-            "token": token,
-            "require_token": not is_loopback(host),
-            "max_upload_bytes": max_upload_mb * 1024 * 1024,
-            "roots": [str(r) for r in roots],
-        }
-        serve_processes(
-            home=home,
-            host=host,
-            port=port,
-            processes=processes,
-            workers=not no_workers,
-            worker_nice=worker_nice,
-            config=config,
-            watch=watch,
-        )
-        return
+@dataclass(frozen=True)
+class _Listen:
+    """Where and how the API listens: address, admin token, body limit, local-path roots."""
 
+    host: str
+    port: int
+    token: str | None
+    max_upload_bytes: int
+    roots: list[Path]
+
+    def banner(self, detail: str, tail: str = "") -> str:
+        address = _address(self.host, self.port)
+        auth = "bearer token" if self.token else "off"
+        return f"knowbase console: {address}/  (API: {address}/docs){detail}; auth {auth}{tail}"
+
+
+def _serve_processes(
+    listen: _Listen, home: str | None, processes: int, no_workers: bool, nice: int, watch: bool
+) -> None:
+    from knowbase.interfaces.http.processes import serve_processes
+
+    workers = "off" if no_workers else "in one more process"
+    typer.echo(listen.banner(f", {processes} processes; workers {workers}"), err=True)
+    config = {
+        "host": listen.host,
+        "token": listen.token,
+        "require_token": not is_loopback(listen.host),
+        "max_upload_bytes": listen.max_upload_bytes,
+        "roots": [str(r) for r in listen.roots],
+    }
+    serve_processes(
+        home=home,
+        host=listen.host,
+        port=listen.port,
+        processes=processes,
+        workers=not no_workers,
+        worker_nice=nice,
+        config=config,
+        watch=watch,
+    )
+
+
+def _serve_here(
+    listen: _Listen, home: str | None, no_workers: bool, watch: bool, log_level: str
+) -> None:
     import uvicorn
 
     from knowbase.interfaces.http import create_app
@@ -178,25 +207,23 @@ def serve(
             kb.start_workers()
         app = create_app(
             kb,
-            token=token,
-            require_token=not is_loopback(host),
-            max_upload_bytes=max_upload_mb * 1024 * 1024,
-            local_path_roots=roots,
-            host=host,
+            token=listen.token,
+            require_token=not is_loopback(listen.host),
+            max_upload_bytes=listen.max_upload_bytes,
+            local_path_roots=listen.roots,
+            host=listen.host,
             allowed_hosts=kb.settings.allowed_hosts,
             allowed_origins=kb.settings.allowed_origins,
         )
-        typer.echo(
-            f"knowbase console: {_address(host, port)}/  (API: {_address(host, port)}/docs); "
-            f"workers {'off' if no_workers or kb.catalog_problem else 'on'}; "
-            f"auth {'bearer token' if token else 'off'}"
-            f"{'; watching origins' if watch else ''}",
-            err=True,
-        )
+        workers = "off" if no_workers or kb.catalog_problem else "on"
+        watching_note = "; watching origins" if watch else ""
+        typer.echo(listen.banner(f"; workers {workers}", watching_note), err=True)
         with watching(kb, enabled=watch), sigterm_exits():
             # log_config=None: uvicorn's records go through the handler configured above
             # (timestamps, repeats collapsed, the file) instead of its own stderr handlers.
-            uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=None)
+            uvicorn.run(
+                app, host=listen.host, port=listen.port, log_level=log_level, log_config=None
+            )
 
 
 @contextlib.contextmanager
