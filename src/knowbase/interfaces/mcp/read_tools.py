@@ -33,6 +33,12 @@ READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": T
 def register(server: Any, scope_of: Callable[[Any], Scope], cites: _Cites) -> None:
     """Add the reading tools to ``server``, each answering within ``scope_of(ctx)``: the
     server's scope as the calling key sees it."""
+    _register_outlines(server, scope_of)
+    _register_reads(server, scope_of, cites)
+
+
+def _register_outlines(server: Any, scope_of: Callable[[Any], Scope]) -> None:
+    """``kb_list`` and ``kb_tree``: the bases, and one base's outline."""
     from mcp.server.mcpserver import Context
     from mcp.types import CallToolResult, ToolAnnotations
 
@@ -76,6 +82,12 @@ def register(server: Any, scope_of: Callable[[Any], Scope], cites: _Cites) -> No
     )
     def kb_tree(ctx: Context, baseId: BaseId, maxDepth: MaxDepth = None) -> CallToolResult:
         return listing.kb_tree(scope_of(ctx), base_id=baseId, max_depth=maxDepth)
+
+
+def _register_reads(server: Any, scope_of: Callable[[Any], Scope], cites: _Cites) -> None:
+    """``kb_grep`` and ``kb_read``: inside one document."""
+    from mcp.server.mcpserver import Context
+    from mcp.types import CallToolResult, ToolAnnotations
 
     @server.tool(
         name="kb_grep",
