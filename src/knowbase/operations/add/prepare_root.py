@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -209,43 +210,11 @@ def _import_files(  # type: ignore[no-untyped-def]
                 storage.move_files_in(staging.tree, prefix, [within[f.rel] for f in part])
                 if start == 0:
                     _insert_dirs(conn, base, origin, expansion, dir_ids)
-                held = standalone_files(conn, base.id, [str(f.abs_path) for f in part])
-                alone.update(
-                    (f.rel, (held[str(f.abs_path)], f)) for f in part if str(f.abs_path) in held
-                )
-                part = [f for f in part if f.rel not in alone]
-                # one multi-row INSERT of items and one of jobs per transaction
-                leaves = item_repo.insert_active_many(
-                    conn,
-                    base_id=base.id,
-                    type="file",
-                    rows=[
-                        (
-                            dir_ids[posixpath.dirname(f.rel)],
-                            str(f.abs_path),
-                            {
-                                "source": str(f.abs_path),
-                                "relative_path": f"{prefix}/{within[f.rel]}",
-                                **({"as_text": True} if f.as_text else {}),
-                            },
-                        )
-                        for f in part
-                    ],
-                )
-                schedule_items(rt, conn, base, leaves, parent_job_id=ctx.job.id)
+                _write_part(rt, conn, ctx, base, part, _Tree(dir_ids, prefix, within), alone)
             committed = True
             done = end
             ctx.progress("enqueuing", 99 * done / len(files), files=len(files), enqueued=done)
-        with rt.lock(base.id), rt.catalog.write_tx() as conn:
-            adopted, old_copies = adopt(conn, _adoptions(alone, dir_ids, prefix, within))
-            schedule_items(rt, conn, base, adopted, parent_job_id=ctx.job.id)
-            item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
-            # Deepest first: each walk up re-derives the ancestors after their subfolders.
-            for rel in sorted(dir_ids, key=lambda r: -1 if r == "" else r.count("/"), reverse=True):
-                item_repo.reconcile_containers(conn, dir_ids[rel])
-        with rt.lock(base.id):  # the adopted items' own copies: the folder's replace them
-            for problem in storage.delete_paths(old_copies):
-                log.warning("adopted file's old copy: %s", problem)
+        _settle_folders(rt, ctx, base, _Tree(dir_ids, prefix, within), alone)
         return True
     except BaseException as exc:
         full = is_disk_full(exc)
@@ -263,6 +232,70 @@ def _import_files(  # type: ignore[no-untyped-def]
             # `kb retry` imports it again once space is back.
             raise _final(as_disk_full(exc)) from exc
         raise
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """Where an expansion's files go: each folder's item id by relative path, the Concept ID
+    prefix, and each file's path below it."""
+
+    dir_ids: dict[str, str]
+    prefix: str
+    within: dict[str, str]
+
+
+def _write_part(
+    rt: Runtime,
+    conn: Connection,
+    ctx: JobContext,
+    base: Base,
+    part: list[ExpandedFile],
+    tree: _Tree,
+    alone: dict[str, tuple[Item, ExpandedFile]],
+) -> None:
+    """One part's rows and jobs: a file the base already holds as an item of its own is set
+    aside in ``alone`` (the folder adopts it at the end); the rest take one multi-row INSERT
+    of items and one of jobs."""
+    held = standalone_files(conn, base.id, [str(f.abs_path) for f in part])
+    alone.update((f.rel, (held[str(f.abs_path)], f)) for f in part if str(f.abs_path) in held)
+    rows = [
+        (
+            tree.dir_ids[posixpath.dirname(f.rel)],
+            str(f.abs_path),
+            {
+                "source": str(f.abs_path),
+                "relative_path": f"{tree.prefix}/{tree.within[f.rel]}",
+                **({"as_text": True} if f.as_text else {}),
+            },
+        )
+        for f in part
+        if f.rel not in alone
+    ]
+    leaves = item_repo.insert_active_many(conn, base_id=base.id, type="file", rows=rows)
+    schedule_items(rt, conn, base, leaves, parent_job_id=ctx.job.id)
+
+
+def _settle_folders(
+    rt: Runtime,
+    ctx: JobContext,
+    base: Base,
+    tree: _Tree,
+    alone: dict[str, tuple[Item, ExpandedFile]],
+) -> None:
+    """The expansion's last transaction: adopt the files the base held alone, move the
+    folders from ``preparing`` to ``processing`` and derive their status from their children;
+    then delete the adopted items' old copies (the folder's replace them)."""
+    dir_ids = tree.dir_ids
+    with rt.lock(base.id), rt.catalog.write_tx() as conn:
+        adopted, old_copies = adopt(conn, _adoptions(alone, dir_ids, tree.prefix, tree.within))
+        schedule_items(rt, conn, base, adopted, parent_job_id=ctx.job.id)
+        item_repo.set_statuses_raw(conn, list(dir_ids.values()), "processing")
+        # Deepest first: each walk up re-derives the ancestors after their subfolders.
+        for rel in sorted(dir_ids, key=lambda r: -1 if r == "" else r.count("/"), reverse=True):
+            item_repo.reconcile_containers(conn, dir_ids[rel])
+    with rt.lock(base.id):
+        for problem in rt.storage(base.id).delete_paths(old_copies):
+            log.warning("adopted file's old copy: %s", problem)
 
 
 def _adoptions(
