@@ -35,6 +35,7 @@ from knowbase.pipeline.readers.pdf_stream import (
     Grid,
     Word,
     crosses,
+    gutter_middles,
     looks_tabular,
     phrases,
     text_lines,
@@ -102,22 +103,8 @@ def _gutters(lines: list[list[Word]], size: float) -> list[float]:
     """Middles of the x bands (≥ 0.5 em) that words cross in at most a tenth of the lines."""
     ws = [w for line in lines for w in line]
     lo, hi = int(min(w["x0"] for w in ws)), int(max(w["x1"] for w in ws)) + 1
-    cover = [0] * (hi - lo + 2)
-    for w in ws:
-        cover[int(w["x0"]) - lo] += 1
-        cover[int(w["x1"]) + 1 - lo] -= 1
-    allowed = int(0.1 * len(lines))
-    out: list[float] = []
-    count, start = 0, None
-    for x in range(hi - lo):
-        count += cover[x]
-        if count <= allowed:
-            start = x if start is None else start
-        elif start is not None:
-            if start > 0 and x - start >= _MIN_GUTTER_EM * size:
-                out.append(lo + (start + x) / 2)
-            start = None
-    return out
+    spans = [(w["x0"], w["x1"]) for w in ws]
+    return gutter_middles(spans, lo, hi, int(0.1 * len(lines)), _MIN_GUTTER_EM * size)
 
 
 def _trim(

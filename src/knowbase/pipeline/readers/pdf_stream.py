@@ -225,23 +225,30 @@ def _gutters(region: list[list[Word]]) -> list[float]:
     size = statistics.median(w["size"] for line in region for w in line)
     lo = int(min(w["x0"] for line in region for w in line))
     hi = int(max(w["x1"] for line in region for w in line)) + 1
+    spans = [(ph[0]["x0"], ph[-1]["x1"]) for p in multi for ph in p]
+    return gutter_middles(spans, lo, hi, int(0.1 * len(multi)), _MIN_GUTTER_EM * size)
+
+
+def gutter_middles(
+    spans: Sequence[tuple[float, float]], lo: int, hi: int, allowed: int, min_width: float
+) -> list[float]:
+    """Middles of the x bands in ``[lo, hi)``, at least ``min_width`` wide and not at the left
+    edge, that at most ``allowed`` of ``spans`` (x0, x1) cross."""
     cover = [0] * (hi - lo + 2)
-    for p in multi:
-        for ph in p:
-            cover[int(ph[0]["x0"]) - lo] += 1
-            cover[int(ph[-1]["x1"]) + 1 - lo] -= 1
-    allowed = int(0.1 * len(multi))
-    edges: list[float] = []
+    for x0, x1 in spans:
+        cover[int(x0) - lo] += 1
+        cover[int(x1) + 1 - lo] -= 1
+    middles: list[float] = []
     count, start = 0, None
     for x in range(hi - lo):
         count += cover[x]
         if count <= allowed:
             start = x if start is None else start
         elif start is not None:
-            if start > 0 and x - start >= _MIN_GUTTER_EM * size:
-                edges.append(lo + (start + x) / 2)
+            if start > 0 and x - start >= min_width:
+                middles.append(lo + (start + x) / 2)
             start = None
-    return edges
+    return middles
 
 
 def crosses(line: list[Word], edges: list[float]) -> bool:
