@@ -38,6 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "ids": set(),
     "clock": set(),
+    "processes": set(),
     "diskspace": {"errors"},
     "sqlite_files": set(),
     "sqlite_faults": {"errors"},
@@ -45,8 +46,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "locks": {"errors"},
     "providers": {"errors", "settings"},
     "catalog": {"errors", "ids", "diskspace", "sqlite_files", "sqlite_faults"},
-    "jobs": {"errors", "ids", "diskspace", "catalog"},
-    "files": {"errors", "jobs"},
+    "jobs": {"errors", "ids", "diskspace", "processes", "catalog"},
+    "files": {"errors", "processes"},
     "pipeline": {"errors", "settings", "providers"},
     "index": {"errors", "sqlite_files", "sqlite_faults", "catalog", "pipeline"},
     "runtime": {
