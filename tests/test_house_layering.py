@@ -45,11 +45,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "settings": set(),
     "locks": {"errors"},
     "providers": {"errors", "settings"},
-    "catalog": {"errors", "ids", "diskspace", "sqlite_files", "sqlite_faults"},
+    "pipeline": {"errors", "settings", "providers"},
+    "index": {"errors", "sqlite_files", "sqlite_faults", "pipeline"},
+    # the catalog checks a new base's index backend against the index's registry of names
+    "catalog": {"errors", "ids", "diskspace", "sqlite_files", "sqlite_faults", "index"},
     "jobs": {"errors", "ids", "diskspace", "processes", "catalog"},
     "files": {"errors", "processes"},
-    "pipeline": {"errors", "settings", "providers"},
-    "index": {"errors", "sqlite_files", "sqlite_faults", "catalog", "pipeline"},
     "runtime": {
         "errors", "diskspace", "settings", "locks", "providers", "catalog", "jobs", "files",
         "index",
