@@ -45,8 +45,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "settings": set(),
     "locks": {"errors"},
     "providers": {"errors", "settings"},
-    "pipeline": {"errors", "settings", "providers"},
-    "index": {"errors", "sqlite_files", "sqlite_faults", "pipeline"},
+    "units": set(),
+    "pipeline": {"errors", "settings", "providers", "units"},
+    "index": {"errors", "sqlite_files", "sqlite_faults", "units"},
     # the catalog checks a new base's index backend against the index's registry of names
     "catalog": {"errors", "ids", "diskspace", "sqlite_files", "sqlite_faults", "index"},
     "jobs": {"errors", "ids", "diskspace", "processes", "catalog"},
@@ -57,13 +58,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "search": {"errors", "providers", "catalog", "pipeline", "index", "runtime"},
     "operations": {
-        "errors", "diskspace", "providers", "catalog", "jobs", "files", "pipeline", "index",
-        "runtime",
+        "errors", "diskspace", "providers", "units", "catalog", "jobs", "files", "pipeline",
+        "index", "runtime",
     },
     "eval": {"errors", "providers", "catalog", "search", "operations"},
     "portable": {
-        "errors", "ids", "providers", "catalog", "files", "pipeline", "index", "runtime",
-        "operations",
+        "errors", "ids", "providers", "units", "catalog", "files", "pipeline", "index",
+        "runtime", "operations",
     },
     "service": {
         "errors", "settings", "providers", "catalog", "jobs", "files", "pipeline", "index",
