@@ -165,7 +165,7 @@ class VectorCache:
         tmp.replace(self.path)
 
     def fill(self, texts: list[str], provider, batch: int = 64, query: bool = False) -> None:  # noqa: ANN001
-        from knowbase.pipeline.indexing.hashing import text_hash
+        from knowbase.units.hashing import text_hash
 
         embed = getattr(provider, "embed_queries", None) if query else None
         embed = embed or provider.embed
@@ -189,7 +189,7 @@ class VectorCache:
 
 def embed(name: str) -> None:
     """Embed the set's unit texts and queries into the cache."""
-    from knowbase.pipeline.indexing.context import unit_text
+    from knowbase.units.context import unit_text
 
     provider = _provider(name)
     docs = units(name, provider)
@@ -205,9 +205,9 @@ def lanes(name: str) -> None:
     """Index the set in a real SQLite store (cached vectors) and cache both lanes per query."""
     from knowbase.index.base import MaterialInput
     from knowbase.index.sqlite.store import SqliteIndexStore
-    from knowbase.pipeline.indexing.context import chunk_text
-    from knowbase.pipeline.indexing.hashing import text_hash
     from knowbase.search.coverage import script_coverage
+    from knowbase.units.context import chunk_text
+    from knowbase.units.hashing import text_hash
 
     provider = _provider(name)
     cache = _cache(name)

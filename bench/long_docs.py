@@ -45,9 +45,9 @@ def build(variant: str, provider) -> dict:  # noqa: ANN001
     from knowbase.index.sqlite.store import SqliteIndexStore
     from knowbase.pipeline.documents import ChunkSettings
     from knowbase.pipeline.indexing.chunking import chunk_documents
-    from knowbase.pipeline.indexing.context import chunk_text, unit_text
-    from knowbase.pipeline.indexing.hashing import text_hash
     from knowbase.pipeline.readers.markdown import read_markdown_text
+    from knowbase.units.context import chunk_text, unit_text
+    from knowbase.units.hashing import text_hash
 
     model = variant != "bm25"
     settings = (

@@ -221,9 +221,9 @@ def hybrid(n: int, texts: list[str], base: np.ndarray, queries: np.ndarray, n_q:
     """A real SQLite index of ``n`` chunks; query.search.search end to end."""
     from knowbase.index.base import MaterialInput
     from knowbase.index.sqlite.store import SqliteIndexStore
-    from knowbase.pipeline.documents import Chunk
-    from knowbase.pipeline.indexing.hashing import text_hash
     from knowbase.search.search import SearchConfig, VisibleItem, search
+    from knowbase.units.chunk import Chunk
+    from knowbase.units.hashing import text_hash
 
     rng = np.random.default_rng(11)
     corpus, held = texts[:-HELD_OUT], texts[-HELD_OUT:]

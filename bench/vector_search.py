@@ -31,8 +31,8 @@ import numpy as np
 from knowbase.index.base import MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
 from knowbase.index.vector.matrix import CACHE
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 DIMS = 1536
 PER_MATERIAL = 500

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.registry import get_embedding_provider
 from knowbase.service import Knowledge
+from knowbase.units.hashing import text_hash
 
 MODEL = "hash:d16"
 QUERIES = ("otters sleep holding hands", "capital of France", "kelp forest", "数据库 索引", "rust")

@@ -11,9 +11,9 @@ import pytest
 from knowbase.catalog.models import Base
 from knowbase.errors import DatabaseCannotOpen, VectorStoreUnavailable
 from knowbase.index.base import MaterialInput
-from knowbase.pipeline.documents import Chunk
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from knowbase.units.chunk import Chunk
 
 
 @pytest.fixture

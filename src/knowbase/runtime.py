@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.db import Catalog
 from knowbase.catalog.models import Base
+from knowbase.catalog.schema import SEARCHABLE_STATUSES
 from knowbase.diskspace import out_of_space
 from knowbase.errors import (
     CatalogUnavailable,
@@ -120,6 +121,7 @@ class Runtime:
             self.settings.qdrant_url,
             self.settings.quantized_lane_min_rows,
             base.embedding_model_id,
+            searchable_statuses=SEARCHABLE_STATUSES,
         )
 
     def store(self, base: Base, *, create: bool = False) -> IndexStore:

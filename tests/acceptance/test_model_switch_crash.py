@@ -9,9 +9,9 @@ import pytest
 from test_crash_recovery import workers  # noqa: F401 - the fixture
 
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from knowbase.units.hashing import text_hash
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)

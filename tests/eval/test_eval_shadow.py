@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from knowbase.errors import InvalidInput
 from knowbase.interfaces.cli import app
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.hashing_provider import hash_vector
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from knowbase.units.hashing import text_hash
 
 DOCS = {
     "tides": "Ocean tides are caused by the pull of the Moon.",

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from knowbase.errors import Conflict, EmbeddingMismatch, InvalidInput
 from knowbase.index.base import IndexStore, MaterialInput
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.search.rrf import rrf_fuse
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 DIMS = 4
 Factory = Callable[..., IndexStore]

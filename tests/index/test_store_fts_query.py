@@ -17,7 +17,7 @@ from knowbase.index.fts_query import (
 )
 from knowbase.index.keyword_scale import like_score
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
+from knowbase.units.chunk import Chunk
 
 
 # --- pure functions ----------------------------------------------------------------------

@@ -15,10 +15,10 @@ from knowbase.errors import VectorStoreUnavailable
 from knowbase.index.base import MaterialInput
 from knowbase.index.postgres.store import PostgresIndexStore, ef_search_for, keyword_words
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
 from knowbase.service import Knowledge
 from knowbase.service.readiness import check_index
 from knowbase.settings import Settings
+from knowbase.units.chunk import Chunk
 
 pytestmark = pytest.mark.timeout(180)
 

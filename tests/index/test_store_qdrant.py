@@ -14,8 +14,8 @@ import pytest
 from knowbase.errors import VectorStoreUnavailable
 from knowbase.index import backends
 from knowbase.index.base import MaterialInput
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 pytest.importorskip("qdrant_client")
 

@@ -19,8 +19,8 @@ from knowbase.errors import (
 )
 from knowbase.index.base import SCHEMA_VERSION, MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 DIMS = 4
 

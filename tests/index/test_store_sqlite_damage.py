@@ -13,7 +13,7 @@ import pytest
 from knowbase.errors import VectorStoreUnavailable
 from knowbase.index.base import MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
+from knowbase.units.chunk import Chunk
 
 BASE = "base-1"
 

@@ -15,7 +15,7 @@ from knowbase.index.fts_query import fts_quote
 from knowbase.index.keyword_scale import absolute, idf, scale_idf
 from knowbase.index.sqlite.keyword import absolute_scores, fts_row_count
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
+from knowbase.units.chunk import Chunk
 
 WORDS = ["owl", "fox", "elk", "yak", "emu"]
 

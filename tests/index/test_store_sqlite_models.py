@@ -11,9 +11,9 @@ import pytest
 from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.index.base import SCHEMA_VERSION, MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.hashing_provider import hash_vector
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 TEXT = "alpha beta gamma delta"
 

@@ -14,8 +14,8 @@ from knowbase.errors import EmbeddingMismatch
 from knowbase.index.base import MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
 from knowbase.index.vector.matrix import VectorMatrix
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 DIMS = 3
 _counter = itertools.count()

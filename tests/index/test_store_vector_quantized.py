@@ -23,11 +23,11 @@ from knowbase.index.vector import quantized as vector_quantized
 from knowbase.index.vector.matrix import VectorMatrix
 from knowbase.index.vector.quantized import BigLane, QuantizedLane
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.service import Knowledge
 from knowbase.service.readiness import readiness
 from knowbase.settings import load_settings
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 pytest.importorskip("faiss")
 

@@ -15,7 +15,8 @@ import pytest
 from knowbase.catalog.db import Catalog
 from knowbase.clock import ManualClock as FakeClock
 from knowbase.jobs import Job, JobKind, JobManager
-from knowbase.jobs.liveness import make_worker_id, parse_worker_id, pid_alive, worker_is_dead_here
+from knowbase.jobs.liveness import make_worker_id, parse_worker_id, worker_is_dead_here
+from knowbase.processes import pid_alive
 
 pytestmark = pytest.mark.timeout(60)
 

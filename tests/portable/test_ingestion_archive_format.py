@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from knowbase.errors import ArchiveInvalid, ArchiveUnsafe
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.portable import archive_format as fmt
+from knowbase.units.hashing import text_hash
 
 CAPS = fmt.Caps()
 REGULAR = (stat.S_IFREG | 0o644) << 16

@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.schema import job as job_t
 from knowbase.errors import Conflict, NotFound
-from knowbase.jobs.liveness import this_host
 from knowbase.operations import kinds
 from knowbase.operations.add.inputs import AddInput
+from knowbase.processes import this_host
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 

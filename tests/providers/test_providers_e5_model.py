@@ -15,9 +15,9 @@ import pytest
 
 from knowbase.pipeline.indexing.batcher import batcher_for
 from knowbase.pipeline.indexing.embed import embed_missing, embed_query
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers import e5_onnx, multilingual
 from knowbase.providers.multilingual import MultilingualE5
+from knowbase.units.hashing import text_hash
 
 pytestmark = [
     pytest.mark.model,

@@ -18,11 +18,11 @@ import pytest
 from knowbase.operations.add.inputs import AddInput
 from knowbase.pipeline.indexing.batcher import batcher_for
 from knowbase.pipeline.indexing.embed import embed_missing, embed_query
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers import minilm_onnx
 from knowbase.providers.local import LocalMiniLM
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from knowbase.units.hashing import text_hash
 
 pytestmark = pytest.mark.model
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from knowbase.errors import InvalidInput
 from knowbase.index.base import MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.search.coverage import script_coverage
 from knowbase.search.fusion import FusionSettings, dense_weight, fuse
 from knowbase.search.search import SearchConfig, VisibleItem, search
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 CONVEX = FusionSettings(method="convex", alpha=0.5)
 RRF = FusionSettings(method="rrf", alpha=0.5, rrf_k=60)

@@ -17,12 +17,12 @@ from knowbase.errors import (
 )
 from knowbase.index.base import MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.base import RerankResult
 from knowbase.search.coverage import script_coverage
 from knowbase.search.fusion import FusionSettings
 from knowbase.search.search import SearchConfig, VisibleItem, search
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 VOCAB = ["cat", "dog", "fish", "bird"]
 

@@ -10,14 +10,14 @@ import pytest
 from knowbase.index.base import MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.context import unit_text
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.registry import get_embedding_provider
 from knowbase.search.context import with_context
 from knowbase.search.search import DEFAULT_THRESHOLD, SearchConfig, VisibleItem, search
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
+from knowbase.units.chunk import Chunk
+from knowbase.units.context import unit_text
+from knowbase.units.hashing import text_hash
 
 pytestmark = pytest.mark.timeout(120)
 

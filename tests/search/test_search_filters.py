@@ -21,11 +21,11 @@ from knowbase.errors import InvalidFilter
 from knowbase.index.base import MaterialInput
 from knowbase.index.sqlite.store import SqliteIndexStore
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.search.scope import Scope, SearchFilters
 from knowbase.search.search import SearchConfig, VisibleItem, search
 from knowbase.service import Knowledge
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 
 class AxisEmbedder:

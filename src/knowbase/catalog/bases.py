@@ -11,12 +11,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from knowbase.catalog import base_settings
-from knowbase.catalog import index_backend as backends
 from knowbase.catalog.db import now_ms
 from knowbase.catalog.models import Base
 from knowbase.catalog.schema import knowledge_base as kb_t
 from knowbase.errors import Conflict, InvalidInput, NotFound
 from knowbase.ids import new_base_id
+from knowbase.index import backends
 
 #: What ``update`` may change: the name and every mutable setting (:mod:`.base_settings`).
 UPDATABLE = {"name", *base_settings.MUTABLE}

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from knowbase.files import BaseStorage, validate_relative_path
-from knowbase.jobs.liveness import pid_alive, this_host
+from knowbase.processes import pid_alive, this_host
 
 __all__ = ["STAGING_DIR", "Staging", "copy_synced", "remove_stale_staging"]
 

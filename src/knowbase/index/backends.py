@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from knowbase.catalog.index_backend import POSTGRES, QDRANT, SQLITE, default_for
-from knowbase.catalog.index_backend import check_usable as _check_usable
 from knowbase.errors import InvalidInput, KnowbaseError, VectorStoreUnavailable
 from knowbase.index.base import IndexStore
 
 __all__ = ["POSTGRES", "QDRANT", "SQLITE", "default_for", "check_usable", "get"]
+
+# The names a base's ``index_backend`` column may hold (the catalog checks them on insert).
+SQLITE = "sqlite"
+POSTGRES = "postgres"
+QDRANT = "qdrant"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,9 @@ class StoreTarget:
     qdrant_location: str | None = None  # a URL, or None: local mode next to the index file
     quantized_min_rows: int | None = None  # the big-base lane's threshold; None: the default
     model_id: str | None = None  # whose vectors the store serves (vectors are keyed by model)
+    # the catalog's statuses whose items a search sees, for a backend whose lanes join the
+    # catalog's item rows (postgres); the opener hands them, the index does not know them
+    searchable_statuses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,13 +73,13 @@ def _open_postgres(target: StoreTarget, create: bool) -> IndexStore:
         raise VectorStoreUnavailable(
             "the postgres index backend needs the catalog on PostgreSQL", base_id=target.base_id
         )
-    # Searches see only completed items of the base, by a join in the lane's own query.
+    # Searches see only the searchable items of the base, by a join in the lane's own query.
     return PostgresIndexStore.open(
         target.engine,
         base_id=target.base_id,
         dims=target.dims,
         create=create,
-        visibility_join=True,
+        visible_statuses=target.searchable_statuses,
         model_id=target.model_id,
     )
 
@@ -155,9 +161,22 @@ def get(name: str) -> Backend:
 
 def check_usable(name: str, dialect: str) -> Backend:
     """The backend called ``name`` when a base of this catalog (``dialect``) can use it; else
-    InvalidInput (:func:`knowbase.catalog.index_backend.check_usable`)."""
-    _check_usable(name, dialect)
-    return get(name)
+    InvalidInput: a configuration error the caller fixes, not an index that is down."""
+    backend = get(name)
+    if name == POSTGRES and dialect != "postgresql":
+        raise InvalidInput(
+            "the postgres index backend needs the catalog on PostgreSQL",
+            hint="set KNOWBASE_DATABASE_URL to a PostgreSQL database, or use index_backend "
+            "'sqlite' or 'qdrant'",
+            index_backend=name,
+            catalog=dialect,
+        )
+    return backend
+
+
+def default_for(dialect: str) -> str:
+    """The backend a new base gets: its index next to the catalog."""
+    return POSTGRES if dialect == "postgresql" else SQLITE
 
 
 def is_transient(exc: KnowbaseError) -> bool:

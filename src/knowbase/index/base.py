@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from knowbase.pipeline.documents import Chunk
+from knowbase.units.chunk import Chunk
 
 if TYPE_CHECKING:  # vectors are numpy arrays; a BM25-only search never loads numpy
     import numpy as np

@@ -1,9 +1,10 @@
 """What every backend checks and derives before a rebuild writes anything (pure functions).
 
-``plan_units`` validates the chunks against the material text and names each unit by content
-(:mod:`knowbase.pipeline.indexing.hashing`); ``check_vectors`` validates the supplied
-embeddings. Both raise before any transaction starts, so a bad input never leaves a
-half-written material on any backend.
+``plan_units`` validates the chunks against the material text, names each unit by content
+(:mod:`knowbase.units.hashing`) and gives it the contextual text the keyword lane indexes, by
+the rule the embedder uses too (:mod:`knowbase.units.context`); ``check_vectors`` validates
+the supplied embeddings. Both raise before any transaction starts, so a bad input never leaves
+a half-written material on any backend.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.index.base import MaterialInput
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing import hashing
-from knowbase.pipeline.indexing.context import chunk_locator, unit_text
+from knowbase.units import hashing
+from knowbase.units.chunk import Chunk
+from knowbase.units.context import chunk_locator, unit_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,7 +29,7 @@ class PlannedUnit:
     chunk: Chunk  # its locator holds the table header, if any (stored with the unit)
     body: str
     body_hash: str  # = embedding_text_hash
-    # the contextual unit text the keyword lane indexes (knowbase.pipeline.indexing.context)
+    # the contextual unit text the keyword lane indexes (knowbase.units.context)
     text: str = ""
 
 

@@ -9,17 +9,16 @@ gone, or now belongs to a process that started after the worker did (pid reuse).
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from knowbase.catalog.schema import job as job_t
 from knowbase.catalog.schema import worker as worker_t
+from knowbase.processes import pid_alive, this_host
 
 if TYPE_CHECKING:
     from knowbase.catalog.db import Catalog
@@ -33,11 +32,6 @@ class WorkerId:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid}:{self.started_ms}"
-
-
-@cache
-def this_host() -> str:
-    return socket.gethostname()
 
 
 _last_ms = 0
@@ -67,69 +61,6 @@ def parse_worker_id(text: str | None) -> WorkerId | None:
         return WorkerId(host, int(pid), int(started))
     except ValueError:
         return None
-
-
-@cache
-def _boot_time_s() -> float | None:
-    try:
-        with open("/proc/stat") as fh:
-            for line in fh:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _process_start_s(pid: int) -> float | None:
-    """Wall-clock start of ``pid`` on Linux (from /proc), else None."""
-    boot = _boot_time_s()
-    if boot is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[-1].split()
-    try:
-        ticks = int(fields[19])  # field 22 overall: starttime in clock ticks since boot
-    except (IndexError, ValueError):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def pid_alive(pid: int, started_ms: int | None = None) -> bool:
-    """Whether ``pid`` runs on this host and (when known) is the process that started no later
-    than ``started_ms``. Unknown → alive: only the lease may then recover its jobs."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    except OSError:
-        return True
-    if started_ms is not None:
-        start = _process_start_s(pid)
-        # A process that started after the worker registered cannot be that worker: pid reuse.
-        # The 2 s slack covers /proc's tick rounding and boot-time drift.
-        if start is not None and start > started_ms / 1000 + 2:
-            return False
-    return _not_zombie(pid)
-
-
-def _not_zombie(pid: int) -> bool:
-    # A killed child that its parent has not reaped yet still answers kill(0): read its state.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[-1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
 
 
 def worker_is_dead_here(locked_by: str | None) -> bool:
@@ -196,7 +127,5 @@ __all__ = [
     "list_live_workers",
     "make_worker_id",
     "parse_worker_id",
-    "pid_alive",
-    "this_host",
     "worker_is_dead_here",
 ]

@@ -17,9 +17,10 @@ import sqlalchemy as sa
 
 from knowbase.catalog.schema import job as job_t
 from knowbase.catalog.schema import worker as worker_t
-from knowbase.jobs.liveness import parse_worker_id, this_host, worker_is_dead_here
+from knowbase.jobs.liveness import parse_worker_id, worker_is_dead_here
 from knowbase.jobs.model import Job, JobKind
 from knowbase.jobs.retry import JOB_CANCELLED, JOB_INTERRUPTED
+from knowbase.processes import this_host
 
 if TYPE_CHECKING:
     from knowbase.catalog.db import Catalog

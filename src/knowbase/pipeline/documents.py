@@ -1,13 +1,12 @@
-"""Plain data that flows through the pipeline: documents from readers, chunks from the splitter."""
+"""Plain data that flows through the pipeline: documents from readers, and how a base splits
+them. The chunks the splitter makes are :class:`knowbase.units.chunk.Chunk` (the index keeps
+them too)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-Locator = dict[str, Any]
-"""Where a document sits in its file: ``{"page": 3}``, ``{"slide": 2}``, ``{"sheet": "Q1"}``,
-``{"chapter": "Intro"}``, ``{"heading": ["Guide", "Install"]}``. Empty dict when none applies."""
+from knowbase.units.chunk import Locator
 
 
 @dataclass(frozen=True)
@@ -16,18 +15,6 @@ class Document:
 
     text: str
     locator: Locator = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """A slice of the material's ``content_text``: ``content_text[char_start:char_end] == text``."""
-
-    text: str
-    char_start: int
-    char_end: int
-    unit_index: int
-    locator: Locator = field(default_factory=dict)
-    table_header: str = ""  # header row(s) of the table this chunk continues; not part of the slice
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ import numpy as np
 from knowbase.catalog import base_settings
 from knowbase.errors import ArchiveInvalid, ArchiveUnsafe, InvalidInput
 from knowbase.files import validate_relative_path
-from knowbase.pipeline.documents import Chunk
-from knowbase.pipeline.indexing.hashing import text_hash
+from knowbase.units.chunk import Chunk
+from knowbase.units.hashing import text_hash
 
 FORMAT = "knowbase-base-archive"
 VERSION = 2

@@ -28,9 +28,9 @@ from knowbase.catalog.schema import job as job_t
 from knowbase.errors import BaseExists, Conflict, CopyVerificationFailed
 from knowbase.index.base import IndexStore, SearchHit
 from knowbase.operations.bases import remove_base
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.portable.transfer import export_base, import_base
 from knowbase.runtime import Runtime, queue_of
+from knowbase.units.hashing import text_hash
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ def make_folder(src: Path, n: int = FILES, poison: set[int] = frozenset()) -> Pa
 def stored_units(kb: Knowledge, base_id: str) -> list[tuple[str, str]]:
     """(unit id, the text its vector was computed from: title + heading path + slice) for every
     completed file of the base."""
-    from knowbase.pipeline.indexing.context import unit_text
+    from knowbase.units.context import unit_text
 
     store = kb.rt.store(kb.get_base(base_id))
     return [

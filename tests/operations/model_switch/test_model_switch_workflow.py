@@ -14,9 +14,9 @@ import pytest
 from knowbase.catalog.models import Base
 from knowbase.errors import Conflict, InvalidInput
 from knowbase.operations.add.inputs import AddInput
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.hashing_provider import hash_vector
 from knowbase.service import Knowledge
+from knowbase.units.hashing import text_hash
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)

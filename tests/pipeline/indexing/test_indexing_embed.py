@@ -12,7 +12,7 @@ import pytest
 from knowbase.errors import EmbeddingMismatch, IndexingInterrupted, InvalidInput
 from knowbase.pipeline.indexing.batcher import batcher_for, query_batcher_for
 from knowbase.pipeline.indexing.embed import embed_missing, embed_query
-from knowbase.pipeline.indexing.hashing import text_hash
+from knowbase.units.hashing import text_hash
 
 DIMS = 4
 

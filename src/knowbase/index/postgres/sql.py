@@ -18,7 +18,6 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from knowbase.catalog.schema import SEARCHABLE_STATUSES
 from knowbase.errors import InvalidInput, KnowbaseError, Unavailable, VectorStoreUnavailable
 from knowbase.index.base import SearchHit
 
@@ -36,10 +35,16 @@ HIT = """u.unit_id, u.material_id, m.relative_path, u.unit_index, u.char_start, 
   u.body, u.title, u.locator_json"""
 LANE = "u.unit_id, u.material_id"  # a lane's columns: the text is read for shown hits only
 JOIN = "JOIN kb_material m ON m.base_id = u.base_id AND m.material_id = u.material_id"
-# Visibility through the catalog in the same database: only completed items of this base.
-# Searchable items (catalog.schema.SEARCHABLE_STATUSES): completed, or re-indexed in place.
-VISIBLE = f"""JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id
-  AND ki.status IN ({", ".join(repr(s) for s in SEARCHABLE_STATUSES)})"""
+
+
+def visible_join(statuses: Sequence[str]) -> str:
+    """Visibility through the catalog in the same database: the join that keeps the units of
+    this base's items in ``statuses`` (the catalog's searchable ones, handed down by whoever
+    opens the store: completed, or re-indexed in place); no join when ``statuses`` is empty."""
+    if not statuses:
+        return ""
+    return f"""JOIN knowledge_item ki ON ki.id = u.material_id AND ki.base_id = u.base_id
+  AND ki.status IN ({", ".join(repr(s) for s in statuses)})"""
 
 
 def hits(rows: Iterable[Sequence[Any]]) -> list[SearchHit]:

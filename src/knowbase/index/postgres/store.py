@@ -39,11 +39,11 @@ from knowbase.index.postgres.sql import (
     JOIN,
     LANE,
     SCHEMA_VERSION,
-    VISIBLE,
     ef_search_for,
     ensure_vector_table,
     hits,
     map_error,
+    visible_join,
 )
 from knowbase.index.postgres.writes import PostgresWriter
 
@@ -63,7 +63,7 @@ class PostgresIndexStore:
         *,
         base_id: str,
         dims: int | None,
-        visibility_join: bool,
+        visible_statuses: Sequence[str] = (),
         model_id: str | None = None,
     ) -> None:
         self.engine = engine
@@ -71,7 +71,9 @@ class PostgresIndexStore:
         self.dims = dims
         self.model_id = model_id or ""  # whose vectors this store writes and searches
         self.was_reset = False
-        self.visibility_join = visibility_join
+        # the catalog's searchable statuses; empty: the lanes see every unit (no join)
+        self.visible_statuses = tuple(visible_statuses)
+        self._visible_sql = visible_join(self.visible_statuses)
         self.vec_table = f"kb_vec_{dims}" if dims is not None else None
         self.leases = Leases(lambda: None, what=f"postgres index of {base_id}")
         self.writes = PostgresWriter(base_id, self.vec_table, self.model_id)
@@ -96,7 +98,7 @@ class PostgresIndexStore:
         base_id: str,
         dims: int | None,
         create: bool = True,
-        visibility_join: bool = False,
+        visible_statuses: Sequence[str] = (),
         model_id: str | None = None,
     ) -> PostgresIndexStore:
         """Mount the base's index rows, creating them when ``create``.
@@ -107,7 +109,11 @@ class PostgresIndexStore:
         if dims is not None and dims <= 0:
             raise InvalidInput("dims must be positive", dims=dims)
         store = cls(
-            engine, base_id=base_id, dims=dims, visibility_join=visibility_join, model_id=model_id
+            engine,
+            base_id=base_id,
+            dims=dims,
+            visible_statuses=visible_statuses,
+            model_id=model_id,
         )
         try:
             with engine.begin() as conn:
@@ -206,7 +212,7 @@ class PostgresIndexStore:
 
     # --- reads -----------------------------------------------------------------------------
     def _visible(self) -> str:
-        return VISIBLE if self.visibility_join else ""
+        return self._visible_sql
 
     def keyword_lane(
         self, query: str, limit: int, *, within: frozenset[str] | None = None
@@ -353,6 +359,6 @@ class PostgresIndexStore:
             base_id=self.base_id,
             dims=dims,
             create=False,
-            visibility_join=self.visibility_join,
+            visible_statuses=self.visible_statuses,
             model_id=model_id,
         )

@@ -15,7 +15,7 @@ import numpy as np
 
 from knowbase.errors import VectorStoreUnavailable
 from knowbase.index.qdrant.points import _COLLECTION, BATCH, PAGE, unavailable
-from knowbase.pipeline.indexing.hashing import text_hash
+from knowbase.units.hashing import text_hash
 
 if TYPE_CHECKING:
     from knowbase.index.base import IndexStore

@@ -20,7 +20,7 @@ from knowbase.index.base import MaterialInput
 from knowbase.index.fts_query import keyword_text
 from knowbase.index.sqlite.common import batches, first, marks
 from knowbase.index.sqlite.schema import utc_now, write_tx
-from knowbase.pipeline.indexing import hashing
+from knowbase.units import hashing
 
 # The embedding GC touches the serving model's set only: a model switch's shadow set covers
 # bodies of its own chunking and is dropped as a whole (``drop_vectors``) after the swap.

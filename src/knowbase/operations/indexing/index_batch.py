@@ -282,8 +282,8 @@ def _embed(rt: Runtime, base: Base, entries: list[_Entry]) -> dict:
     """Every chunk text of the batch in one batcher request. A failure is retried item by
     item, so only the item whose text the model refuses fails (a transient one fails all)."""
     from knowbase.pipeline.indexing.batcher import batcher_for
-    from knowbase.pipeline.indexing.context import chunk_text
     from knowbase.pipeline.indexing.embed import embed_missing
+    from knowbase.units.context import chunk_text
 
     embedder = rt.embedder(base)
     store = rt.store(base)

@@ -40,11 +40,12 @@ from knowbase.catalog.schema import job as job_t
 from knowbase.errors import Conflict, InvalidInput
 from knowbase.index.base import MaterialInput, UnitRecord
 from knowbase.jobs.model import Job
-from knowbase.pipeline.documents import Chunk, ChunkSettings
+from knowbase.pipeline.documents import ChunkSettings
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
-from knowbase.pipeline.indexing.context import unit_text
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.runtime import Runtime, queue_of
+from knowbase.units.chunk import Chunk
+from knowbase.units.context import unit_text
+from knowbase.units.hashing import text_hash
 
 log = logging.getLogger(__name__)
 

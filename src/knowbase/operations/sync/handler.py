@@ -249,7 +249,7 @@ def _fetch_pages(rt: Runtime, ctx: JobContext, base: Base, item_ids: list[str]) 
 
 
 def _text_hash(text: str) -> str:
-    from knowbase.pipeline.indexing.hashing import text_hash
+    from knowbase.units.hashing import text_hash
 
     return text_hash(text)
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from knowbase.pipeline.documents import Chunk, ChunkSettings, Document
+from knowbase.pipeline.documents import ChunkSettings, Document
 from knowbase.pipeline.indexing.splitter import js_round, split_text_with_offsets
 from knowbase.pipeline.indexing.tables import TableMap
 from knowbase.pipeline.indexing.token_cap import apply_token_cap
 from knowbase.pipeline.indexing.tokens import estimate_tokens
+from knowbase.units.chunk import Chunk
 
 DOCUMENT_JOINER = "\n\n"
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from knowbase.errors import EmbeddingMismatch, InvalidInput
 from knowbase.pipeline.indexing.batcher import EmbeddingBatcher, query_batcher_for
-from knowbase.pipeline.indexing.hashing import text_hash
 from knowbase.providers.base import EmbeddingProvider
+from knowbase.units.hashing import text_hash
 
 DEFAULT_BATCH_SIZE = 10
 EXISTING_LOOKUP_BATCH = 500  # hashes per ``existing`` call: stays under SQLite's variable limit
@@ -40,7 +40,8 @@ def embed_missing(
     """Return ``{text_hash: float32 vector}`` for each distinct body the store does not hold yet.
 
     ``texts`` (same order as ``bodies``) is what the model reads for each body: its contextual
-    unit text (:mod:`.context`); the vector is still keyed by the body's hash. None: the bodies.
+    unit text (:mod:`knowbase.units.context`); the vector is still keyed by the body's hash.
+    None: the bodies.
 
     ``existing(hashes)`` answers which of the given hashes the store already has (asked 500 at a
     time). Batches use ``provider.batch_size`` when it is set, else ``batch_size``.

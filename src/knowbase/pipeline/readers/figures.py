@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from knowbase.errors import UnreadableFile, UnsupportedFileType
-from knowbase.pipeline.documents import Document, Locator
+from knowbase.pipeline.documents import Document
+from knowbase.units.chunk import Locator
 
 MIN_SIDE = 48
 MAX_SIDE = 1568  # long side sent to the endpoint; more only costs tokens

@@ -27,7 +27,7 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from knowbase.pipeline.documents import Chunk
+from knowbase.units.chunk import Chunk
 
 MAX_CONTEXT_CHARS = 200
 MAX_HEADER_CHARS = 300
