@@ -42,6 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sqlite_files": set(),
     "sqlite_faults": {"errors"},
     "settings": set(),
+    "conflict_strategy": set(),
     "locks": {"errors"},
     "providers": {"errors", "settings"},
     "catalog": {"errors", "ids", "diskspace", "sqlite_files", "sqlite_faults"},
@@ -55,8 +56,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "search": {"errors", "providers", "catalog", "pipeline", "index", "runtime"},
     "operations": {
-        "errors", "diskspace", "providers", "catalog", "jobs", "files", "pipeline", "index",
-        "runtime",
+        "errors", "diskspace", "conflict_strategy", "providers", "catalog", "jobs", "files",
+        "pipeline", "index", "runtime",
     },
     "eval": {"errors", "providers", "catalog", "search", "operations"},
     "portable": {
@@ -64,8 +65,8 @@ MAY_IMPORT: dict[str, set[str]] = {
         "operations",
     },
     "service": {
-        "errors", "settings", "providers", "catalog", "jobs", "files", "pipeline", "index",
-        "runtime", "search", "operations", "eval", "portable",
+        "errors", "settings", "conflict_strategy", "providers", "catalog", "jobs", "files",
+        "pipeline", "index", "runtime", "search", "operations", "eval", "portable",
     },
     # the face: the errors at once; the rest it exports by name, each loaded on first use from
     # the module that defines it (PEP 562: a string, not an import this test sees)

@@ -8,13 +8,15 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.labels import label_fields
 from knowbase.catalog.models import Base, Item
+from knowbase.conflict_strategy import DEFAULT_STRATEGY, STRATEGIES
+from knowbase.conflict_strategy import ConflictStrategy as Strategy
 from knowbase.errors import InvalidInput
 from knowbase.files import BaseStorage, artifact_path, reserve_free_path, sanitize_filename
 from knowbase.files.staging import Staging
@@ -25,7 +27,6 @@ from knowbase.operations.scheduling import schedule_item
 from knowbase.runtime import Runtime
 
 log = logging.getLogger(__name__)
-Strategy = Literal["update", "rename", "detect", "replace"]
 
 
 @dataclass
@@ -44,17 +45,15 @@ class AddResult:
 
 
 def add_items(
-    rt: Runtime, base_id: str, inputs: list[AddInput], strategy: Strategy = "rename"
+    rt: Runtime, base_id: str, inputs: list[AddInput], strategy: Strategy = DEFAULT_STRATEGY
 ) -> AddResult:
     """Add items to a base. Every input is validated before anything is written.
 
     ``update`` (``operations/add/readd.py``) refreshes the roots whose origin an input re-adds and
     adds the rest as ``rename`` does.
     """
-    if strategy not in ("update", "rename", "detect", "replace"):
-        raise InvalidInput(
-            f"unknown conflict strategy {strategy!r}: update, rename, detect or replace"
-        )
+    if strategy not in STRATEGIES:
+        raise InvalidInput(f"unknown conflict strategy {strategy!r}: {', '.join(STRATEGIES)}")
     _refuse_home_paths(rt, inputs)  # before validation reads anything of a file
     inputs = [validate(i) for i in inputs]
     with rt.catalog.read() as conn:
