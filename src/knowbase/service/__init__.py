@@ -251,7 +251,8 @@ class Knowledge(SearchFacade, LabelsFacade, KeysFacade):
         the item that holds it instead of adding a copy."""
         from knowbase.operations.add.workflow import add_items
 
-        result = add_items(self.rt, self.get_base(base).id, list(inputs), strategy)
+        # The workflow resolves ``base`` itself: its row is read once per add (issue 38 item 5).
+        result = add_items(self.rt, base, list(inputs), strategy)
         if wait and result.job_ids:
             self.wait(result.job_ids, timeout_s=timeout_s)
         return result

@@ -45,9 +45,10 @@ class AddResult:
 
 
 def add_items(
-    rt: Runtime, base_id: str, inputs: list[AddInput], strategy: Strategy = DEFAULT_STRATEGY
+    rt: Runtime, base: str, inputs: list[AddInput], strategy: Strategy = DEFAULT_STRATEGY
 ) -> AddResult:
-    """Add items to a base. Every input is validated before anything is written.
+    """Add items to ``base`` (a name or an id). Every input is validated before anything is
+    written; the base's row is read here, once, and every step after takes it.
 
     ``update`` (``operations/add/readd.py``) refreshes the roots whose origin an input re-adds and
     adds the rest as ``rename`` does.
@@ -57,24 +58,35 @@ def add_items(
     _refuse_home_paths(rt, inputs)  # before validation reads anything of a file
     inputs = [validate(i) for i in inputs]
     with rt.catalog.read() as conn:
-        base = base_repo.get(conn, base_id)
-    assert_base_runnable(base, "adding items")
-    _refuse_forbidden_urls(rt, base, inputs)
+        row = base_repo.resolve(conn, base)
+    assert_base_runnable(row, "adding items")
+    _refuse_forbidden_urls(rt, row, inputs)
     if strategy == "update":
-        from knowbase.operations.add.readd import known_items, split_known, update_known
+        return _update(rt, row, inputs)
+    return _add_resolved(rt, row, inputs, strategy)
 
-        labelled = {(i.type, i.origin): i for i in inputs if i.origin and (i.tags or i.metadata)}
-        known, inputs = split_known(known_items(rt, base.id, inputs), inputs)
-        _relabel_known(rt, base, known, labelled)
-        result = add_items(rt, base_id, inputs, "rename") if inputs else AddResult("added")
-        result.updated = known
-        if known:
-            jobs, result.update_report = update_known(rt, base.id, known)
-            result.job_ids.extend(jobs)
-        return result
+
+def _update(rt: Runtime, base: Base, inputs: list[AddInput]) -> AddResult:
+    """``update``: refresh the items the inputs re-add, add the others as ``rename`` does."""
+    from knowbase.operations.add.readd import known_items, split_known, update_known
+
+    labelled = {(i.type, i.origin): i for i in inputs if i.origin and (i.tags or i.metadata)}
+    known, fresh = split_known(known_items(rt, base.id, inputs), inputs)
+    _relabel_known(rt, base, known, labelled)
+    result = _add_resolved(rt, base, fresh, "rename")
+    result.updated = known
+    if known:
+        jobs, result.update_report = update_known(rt, base, known)
+        result.job_ids.extend(jobs)
+    return result
+
+
+def _add_resolved(rt: Runtime, base: Base, inputs: list[AddInput], strategy: Strategy) -> AddResult:
+    """Apply ``rename``, ``detect`` or ``replace`` to inputs already validated for ``base``,
+    whose row :func:`add_items` read and checked: copy in, then rows and jobs in one
+    transaction."""
     if not inputs:
         return AddResult("added")
-
     if strategy != "rename":
         with rt.catalog.read() as conn:
             roots = item_repo.list_items(conn, base.id, roots_only=True)
