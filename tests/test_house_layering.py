@@ -43,6 +43,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sqlite_files": set(),
     "sqlite_faults": {"errors"},
     "settings": set(),
+    "conflict_strategy": set(),
     "locks": {"errors"},
     "providers": {"errors", "settings"},
     "units": set(),
@@ -58,8 +59,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "search": {"errors", "providers", "catalog", "pipeline", "index", "runtime"},
     "operations": {
-        "errors", "diskspace", "providers", "units", "catalog", "jobs", "files", "pipeline",
-        "index", "runtime",
+        "errors", "diskspace", "conflict_strategy", "providers", "units", "catalog", "jobs",
+        "files", "pipeline", "index", "runtime",
     },
     "eval": {"errors", "providers", "catalog", "search", "operations"},
     "portable": {
@@ -67,8 +68,8 @@ MAY_IMPORT: dict[str, set[str]] = {
         "runtime", "operations",
     },
     "service": {
-        "errors", "settings", "providers", "catalog", "jobs", "files", "pipeline", "index",
-        "runtime", "search", "operations", "eval", "portable",
+        "errors", "settings", "conflict_strategy", "providers", "catalog", "jobs", "files",
+        "pipeline", "index", "runtime", "search", "operations", "eval", "portable",
     },
     # the face: the errors at once; the rest it exports by name, each loaded on first use from
     # the module that defines it (PEP 562: a string, not an import this test sees)

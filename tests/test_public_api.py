@@ -17,6 +17,9 @@ FACADE = {"Knowledge", "Settings", "load_settings"}
 EXPORTS = {
     "AddInput": "knowbase.operations.add.inputs",
     "AddResult": "knowbase.operations.add.workflow",
+    "ConflictStrategy": "knowbase.conflict_strategy",
+    "STRATEGIES": "knowbase.conflict_strategy",
+    "DEFAULT_STRATEGY": "knowbase.conflict_strategy",
     "Base": "knowbase.catalog.models",
     "Item": "knowbase.catalog.models",
     "Principal": "knowbase.catalog.models",

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from knowbase.catalog.base_settings import SETTINGS as BASE_SETTINGS
     from knowbase.catalog.base_settings import BaseSetting
     from knowbase.catalog.models import OPEN, Base, Item, Principal
+    from knowbase.conflict_strategy import DEFAULT_STRATEGY, STRATEGIES, ConflictStrategy
     from knowbase.files import sanitize_filename
     from knowbase.jobs.model import Job
     from knowbase.operations.add.inputs import (
@@ -108,6 +109,9 @@ _LAZY = {
     # what the facade takes and returns
     "AddInput": "knowbase.operations.add.inputs",
     "AddResult": "knowbase.operations.add.workflow",
+    "ConflictStrategy": "knowbase.conflict_strategy",
+    "STRATEGIES": "knowbase.conflict_strategy",
+    "DEFAULT_STRATEGY": "knowbase.conflict_strategy",
     "Base": "knowbase.catalog.models",
     "Item": "knowbase.catalog.models",
     "Principal": "knowbase.catalog.models",
@@ -143,6 +147,9 @@ __all__ = [
     "load_settings",
     "AddInput",
     "AddResult",
+    "ConflictStrategy",
+    "STRATEGIES",
+    "DEFAULT_STRATEGY",
     "Base",
     "Item",
     "Principal",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.models import Base, Item
+from knowbase.conflict_strategy import DEFAULT_STRATEGY, ConflictStrategy
 from knowbase.errors import CatalogUnavailable, KnowbaseError
 from knowbase.index.base import UnitRecord
 from knowbase.runtime import Runtime
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from knowbase.files.staging import Staging
     from knowbase.operations.add.cost import ImportCost
     from knowbase.operations.add.inputs import AddInput
-    from knowbase.operations.add.workflow import AddResult, Strategy
+    from knowbase.operations.add.workflow import AddResult
     from knowbase.operations.recovery import SweepReport
     from knowbase.operations.restore import RestoreResult
     from knowbase.operations.workers import WorkerHost
@@ -239,14 +240,19 @@ class Knowledge(SearchFacade, LabelsFacade, KeysFacade):
         base: str,
         inputs: Iterable[AddInput],
         *,
-        strategy: Strategy = "rename",
+        strategy: ConflictStrategy = DEFAULT_STRATEGY,
         wait: bool = False,
         timeout_s: float = 3600,
     ) -> AddResult:
-        """Add items; with ``wait`` run workers here until their jobs are done."""
+        """Add items; with ``wait`` run workers here until their jobs are done.
+
+        ``strategy`` says what happens to a source the base already holds; the default,
+        ``update`` (:data:`knowbase.DEFAULT_STRATEGY`, the same on every surface), refreshes
+        the item that holds it instead of adding a copy."""
         from knowbase.operations.add.workflow import add_items
 
-        result = add_items(self.rt, self.get_base(base).id, list(inputs), strategy)
+        # The workflow resolves ``base`` itself: its row is read once per add (issue 38 item 5).
+        result = add_items(self.rt, base, list(inputs), strategy)
         if wait and result.job_ids:
             self.wait(result.job_ids, timeout_s=timeout_s)
         return result

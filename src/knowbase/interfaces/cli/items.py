@@ -19,6 +19,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from knowbase import DEFAULT_STRATEGY, ConflictStrategy
 from knowbase.interfaces.cli import options as cli
 from knowbase.interfaces.cli.labels import MetaOpt, TagOpt, parse_meta, split_tags
 from knowbase.interfaces.cli.options import HomeOpt, JsonOpt
@@ -60,7 +61,7 @@ def add(
     ] = None,
     title: Annotated[str | None, typer.Option(help="Title of the note.")] = None,
     conflict: Annotated[
-        str,
+        ConflictStrategy,
         typer.Option(
             metavar="STRATEGY",
             help="When a source is already in the base. update: re-adding the same path or URL "
@@ -68,7 +69,7 @@ def add(
             "(DIR_1); detect: add nothing and list the clashes (exit 3); replace: delete the "
             "old one first.",
         ),
-    ] = "update",
+    ] = DEFAULT_STRATEGY,
     tag: TagOpt = None,
     meta: MetaOpt = None,
     as_text: Annotated[
@@ -104,7 +105,7 @@ def add(
     with cli.open_kb(home) as kb:
         b = kb.get_base(base)
         _warn_model_cannot_read(kb, b, targets or [])
-        result = kb.add(b.id, inputs, strategy=conflict)  # type: ignore[arg-type]
+        result = kb.add(b.id, inputs, strategy=conflict)
         if result.status == "conflicts":
             cli.emit(result, as_json, lambda: _render_conflicts(result))
             raise typer.Exit(EXIT_CONFLICTS)

@@ -23,11 +23,11 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 from pydantic import BaseModel, Field
 
-from knowbase import AddInput, is_readable, sanitize_filename
+from knowbase import DEFAULT_STRATEGY, AddInput, ConflictStrategy, is_readable, sanitize_filename
 from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, get_kb
 from knowbase.interfaces.http.items import _add_response, unsupported
-from knowbase.interfaces.http.models import AddOut, ConflictStrategy
+from knowbase.interfaces.http.models import CONFLICT_HELP, AddOut
 from knowbase.service import Knowledge
 from knowbase.service.readiness import offered_embedding_models
 
@@ -64,7 +64,7 @@ def upload_folders(
     paths: list[str] = Form(
         min_length=1, description="one relative path per file, e.g. docs/sub/a.pdf"
     ),
-    conflict: ConflictStrategy = Form("rename"),
+    conflict: ConflictStrategy = Form(DEFAULT_STRATEGY, description=CONFLICT_HELP),
     tags: str = Form("", max_length=2000, description="comma-separated tags for each folder"),
     kb: Knowledge = Depends(get_kb),
 ) -> Any:

@@ -19,15 +19,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse
 
-from knowbase import AddInput, is_readable, sanitize_filename
+from knowbase import DEFAULT_STRATEGY, AddInput, ConflictStrategy, is_readable, sanitize_filename
 from knowbase.errors import InvalidInput, UnsafePath, UnsupportedFileType
 from knowbase.interfaces.http.common import BODY_ERRORS, COMMON_ERRORS, error_response, get_kb
 from knowbase.interfaces.http.models import (
+    CONFLICT_HELP,
     AddInputIn,
     AddOut,
     AddRequest,
     ChunkOut,
-    ConflictStrategy,
     ItemOut,
     ItemStatus,
     JobRef,
@@ -127,7 +127,7 @@ def add_items(
 def upload_items(
     base: str,
     files: list[UploadFile] = File(min_length=1, description="the files to store into the base"),
-    conflict: ConflictStrategy = Form("rename"),
+    conflict: ConflictStrategy = Form(DEFAULT_STRATEGY, description=CONFLICT_HELP),
     tags: str = Form("", max_length=2000, description="comma-separated tags for every file"),
     kb: Knowledge = Depends(get_kb),
 ) -> Any:

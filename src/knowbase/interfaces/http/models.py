@@ -12,7 +12,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from knowbase import BASE_SETTINGS as SETTINGS
-from knowbase import BATCH_MAX, MAX_DIMENSIONS, NOTE_MAX_CHARS, BaseSetting
+from knowbase import (
+    BATCH_MAX,
+    DEFAULT_STRATEGY,
+    MAX_DIMENSIONS,
+    NOTE_MAX_CHARS,
+    BaseSetting,
+    ConflictStrategy,
+)
 
 # ``profile:model``, both parts non-empty: the syntax registry.parse_model_id accepts, stated in
 # the schema so clients (and the fuzzer) know it; whether the profile exists is the facade's.
@@ -30,8 +37,13 @@ ItemStatus = Literal[
     "idle", "preparing", "processing", "reading", "embedding", "completed", "failed", "deleting"
 ]
 JobStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
-ConflictStrategy = Literal["update", "rename", "detect", "replace"]
 Readiness = Literal["ready", "degraded", "unavailable"]
+#: The ``conflict`` field's help, for the JSON body and the upload forms alike.
+CONFLICT_HELP = (
+    "when a source is already in the base: update (the default) refreshes the item that holds "
+    "it, rename adds a copy (name_1), detect adds nothing and answers 409, replace deletes the "
+    "old one first. An upload has no origin, so it never matches one: it is added as a copy"
+)
 MAX_INT = 2**31 - 1
 
 
@@ -183,7 +195,7 @@ class AddInputIn(_Strict):
 
 class AddRequest(_Strict):
     inputs: list[AddInputIn] = Field(min_length=1, max_length=BATCH_MAX)
-    conflict: ConflictStrategy = "rename"
+    conflict: ConflictStrategy = Field(DEFAULT_STRATEGY, description=CONFLICT_HELP)
 
 
 class ItemOut(BaseModel):

@@ -44,8 +44,9 @@ def kb_manage(
             inp = _add_input(kb, b, type, path, url, content, title)
             if tags or metadata:
                 inp = inp.with_labels(tags, metadata)
-            # A URL already in the base is fetched again, not copied (DESIGN turn 3).
-            result = kb.add(b.id, [inp], strategy="update")
+            # The facade's default conflict (``update``): a URL already in the base is fetched
+            # again, not copied (DESIGN turn 3), as on every surface.
+            result = kb.add(b.id, [inp])
             return _ok(
                 {
                     "action": "add",

@@ -16,11 +16,11 @@ folder added after the file, is the folder's expansion's to settle: it adopts th
 from __future__ import annotations
 
 from knowbase.catalog import items as item_repo
-from knowbase.catalog.models import Item
+from knowbase.catalog.models import Base, Item
 from knowbase.operations.add.inputs import AddInput
-from knowbase.operations.reindex.workflow import reindex_items
+from knowbase.operations.reindex.workflow import reindex_resolved
 from knowbase.operations.sync.resume import unfinished_jobs
-from knowbase.operations.sync.workflow import sync_base
+from knowbase.operations.sync.workflow import sync_resolved
 from knowbase.runtime import Runtime
 
 
@@ -45,10 +45,13 @@ def split_known(items: list[Item], inputs: list[AddInput]) -> tuple[list[Item], 
     return list(known.values()), fresh
 
 
-def update_known(rt: Runtime, base_id: str, known: list[Item]) -> tuple[list[str], dict[str, int]]:
+def update_known(rt: Runtime, base: Base, known: list[Item]) -> tuple[list[str], dict[str, int]]:
     """Schedule the update of each re-added root: (job ids, none when up to date; what the sync
     found — files changed, new, vanished, unchanged — how many items are fetched again, and how
-    many roots were still being added and resume where they stopped)."""
+    many roots were still being added and resume where they stopped).
+
+    ``base`` is the row the add read and checked: the sync and the reindex take it as it is
+    instead of reading it again (issue 38 item 5)."""
     # A file inside a folder that is re-added too is already the folder's sync: updating it
     # alone as well would plan it twice.
     roots = {r.id for r in known if r.group_id is None}
@@ -76,7 +79,7 @@ def update_known(rt: Runtime, base_id: str, known: list[Item]) -> tuple[list[str
         "resumed": len(resumed),
     }
     if synced:
-        report = sync_base(rt, base_id, only={r.id for r in synced})
+        report = sync_resolved(rt, base, only={r.id for r in synced})
         found.update(
             changed=len(report.changed),
             new=len(report.added),
@@ -86,11 +89,11 @@ def update_known(rt: Runtime, base_id: str, known: list[Item]) -> tuple[list[str
         if report.job_id:
             jobs.append(report.job_id)
     if refetched:
-        job_id = reindex_items(rt, base_id, [r.id for r in refetched], reacquire=True)
+        job_id = reindex_resolved(rt, base, [r.id for r in refetched], reacquire=True)
         if job_id:
             jobs.append(job_id)
     if resumed:
-        jobs.extend(j.id for j in unfinished_jobs(rt, base_id))
+        jobs.extend(j.id for j in unfinished_jobs(rt, base.id))
     return jobs, found
 
 

@@ -8,13 +8,15 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.guards import assert_base_runnable
 from knowbase.catalog.labels import label_fields
 from knowbase.catalog.models import Base, Item
+from knowbase.conflict_strategy import DEFAULT_STRATEGY, STRATEGIES
+from knowbase.conflict_strategy import ConflictStrategy as Strategy
 from knowbase.errors import InvalidInput
 from knowbase.files import BaseStorage, artifact_path, reserve_free_path, sanitize_filename
 from knowbase.files.staging import Staging
@@ -25,7 +27,6 @@ from knowbase.operations.scheduling import schedule_item
 from knowbase.runtime import Runtime
 
 log = logging.getLogger(__name__)
-Strategy = Literal["update", "rename", "detect", "replace"]
 
 
 @dataclass
@@ -44,38 +45,48 @@ class AddResult:
 
 
 def add_items(
-    rt: Runtime, base_id: str, inputs: list[AddInput], strategy: Strategy = "rename"
+    rt: Runtime, base: str, inputs: list[AddInput], strategy: Strategy = DEFAULT_STRATEGY
 ) -> AddResult:
-    """Add items to a base. Every input is validated before anything is written.
+    """Add items to ``base`` (a name or an id). Every input is validated before anything is
+    written; the base's row is read here, once, and every step after takes it.
 
     ``update`` (``operations/add/readd.py``) refreshes the roots whose origin an input re-adds and
     adds the rest as ``rename`` does.
     """
-    if strategy not in ("update", "rename", "detect", "replace"):
-        raise InvalidInput(
-            f"unknown conflict strategy {strategy!r}: update, rename, detect or replace"
-        )
+    if strategy not in STRATEGIES:
+        raise InvalidInput(f"unknown conflict strategy {strategy!r}: {', '.join(STRATEGIES)}")
     _refuse_home_paths(rt, inputs)  # before validation reads anything of a file
     inputs = [validate(i) for i in inputs]
     with rt.catalog.read() as conn:
-        base = base_repo.get(conn, base_id)
-    assert_base_runnable(base, "adding items")
-    _refuse_forbidden_urls(rt, base, inputs)
+        row = base_repo.resolve(conn, base)
+    assert_base_runnable(row, "adding items")
+    _refuse_forbidden_urls(rt, row, inputs)
     if strategy == "update":
-        from knowbase.operations.add.readd import known_items, split_known, update_known
+        return _update(rt, row, inputs)
+    return _add_resolved(rt, row, inputs, strategy)
 
-        labelled = {(i.type, i.origin): i for i in inputs if i.origin and (i.tags or i.metadata)}
-        known, inputs = split_known(known_items(rt, base.id, inputs), inputs)
-        _relabel_known(rt, base, known, labelled)
-        result = add_items(rt, base_id, inputs, "rename") if inputs else AddResult("added")
-        result.updated = known
-        if known:
-            jobs, result.update_report = update_known(rt, base.id, known)
-            result.job_ids.extend(jobs)
-        return result
+
+def _update(rt: Runtime, base: Base, inputs: list[AddInput]) -> AddResult:
+    """``update``: refresh the items the inputs re-add, add the others as ``rename`` does."""
+    from knowbase.operations.add.readd import known_items, split_known, update_known
+
+    labelled = {(i.type, i.origin): i for i in inputs if i.origin and (i.tags or i.metadata)}
+    known, fresh = split_known(known_items(rt, base.id, inputs), inputs)
+    _relabel_known(rt, base, known, labelled)
+    result = _add_resolved(rt, base, fresh, "rename")
+    result.updated = known
+    if known:
+        jobs, result.update_report = update_known(rt, base, known)
+        result.job_ids.extend(jobs)
+    return result
+
+
+def _add_resolved(rt: Runtime, base: Base, inputs: list[AddInput], strategy: Strategy) -> AddResult:
+    """Apply ``rename``, ``detect`` or ``replace`` to inputs already validated for ``base``,
+    whose row :func:`add_items` read and checked: copy in, then rows and jobs in one
+    transaction."""
     if not inputs:
         return AddResult("added")
-
     if strategy != "rename":
         with rt.catalog.read() as conn:
             roots = item_repo.list_items(conn, base.id, roots_only=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog import items as item_repo
 from knowbase.catalog.guards import assert_base_runnable, assert_subtrees_terminal, outermost_roots
-from knowbase.catalog.models import Item
+from knowbase.catalog.models import Base, Item
 from knowbase.operations import kinds
 from knowbase.runtime import Runtime, queue_of
 
@@ -21,7 +21,15 @@ def reindex_items(
     """
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base_id)
-        assert_base_runnable(base, "reindexing")
+    assert_base_runnable(base, "reindexing")
+    return reindex_resolved(rt, base, item_ids, reacquire=reacquire)
+
+
+def reindex_resolved(
+    rt: Runtime, base: Base, item_ids: list[str], *, reacquire: bool = True
+) -> str | None:
+    """:func:`reindex_items` on a row its caller read and checked (a re-add's update)."""
+    with rt.catalog.read() as conn:
         roots = outermost_roots(conn, base, item_ids)
         if not roots:
             return None

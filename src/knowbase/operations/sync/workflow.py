@@ -261,6 +261,18 @@ def sync_base(
     with rt.catalog.read() as conn:
         base = base_repo.get(conn, base_id)
     assert_base_runnable(base, "syncing")
+    return sync_resolved(rt, base, prune=prune, dry_run=dry_run, only=only)
+
+
+def sync_resolved(
+    rt: Runtime,
+    base: Base,
+    *,
+    prune: bool | None = None,
+    dry_run: bool = False,
+    only: Collection[str] | None = None,
+) -> SyncReport:
+    """:func:`sync_base` on a row its caller read and checked (a re-add's update)."""
     prune = base.sync_deletes if prune is None else prune
     scopes, unreachable, pages = plan_base(rt, base, only)
     report = SyncReport(base.id, dry_run, prune, failed=list(unreachable))
