@@ -11,6 +11,7 @@ import pytest
 from knowbase.catalog.models import Base
 from knowbase.errors import DatabaseCannotOpen, VectorStoreUnavailable
 from knowbase.index.base import MaterialInput
+from knowbase.runtime import OPEN_RETRY_DELAYS
 from knowbase.service import Knowledge
 from knowbase.settings import Settings
 from knowbase.units.chunk import Chunk
@@ -184,3 +185,41 @@ def test_a_base_deleted_by_another_process_releases_its_index_here(kb: Knowledge
     assert held(), "the test needs the store open before the sweep"
     kb.recover()
     assert held() == []
+
+
+def test_a_reader_that_meets_a_new_base_before_its_index_waits_instead_of_failing_it(
+    kb: Knowledge,
+) -> None:
+    """A base's creator holds its lock from before the row is visible until its index exists
+    (create_base, an import); another process's reader that opened the store in between
+    failed a healthy base `missing_vector_store` (CI's PostgreSQL soak, an import). It now
+    waits on the lock and opens the index once it is there."""
+    from knowbase.catalog import bases as base_repo
+    from knowbase.ids import new_base_id
+
+    rt = kb.rt
+    base_id = new_base_id()
+    opened: list[object] = []
+    with rt.lock(base_id):
+        with rt.catalog.write_tx() as conn:
+            base = base_repo.insert(conn, name="being-made", id=base_id)
+        reader = threading.Thread(target=lambda: opened.append(rt.store(base)))
+        reader.start()
+        # past the reader's retries of a missing index (runtime.OPEN_RETRY_DELAYS, 1.55 s): a
+        # big import writes its raw files for longer than that
+        time.sleep(sum(OPEN_RETRY_DELAYS) + 1.0)
+        rt.storage(base.id).ensure()
+        rt.store(base, create=True)
+    reader.join(30)
+    assert opened, "the reader did not open the new base's store"
+    assert kb.get_base(base_id).status == "completed"
+
+
+def test_an_index_missing_for_good_still_fails_its_base(kb: Knowledge, bm25_base: Base) -> None:
+    """The recheck under the lock does not hide a real loss: nobody is making the index."""
+    kb.rt.close_store(bm25_base.id)
+    for path in kb.rt.storage(bm25_base.id).index_path.parent.glob("index*"):
+        path.unlink()
+    with pytest.raises(VectorStoreUnavailable):
+        kb.rt.store(bm25_base)
+    assert kb.get_base(bm25_base.id).status == "failed"

@@ -139,6 +139,7 @@ class Runtime:
                 return cached
         backend = backends.get(base.index_backend)
         delays = iter(OPEN_RETRY_DELAYS)
+        rechecked = False
         while True:
             try:
                 store = backend.open(self._target(base), create)
@@ -157,6 +158,9 @@ class Runtime:
                 if delay is None:
                     damaged = isinstance(exc, VectorStoreUnavailable)  # not an I/O fault
                     if damaged and not create and backends.fails_base(exc):
+                        if not rechecked and self._made_meanwhile(base, backend):
+                            rechecked = True
+                            continue  # a base being created or imported: its index is there now
                         self._mark_base_failed(base.id)
                     raise
                 log.warning("opening the index of base %s: %s; retrying", base.id, exc)
@@ -229,6 +233,22 @@ class Runtime:
             self._stores.clear()
         for store in stores:
             store.close()
+
+    def _made_meanwhile(self, base: Base, backend: backends.Backend) -> bool:
+        """Whether the missing index exists once the base's lock is free. A base's creator
+        (``create_base``, an import) holds that lock from before the row is visible until
+        the index exists: a reader that met the row first waits here instead of failing a
+        healthy base. False when this thread holds the lock itself (no one else can be
+        making the index)."""
+        hold = self.lock(base.id)
+        try:
+            hold.__enter__()
+        except RuntimeError:  # the lock is not re-entrant: this thread already holds it
+            return False
+        try:
+            return backend.exists(self._target(base))
+        finally:
+            hold.__exit__(None, None, None)
 
     def _mark_base_failed(self, base_id: str) -> None:
         try:

@@ -13,6 +13,7 @@ from typing import Any
 from knowbase.catalog import bases as base_repo
 from knowbase.catalog.models import Base
 from knowbase.errors import InvalidInput
+from knowbase.ids import new_base_id
 from knowbase.operations.changes import record_change
 from knowbase.pipeline.indexing.chunking import chunk_settings_for_window
 from knowbase.pipeline.processing import check_processor_id
@@ -63,17 +64,25 @@ def create_base(
     values = base_defaults(window, settings)
     if values.get("index_backend") is None and rt.settings.default_index_backend:
         values["index_backend"] = rt.settings.default_index_backend
-    with rt.catalog.write_tx() as conn:
-        base = base_repo.insert(
-            conn, name=name, embedding_model_id=embedding_model_id, dimensions=dimensions, **values
-        )
-    try:
-        with rt.lock(base.id):
+    # The base's lock is held from before its row is visible until its index exists: a
+    # reader that meets the row without the index waits on it instead of failing the base.
+    base_id = new_base_id()
+    with rt.lock(base_id):
+        with rt.catalog.write_tx() as conn:
+            base = base_repo.insert(
+                conn,
+                name=name,
+                embedding_model_id=embedding_model_id,
+                dimensions=dimensions,
+                id=base_id,
+                **values,
+            )
+        try:
             rt.storage(base.id).ensure()
             rt.store(base, create=True)
-    except BaseException:
-        _undo_create(rt, base.id)
-        raise
+        except BaseException:
+            _undo_create(rt, base.id)
+            raise
     with rt.catalog.write_tx() as conn:  # recorded once the base exists whole
         record_change(conn, base, "create")
     return base

@@ -50,7 +50,7 @@ from knowbase.errors import (
     InvalidInput,
     KnowbaseError,
 )
-from knowbase.ids import new_time_id
+from knowbase.ids import new_base_id, new_time_id
 from knowbase.index.base import MaterialInput
 from knowbase.operations.bases import remove_base
 from knowbase.pipeline.processing import check_processor_id
@@ -283,13 +283,17 @@ def import_base(
         )
         check_processor_id(settings.get("file_processor_id"), rt.settings)
         id_map = {row["id"]: row["id"] if keep_ids else new_time_id() for row in decoded.items}
-        base = _insert_base(rt, name, settings, manifest, keep_ids, index_backend, id_map)
-        report = ArchiveReport(base, str(path), id_map=id_map)
-        try:
-            _write_base(rt, base, zf, decoded, id_map, report)
-        except BaseException:
-            remove_base(rt, base.id)
-            raise
+        # The base's lock is held from before its row is visible until it is whole: a reader
+        # that meets the row without its index waits on it instead of failing the base.
+        base_id = manifest.source_base_id if keep_ids else new_base_id()
+        with rt.lock(base_id):
+            base = _insert_base(rt, name, settings, keep_ids, index_backend, base_id, id_map)
+            report = ArchiveReport(base, str(path), id_map=id_map)
+            try:
+                _write_base(rt, base, zf, decoded, id_map, report)
+            except BaseException:
+                remove_base(rt, base.id)
+                raise
     report.bytes = path.stat().st_size
     return report
 
@@ -298,25 +302,22 @@ def _insert_base(
     rt: Runtime,
     name: str,
     settings: dict[str, Any],
-    manifest: fmt.Manifest,
     keep_ids: bool,
     index_backend: str | None,
+    base_id: str,
     id_map: dict[str, str],
 ) -> Base:
     with rt.catalog.write_tx() as conn:
         if base_repo.find_by_name(conn, name) is not None:
             raise BaseExists(f"a base named {name!r} already exists here", name=name)
-        extra: dict[str, Any] = {}
         if keep_ids:
-            if base_repo.find(conn, manifest.source_base_id) is not None:
-                raise BaseExists(
-                    f"base id {manifest.source_base_id} already exists here",
-                    base_id=manifest.source_base_id,
-                )
+            if base_repo.find(conn, base_id) is not None:
+                raise BaseExists(f"base id {base_id} already exists here", base_id=base_id)
             if item_repo.find_many(conn, id_map):
                 raise BaseExists("some of the archive's item ids already exist here")
-            extra["id"] = manifest.source_base_id  # insert() takes the id as one more column
-        return base_repo.insert(conn, name=name, index_backend=index_backend, **settings, **extra)
+        return base_repo.insert(
+            conn, name=name, index_backend=index_backend, id=base_id, **settings
+        )
 
 
 def _write_raw(rt: Runtime, base: Base, zf: zipfile.ZipFile, raw: dict[str, str]) -> None:
@@ -348,25 +349,23 @@ def _write_base(
     rows = {row["id"]: row for row in decoded.items}
     vectors = decoded.vectors
     index = {h: i for i, h in enumerate(vectors.hashes)} if vectors else {}
-    with rt.lock(base.id):
-        rt.storage(base.id).ensure()
-        _write_raw(rt, base, zf, decoded.manifest.raw)
-        store = rt.store(base, create=True)
-        for m in decoded.materials:
-            row = rows[m.material_id]
-            title = Item(**{**row, "base_id": base.id}).title
-            supplied: dict[str, np.ndarray] = {}
-            if vectors is not None and base.dimensions:
-                supplied = {h: vectors.rows[index[h]] for h in m.body_hashes}
-            store.rebuild_material(
-                MaterialInput(
-                    id_map[m.material_id], m.relative_path, m.content_text, m.chunks, title
-                ),
-                supplied,
-            )
-            report.materials += 1
-            report.units += len(m.chunks)
-        _insert_items(rt, base, decoded.items, id_map)
+    # (the caller holds the base's lock) the index first: readers wait on the lock meanwhile
+    rt.storage(base.id).ensure()
+    store = rt.store(base, create=True)
+    _write_raw(rt, base, zf, decoded.manifest.raw)
+    for m in decoded.materials:
+        row = rows[m.material_id]
+        title = Item(**{**row, "base_id": base.id}).title
+        supplied: dict[str, np.ndarray] = {}
+        if vectors is not None and base.dimensions:
+            supplied = {h: vectors.rows[index[h]] for h in m.body_hashes}
+        store.rebuild_material(
+            MaterialInput(id_map[m.material_id], m.relative_path, m.content_text, m.chunks, title),
+            supplied,
+        )
+        report.materials += 1
+        report.units += len(m.chunks)
+    _insert_items(rt, base, decoded.items, id_map)
     report.items = len(decoded.items)
     report.vectors = len(vectors.hashes) if vectors else 0
     report.raw_files = len(decoded.manifest.raw)
