@@ -59,8 +59,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "search": {"errors", "providers", "catalog", "pipeline", "index", "runtime"},
     "operations": {
-        "errors", "diskspace", "conflict_strategy", "providers", "units", "catalog", "jobs",
-        "files", "pipeline", "index", "runtime",
+        "errors", "ids", "diskspace", "conflict_strategy", "providers", "units", "catalog",
+        "jobs", "files", "pipeline", "index", "runtime",
     },
     "eval": {"errors", "providers", "catalog", "search", "operations"},
     "portable": {
